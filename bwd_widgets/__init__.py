@@ -1,0 +1,33 @@
+"""See what PyTorch autograd does in backward: graphs, saved tensors, partitioners."""
+
+from ._analysis import GradientOutput, SavedTensor, TensorInfo
+from ._errors import (
+    BwdWidgetsError,
+    ExtractionFailed,
+    NoDifferentiableOutputError,
+    NothingRequiresGradError,
+    PartitionerError,
+    SampleError,
+)
+from ._extract import default_requires_grad, extract
+from ._extraction import BackwardExtraction, GraphPair
+
+__all__ = [
+    "BackwardExtraction",
+    "BwdWidgetsError",
+    "ExtractionFailed",
+    "GradientOutput",
+    "GraphPair",
+    "NoDifferentiableOutputError",
+    "NothingRequiresGradError",
+    "PartitionerError",
+    "SampleError",
+    "SavedTensor",
+    "TensorInfo",
+    "default_requires_grad",
+    "extract",
+]
+
+from ._graphnet import GraphNetSample, TensorMeta, load_graphnet_sample  # noqa: E402
+
+__all__ += ["GraphNetSample", "TensorMeta", "load_graphnet_sample"]

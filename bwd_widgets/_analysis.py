@@ -1,0 +1,178 @@
+"""What is saved for backward, and what each backward output is the gradient of."""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx
+
+from ._naming import module_path, parse_flat_name, source_line
+
+KINDS = ("activation", "parameter", "buffer", "input", "symint")
+
+
+@dataclass
+class TensorInfo:
+    name: str
+    shape: tuple
+    dtype: str
+    bytes: int
+
+
+@dataclass
+class SavedTensor:
+    """One value autograd keeps between forward and backward (a backward placeholder)."""
+
+    name: str
+    kind: str  # one of KINDS
+    source: str | None  # the parameter, buffer or input it is, for forward inputs
+    shape: tuple
+    dtype: str
+    bytes: int
+    producer: str | None  # the forward op that computed it, for activations
+    module: str | None
+    source_line: str | None
+    users: list = field(default_factory=list)
+    graph_index: int = 0
+
+    @property
+    def is_activation(self) -> bool:
+        return self.kind == "activation"
+
+
+@dataclass
+class GradientOutput:
+    """One backward output: the gradient of a forward input or parameter."""
+
+    name: str
+    grad_of: str
+    kind: str
+    shape: tuple
+    dtype: str
+
+
+def tensor_info(name, value) -> TensorInfo:
+    if isinstance(value, torch.Tensor):
+        return TensorInfo(name, tuple(int(s) for s in value.shape), str(value.dtype), _nbytes(value))
+    return TensorInfo(name, (), type(value).__name__, 0)
+
+
+def _nbytes(value) -> int:
+    if isinstance(value, torch.Tensor):
+        return int(value.numel()) * value.element_size()
+    return 0
+
+
+def op_name(node: torch.fx.Node) -> str:
+    """`aten.convolution`, or `aten.native_batch_norm[1]` for a getitem of a multi-output op."""
+    if node.op != "call_function":
+        return node.op
+    if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
+        return f"{op_name(node.args[0])}[{node.args[1]}]"
+    target = node.target
+    overload = getattr(target, "_overloadpacket", None)
+    if overload is not None:
+        return str(overload).replace("aten::", "aten.")
+    return getattr(target, "__name__", str(target))
+
+
+def primal_index(name: str) -> int | None:
+    if name.startswith("primals_") and name[8:].isdigit():
+        return int(name[8:]) - 1
+    return None
+
+
+def node_module(node: torch.fx.Node | None, sources) -> str | None:
+    """Module path from fx metadata, else from the parameters the op reads (GraphNet samples)."""
+    if node is None:
+        return None
+    path = module_path(node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack"))
+    if path:
+        return path
+    frontier, seen = [node], set()
+    for _ in range(3):
+        next_frontier = []
+        for current in frontier:
+            for arg in current.all_input_nodes:
+                if arg in seen:
+                    continue
+                seen.add(arg)
+                index = primal_index(arg.name)
+                if index is not None and index < len(sources) and sources[index][0] == "parameter":
+                    return sources[index][1].rpartition(".")[0] or None
+                next_frontier.append(arg)
+        frontier = next_frontier
+    return None
+
+
+def saved_tensors(captured, graph_index=0) -> list:
+    forward_nodes = {n.name: n for n in captured.forward.graph.nodes}
+    sources = captured.input_sources
+    saved = []
+    for node in captured.backward.graph.find_nodes(op="placeholder"):
+        if node.name.startswith("tangents_"):
+            continue
+        value = node.meta.get("val")
+        index = primal_index(node.name)
+        producer = forward_nodes.get(node.name)
+        users = [u.name for u in node.users]
+        info = tensor_info(node.name, value)
+        if isinstance(value, (int, torch.SymInt)):
+            kind, source = "symint", None
+        elif index is not None and index < len(sources):
+            kind, source = sources[index]
+        else:
+            kind, source = "activation", None
+        is_activation = kind == "activation"
+        if not is_activation and source is not None:
+            module = source.rpartition(".")[0] or None
+        else:
+            module = node_module(producer, sources)
+        saved.append(
+            SavedTensor(
+                name=node.name,
+                kind=kind,
+                source=source,
+                shape=info.shape,
+                dtype=info.dtype,
+                bytes=info.bytes,
+                producer=op_name(producer) if is_activation and producer is not None else None,
+                module=module,
+                source_line=source_line(producer.meta.get("stack_trace")) if producer is not None else None,
+                users=users,
+                graph_index=graph_index,
+            )
+        )
+    return saved
+
+
+def tangents(captured) -> list:
+    return [
+        tensor_info(n.name, n.meta.get("val"))
+        for n in captured.backward.graph.find_nodes(op="placeholder")
+        if n.name.startswith("tangents_")
+    ]
+
+
+def gradients(captured) -> list:
+    """Pair each non-None backward output with the forward input it is the gradient of."""
+    output = captured.backward.graph.output_node()
+    values = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
+    descs = output.meta.get("desc") or [None] * len(values)
+    sources = captured.input_sources
+    result = []
+    for position, (value, desc) in enumerate(zip(values, descs)):
+        if value is None:
+            continue
+        index = getattr(getattr(desc, "grad_of", None), "idx", position)
+        kind, name = sources[index] if index < len(sources) else ("input", f"input_{index}")
+        info = tensor_info(value.name, value.meta.get("val"))
+        result.append(GradientOutput(value.name, name, kind, info.shape, info.dtype))
+    return result
+
+
+def source_from_graphnet_name(original_name: str | None, name: str) -> tuple:
+    kind, human = parse_flat_name(original_name or name)
+    return kind, human

@@ -1,0 +1,34 @@
+"""GraphModule -> GraphNet `model.py` text."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import torch.fx
+
+_EXTRA_IMPORTS = (
+    (re.compile(r"\bdevice\("), "from torch import device"),
+    (re.compile(r"\b(inf|nan)\b"), "from math import inf, nan"),
+)
+
+
+def without_none_outputs(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A copy of gm whose returned tuple drops `None` (gradients of inputs that need none)."""
+    graph = copy.deepcopy(gm.graph)
+    output = graph.output_node()
+    values = output.args[0]
+    if isinstance(values, (tuple, list)):
+        output.args = (tuple(v for v in values if v is not None),)
+    graph.eliminate_dead_code()
+    result = torch.fx.GraphModule(gm, graph)
+    result.meta.update(gm.meta)
+    return result
+
+
+def graphnet_code(gm: torch.fx.GraphModule) -> str:
+    """The module as GraphNet writes it: `import torch`, `class GraphModule`, `forward`."""
+    body = gm.code
+    imports = ["import torch"] + [line for pattern, line in _EXTRA_IMPORTS if pattern.search(body)]
+    indented = "".join("    " + line for line in body.splitlines(keepends=True))
+    return "\n".join(imports) + "\n\nclass GraphModule(torch.nn.Module):\n" + indented

@@ -1,0 +1,149 @@
+"""The result of an extraction: graph pairs, saved tensors, gradients and code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import torch.fx
+
+from ._analysis import GradientOutput, SavedTensor, TensorInfo
+from ._codegen import graphnet_code, without_none_outputs
+
+
+@dataclass
+class GraphPair:
+    """One compiled region: its joint graph and the forward/backward split of it."""
+
+    index: int
+    forward: torch.fx.GraphModule
+    backward_with_nones: torch.fx.GraphModule
+    joint: torch.fx.GraphModule | None
+    inputs: list  # (kind, name) per forward primal
+    saved_tensors: list[SavedTensor]
+    tangents: list[TensorInfo]
+    gradients: list[GradientOutput]
+    forward_inputs: list | None = None
+    backward_inputs: list | None = None
+    num_fwd_outputs: int | None = None
+
+    @cached_property
+    def backward(self) -> torch.fx.GraphModule:
+        """The backward graph with `None` gradients dropped from its returned tuple."""
+        return without_none_outputs(self.backward_with_nones)
+
+    @property
+    def backward_code(self) -> str:
+        return graphnet_code(self.backward)
+
+    @property
+    def forward_code(self) -> str:
+        return graphnet_code(self.forward)
+
+    @property
+    def saved_activation_bytes(self) -> int:
+        return sum(s.bytes for s in self.saved_tensors if s.is_activation)
+
+    @property
+    def saved_input_bytes(self) -> int:
+        return sum(s.bytes for s in self.saved_tensors if not s.is_activation)
+
+
+def _count_nodes(gm) -> int:
+    return sum(1 for _ in gm.graph.nodes)
+
+
+@dataclass
+class BackwardExtraction:
+    """Everything captured for one model, one partitioner, one mode.
+
+    A model with graph breaks has several graph pairs, in execution order; the
+    `forward`, `backward` and `joint` shortcuts give the first.
+    """
+
+    graphs: list[GraphPair]
+    partitioner: str
+    memory_budget: float | None
+    mode: str
+    model_name: str
+    seconds: float = 0.0
+    autograd_gradients: dict = field(default_factory=dict)  # name -> grad (real mode)
+    requires_grad: dict = field(default_factory=dict)  # name -> bool, as decided
+
+    @property
+    def forward(self) -> torch.fx.GraphModule:
+        return self.graphs[0].forward
+
+    @property
+    def backward(self) -> torch.fx.GraphModule:
+        return self.graphs[0].backward
+
+    @property
+    def joint(self) -> torch.fx.GraphModule | None:
+        return self.graphs[0].joint
+
+    @property
+    def backward_code(self) -> str:
+        return self.graphs[0].backward_code
+
+    @property
+    def forward_code(self) -> str:
+        return self.graphs[0].forward_code
+
+    @property
+    def saved_tensors(self) -> list[SavedTensor]:
+        return [s for g in self.graphs for s in g.saved_tensors]
+
+    @property
+    def tangents(self) -> list[TensorInfo]:
+        return [t for g in self.graphs for t in g.tangents]
+
+    @property
+    def gradients(self) -> list[GradientOutput]:
+        return [d for g in self.graphs for d in g.gradients]
+
+    @property
+    def saved_activation_bytes(self) -> int:
+        return sum(g.saved_activation_bytes for g in self.graphs)
+
+    @property
+    def saved_input_bytes(self) -> int:
+        return sum(g.saved_input_bytes for g in self.graphs)
+
+    @property
+    def forward_node_count(self) -> int:
+        return sum(_count_nodes(g.forward) for g in self.graphs)
+
+    @property
+    def backward_node_count(self) -> int:
+        return sum(_count_nodes(g.backward) for g in self.graphs)
+
+    def summary(self) -> dict:
+        """Plain numbers, for tables, JSON and notebooks."""
+        return {
+            "model": self.model_name,
+            "partitioner": self.partitioner,
+            "memory_budget": self.memory_budget,
+            "mode": self.mode,
+            "graphs": len(self.graphs),
+            "forward_nodes": self.forward_node_count,
+            "backward_nodes": self.backward_node_count,
+            "saved": len(self.saved_tensors),
+            "saved_activations": sum(1 for s in self.saved_tensors if s.is_activation),
+            "saved_activation_bytes": self.saved_activation_bytes,
+            "saved_input_bytes": self.saved_input_bytes,
+        }
+
+    def save_graphnet(self, out_dir, name: str | None = None):
+        """Write `train_forward/<name>` and `train_backward/<name>` GraphNet samples."""
+        from ._graphnet import save_extraction
+
+        return save_extraction(self, out_dir, name or self.model_name)
+
+    def __repr__(self) -> str:
+        return (
+            f"BackwardExtraction(model={self.model_name!r}, partitioner={self.partitioner!r}, "
+            f"mode={self.mode!r}, graphs={len(self.graphs)}, fw_nodes={self.forward_node_count}, "
+            f"bw_nodes={self.backward_node_count}, saved={len(self.saved_tensors)}, "
+            f"saved_activation_bytes={self.saved_activation_bytes})"
+        )
