@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx
 
-from ._naming import module_path, parse_flat_name, source_line
+from ._naming import module_path, source_line
 
 KINDS = ("activation", "parameter", "buffer", "input", "symint")
 
@@ -36,10 +36,16 @@ class SavedTensor:
     source_line: str | None
     users: list = field(default_factory=list)
     graph_index: int = 0
+    alias_of: str | None = None  # a view of this forward input: it shares that input's memory
 
     @property
     def is_activation(self) -> bool:
         return self.kind == "activation"
+
+    @property
+    def activation_bytes(self) -> int:
+        """Memory this value adds on top of the forward inputs: 0 for views of them."""
+        return self.bytes if self.is_activation and self.alias_of is None else 0
 
 
 @dataclass
@@ -47,8 +53,9 @@ class GradientOutput:
     """One backward output: the gradient of a forward input or parameter."""
 
     name: str
-    grad_of: str
+    grad_of: str  # human name: `conv.weight`, `x`
     kind: str
+    key: str  # argument name or qualified parameter name, as in BackwardExtraction.autograd_gradients
     shape: tuple
     dtype: str
 
@@ -78,6 +85,25 @@ def op_name(node: torch.fx.Node) -> str:
     return getattr(target, "__name__", str(target))
 
 
+def _is_view(node: torch.fx.Node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    if node.op != "call_function" or schema is None or not schema.arguments or not schema.returns:
+        return False
+    alias = schema.arguments[0].alias_info
+    returned = schema.returns[0].alias_info
+    return alias is not None and not alias.is_write and returned is not None and not returned.is_write
+
+
+def view_root(node: torch.fx.Node | None, sources) -> str | None:
+    """The forward input a chain of view ops (t, view, expand...) starts from."""
+    while node is not None and _is_view(node) and isinstance(node.args[0], torch.fx.Node):
+        node = node.args[0]
+    if node is None or node.op != "placeholder":
+        return None
+    index = primal_index(node.name)
+    return sources[index].name if index is not None and index < len(sources) else None
+
+
 def primal_index(name: str) -> int | None:
     if name.startswith("primals_") and name[8:].isdigit():
         return int(name[8:]) - 1
@@ -100,8 +126,8 @@ def node_module(node: torch.fx.Node | None, sources) -> str | None:
                     continue
                 seen.add(arg)
                 index = primal_index(arg.name)
-                if index is not None and index < len(sources) and sources[index][0] == "parameter":
-                    return sources[index][1].rpartition(".")[0] or None
+                if index is not None and index < len(sources) and sources[index].kind == "parameter":
+                    return sources[index].name.rpartition(".")[0] or None
                 next_frontier.append(arg)
         frontier = next_frontier
     return None
@@ -122,7 +148,7 @@ def saved_tensors(captured, graph_index=0) -> list:
         if isinstance(value, (int, torch.SymInt)):
             kind, source = "symint", None
         elif index is not None and index < len(sources):
-            kind, source = sources[index]
+            kind, source = sources[index].kind, sources[index].name
         else:
             kind, source = "activation", None
         is_activation = kind == "activation"
@@ -143,6 +169,7 @@ def saved_tensors(captured, graph_index=0) -> list:
                 source_line=source_line(producer.meta.get("stack_trace")) if producer is not None else None,
                 users=users,
                 graph_index=graph_index,
+                alias_of=view_root(producer, sources) if is_activation and producer is not None else None,
             )
         )
     return saved
@@ -167,12 +194,8 @@ def gradients(captured) -> list:
         if value is None:
             continue
         index = getattr(getattr(desc, "grad_of", None), "idx", position)
-        kind, name = sources[index] if index < len(sources) else ("input", f"input_{index}")
+        source = sources[index]
         info = tensor_info(value.name, value.meta.get("val"))
-        result.append(GradientOutput(value.name, name, kind, info.shape, info.dtype))
+        result.append(GradientOutput(value.name, source.name, source.kind, source.key, info.shape, info.dtype))
     return result
 
-
-def source_from_graphnet_name(original_name: str | None, name: str) -> tuple:
-    kind, human = parse_flat_name(original_name or name)
-    return kind, human

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import inspect
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 import torch.fx
@@ -16,12 +17,20 @@ from torch._dynamo.backends.common import aot_autograd
 from ._partitioners import Partitioner
 
 
+class InputSource(NamedTuple):
+    """What a forward primal is: kind, human name, and the key autograd's grads use."""
+
+    kind: str  # parameter, buffer or input
+    name: str  # `bn.weight`, or the argument name
+    key: str  # the argument name (inputs) or qualified parameter name
+
+
 @dataclass
 class CapturedGraph:
     """One Dynamo graph's trip through AOT Autograd."""
 
     dynamo_graph: torch.fx.GraphModule
-    input_sources: list  # one (kind, name) per forward primal
+    input_sources: list  # one InputSource per forward primal
     joint: torch.fx.GraphModule | None = None
     forward: torch.fx.GraphModule | None = None
     backward: torch.fx.GraphModule | None = None
@@ -83,13 +92,14 @@ class CaptureSession:
             grapharg = node.meta.get("grapharg")
             source = getattr(grapharg, "source", None)
             if source is None:
-                sources.append(("input", node.name))
+                sources.append(InputSource("input", node.name, node.name))
                 continue
             kind, name = parse_source_name(source.name)
             local = getattr(source, "local_name", None)
+            key = name if local is None else local
             if local is not None and local in self.input_names:
                 kind, name = self.input_names[local]
-            sources.append((kind, name))
+            sources.append(InputSource(kind, name, key))
         return sources
 
 

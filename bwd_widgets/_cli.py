@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 EXAMPLE = """example:
@@ -99,6 +100,7 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     samples = collect_samples(args, parser)
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.|copyreg")
     from tqdm import tqdm
 
     from ._errors import BwdWidgetsError

@@ -26,9 +26,26 @@ def without_none_outputs(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return result
 
 
+def _constant_expression(value) -> str:
+    """Python that rebuilds a lifted tensor constant, so model.py needs no attributes."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    shape = list(value.shape)
+    if isinstance(value, FakeTensor) or value.device.type == "meta":
+        return f"torch.zeros({shape}, dtype={value.dtype})"
+    values = value.detach().cpu().reshape(-1).tolist()
+    return f"torch.tensor({values!r}, dtype={value.dtype}).reshape({shape})"
+
+
 def graphnet_code(gm: torch.fx.GraphModule) -> str:
     """The module as GraphNet writes it: `import torch`, `class GraphModule`, `forward`."""
     body = gm.code
+    for node in gm.graph.find_nodes(op="get_attr"):
+        value = gm
+        for part in str(node.target).split("."):
+            value = getattr(value, part)
+        if isinstance(value, torch.Tensor):
+            body = body.replace(f"{node.name} = self.{node.target}", f"{node.name} = {_constant_expression(value)}")
     imports = ["import torch"] + [line for pattern, line in _EXTRA_IMPORTS if pattern.search(body)]
     indented = "".join("    " + line for line in body.splitlines(keepends=True))
     return "\n".join(imports) + "\n\nclass GraphModule(torch.nn.Module):\n" + indented

@@ -19,7 +19,7 @@ class GraphPair:
     forward: torch.fx.GraphModule
     backward_with_nones: torch.fx.GraphModule
     joint: torch.fx.GraphModule | None
-    inputs: list  # (kind, name) per forward primal
+    inputs: list  # InputSource per forward primal
     saved_tensors: list[SavedTensor]
     tangents: list[TensorInfo]
     gradients: list[GradientOutput]
@@ -42,10 +42,12 @@ class GraphPair:
 
     @property
     def saved_activation_bytes(self) -> int:
-        return sum(s.bytes for s in self.saved_tensors if s.is_activation)
+        """Memory saved on top of the forward inputs (views of inputs cost nothing)."""
+        return sum(s.activation_bytes for s in self.saved_tensors)
 
     @property
     def saved_input_bytes(self) -> int:
+        """Forward inputs (parameters, buffers, user inputs) kept alive for backward."""
         return sum(s.bytes for s in self.saved_tensors if not s.is_activation)
 
 

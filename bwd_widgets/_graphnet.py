@@ -40,6 +40,7 @@ class TensorMeta:
     min_val: float | None = None
     max_val: float | None = None
     original_name: str | None = None
+    stride: list | None = None  # only for non-contiguous tensors; GraphNet's own loader ignores it
 
 
 @dataclass
@@ -151,6 +152,16 @@ def _dtype(name: str) -> torch.dtype:
 
 
 def build_tensor(meta: TensorMeta, device, generator, index_limit=None) -> torch.Tensor:
+    tensor = _build_values(meta, device, generator, index_limit)
+    if meta.stride is None or list(meta.stride) == list(tensor.stride()) or tensor.numel() == 0:
+        return tensor
+    stride = [int(s) for s in meta.stride]
+    if 0 in stride:
+        return tensor
+    return torch.empty_strided(tensor.shape, stride, dtype=tensor.dtype, device=tensor.device).copy_(tensor)
+
+
+def _build_values(meta: TensorMeta, device, generator, index_limit=None) -> torch.Tensor:
     dtype = _dtype(meta.dtype)
     shape = [int(s) for s in meta.shape]
     if meta.data is not None:
@@ -199,6 +210,8 @@ def meta_class(name: str, value, original_name: str | None = None) -> str:
             f'    dtype = "{value.dtype}"',
             '    device = "cpu"',
         ]
+        if not value.is_contiguous() and value.numel():
+            lines.append(f"    stride = {list(value.stride())}")
         flat = None if fake else value.detach().cpu().reshape(-1)
         mean = std = data = None
         extra = []
@@ -266,7 +279,7 @@ def save_extraction(extraction, out_dir, name: str) -> dict:
                 else:
                     gm, code, real = pair.backward, pair.backward_code, pair.backward_inputs
                 names, values = _placeholder_values(gm, real)
-                originals = {f"primals_{i + 1}": source for i, (_, source) in enumerate(pair.inputs)}
+                originals = {f"primals_{i + 1}": source.name for i, source in enumerate(pair.inputs)}
                 info = {
                     "framework": "torch",
                     "num_devices_required": 1,

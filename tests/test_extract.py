@@ -1,0 +1,123 @@
+import pytest
+import torch
+from torch import nn
+
+import bwd_widgets as bw
+from models import MLP, DataclassOut, DictOut, GraphBreak, Transformer
+
+
+def _check_gradients(extraction):
+    """Each backward graph, run on the inputs captured in real mode, gives autograd's gradients."""
+    assert len(extraction.graphs) == 1
+    pair = extraction.graphs[0]
+    outputs = pair.backward(*pair.backward_inputs)
+    assert len(outputs) == len(pair.gradients)
+    for output, gradient in zip(outputs, pair.gradients):
+        torch.testing.assert_close(output, extraction.autograd_gradients[gradient.key])
+
+
+def test_mlp_saved_tensors_have_module_paths_and_sources():
+    torch.manual_seed(0)
+    model = MLP()
+    extraction = bw.extract(model, torch.randn(8, 16))
+    saved = extraction.saved_tensors
+    activations = [s for s in saved if s.kind == "activation"]
+    # Linear saves t(weight), a view: it shares the parameter's memory
+    views = [s for s in activations if s.alias_of]
+    parameters = dict(model.named_parameters())
+    assert views and all(s.alias_of in parameters and s.activation_bytes == 0 for s in views)
+    assert extraction.saved_activation_bytes == sum(s.bytes for s in activations if not s.alias_of)
+    assert {s.module for s in activations if not s.alias_of} >= {"blocks.0.0", "blocks.3.1"}
+    assert all(s.source_line and "models.py" in s.source_line for s in activations if s.producer)
+    assert {g.grad_of for g in extraction.gradients} == {n for n, _ in model.named_parameters()} | {"x"}
+    _check_gradients(extraction)
+    assert "bw_nodes=" in repr(extraction)
+
+
+def test_user_parameters_and_grads_are_restored():
+    model = MLP()
+    model.head.weight.requires_grad_(False)
+    bw.extract(model, torch.randn(2, 16))
+    assert model.head.weight.requires_grad is False
+    assert model.blocks[0][0].weight.requires_grad is True
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_dataclass_and_dict_outputs():
+    extraction = bw.extract(DataclassOut(), torch.randn(3, 4))
+    assert len(extraction.tangents) == 2
+    _check_gradients(extraction)
+    extraction = bw.extract(DictOut(), torch.randn(3, 4), torch.tensor(2.0))
+    assert {g.grad_of for g in extraction.gradients} == {"lin.weight", "lin.bias", "x", "scale"}
+    _check_gradients(extraction)
+
+
+def test_requires_grad_override():
+    extraction = bw.extract(DictOut(), torch.randn(3, 4), torch.tensor(2.0), requires_grad={"x": False, "lin.bias": False})
+    assert {g.grad_of for g in extraction.gradients} == {"lin.weight", "scale"}
+    assert extraction.requires_grad["x"] is False
+
+
+def test_graph_breaks_give_several_pairs_in_order():
+    extraction = bw.extract(GraphBreak(), torch.randn(2, 4))
+    assert len(extraction.graphs) >= 2
+    assert [g.index for g in extraction.graphs] == list(range(len(extraction.graphs)))
+    first = {g.grad_of for g in extraction.graphs[0].gradients}
+    last = {g.grad_of for g in extraction.graphs[-1].gradients}
+    assert "a.weight" in first and "b.weight" in last
+    assert extraction.summary()["graphs"] == len(extraction.graphs)
+
+
+def test_min_cut_and_budget_differ_from_default():
+    torch.manual_seed(0)
+    model = Transformer()
+    tokens = torch.randint(0, 64, (2, 16))
+    default = bw.extract(model, tokens)
+    min_cut = bw.extract(model, tokens, partitioner="min_cut")
+    low = bw.extract(model, tokens, partitioner="min_cut", memory_budget=0.0)
+    assert default.partitioner == "default" and min_cut.partitioner == "min_cut"
+    assert low.memory_budget == 0.0
+    assert min_cut.saved_activation_bytes <= default.saved_activation_bytes
+    assert low.saved_activation_bytes <= min_cut.saved_activation_bytes
+    assert low.saved_activation_bytes < default.saved_activation_bytes
+    assert torch._functorch.config.activation_memory_budget == 1.0
+
+
+def test_custom_partition_fn_is_called():
+    from functorch.compile import default_partition
+
+    calls = []
+
+    def my_partition(joint, inputs, **kwargs):
+        calls.append(kwargs["num_fwd_outputs"])
+        return default_partition(joint, inputs, **kwargs)
+
+    extraction = bw.extract(MLP(), torch.randn(2, 16), partitioner=my_partition)
+    assert calls and extraction.partitioner == "my_partition"
+    assert extraction.joint is not None
+    assert any(n.name.startswith("tangents_") for n in extraction.joint.graph.nodes)
+
+
+@pytest.mark.parametrize("how", ["meta", "fake_mode", "ordinary"])
+def test_fake_mode_builds_no_real_tensors(how):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    tokens = torch.randint(0, 64, (2, 16))
+    if how == "meta":
+        with torch.device("meta"):
+            model = Transformer()
+    elif how == "fake_mode":
+        with FakeTensorMode():
+            model = Transformer()
+            tokens = torch.randint(0, 64, (2, 16))
+    else:
+        model = Transformer()
+    real = bw.extract(Transformer(), torch.randint(0, 64, (2, 16)))
+    fake = bw.extract(model, tokens, mode="fake")
+    assert fake.mode == "fake"
+    assert fake.graphs[0].backward_inputs is None
+    assert fake.backward_node_count == real.backward_node_count
+    assert fake.saved_activation_bytes == real.saved_activation_bytes
+    assert [s.name for s in fake.saved_tensors] == [s.name for s in real.saved_tensors]
+    if how == "meta":
+        assert all(p.device.type == "meta" for p in model.parameters())

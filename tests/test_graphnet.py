@@ -1,0 +1,116 @@
+import json
+
+import pytest
+import torch
+
+import bwd_widgets as bw
+import bwd_widgets._graphnet as graphnet
+from bwd_widgets._cli import main as bwd_extract
+
+
+def _outputs(gm):
+    values = gm.graph.output_node().args[0]
+    return [v.meta["val"] for v in (values if isinstance(values, (tuple, list)) else [values])]
+
+
+def run_written_sample(folder, recorded_gm):
+    """Reload a written sample and run it: outputs have the recorded shapes and dtypes."""
+    sample = bw.load_graphnet_sample(folder)
+    with torch.no_grad():
+        outputs = sample.module(*sample.inputs)
+    outputs = outputs if isinstance(outputs, (tuple, list)) else [outputs]
+    expected = _outputs(recorded_gm)
+    assert [tuple(o.shape) for o in outputs] == [tuple(e.shape) for e in expected]
+    assert [o.dtype for o in outputs] == [e.dtype for e in expected]
+    return sample
+
+
+def test_save_and_reload_reference(conv_bn_dir, tmp_path):
+    extraction = bw.extract(bw.load_graphnet_sample(conv_bn_dir))
+    written = extraction.save_graphnet(tmp_path, "conv_bn")
+    assert set(written) == {"train_forward", "train_backward"}
+    for split, gm in (("train_forward", extraction.forward), ("train_backward", extraction.backward)):
+        folder = tmp_path / split / "conv_bn"
+        assert sorted(p.name for p in folder.iterdir()) == [
+            "graph_hash.txt", "graph_net.json", "input_meta.py", "model.py", "weight_meta.py",
+        ]
+        info = json.loads((folder / "graph_net.json").read_text())
+        assert info["framework"] == "torch" and info["model_name"] == f"conv_bn_{split}"
+        run_written_sample(folder, gm)
+    backward = bw.load_graphnet_sample(tmp_path / "train_backward" / "conv_bn")
+    assert [m.name for m in backward.metas][:2] == ["primals_1", "primals_2"]
+    assert backward.metas[0].original_name == "bn.running_mean"
+    assert not list(tmp_path.glob(".bwd_widgets_tmp_*"))
+
+
+def test_interrupted_write_leaves_no_partial_sample(conv_bn_dir, tmp_path, monkeypatch):
+    extraction = bw.extract(bw.load_graphnet_sample(conv_bn_dir))
+    real_write = graphnet.write_sample
+    calls = []
+
+    def failing_write(directory, *args, **kwargs):
+        calls.append(directory)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_write(directory, *args, **kwargs)
+
+    monkeypatch.setattr(graphnet, "write_sample", failing_write)
+    with pytest.raises(KeyboardInterrupt):
+        extraction.save_graphnet(tmp_path, "conv_bn")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_loader_handles_device_strings_missing_data_and_index_ranges(tmp_path):
+    (tmp_path / "model.py").write_text(
+        "import torch\nfrom torch import device\n\n"
+        "class GraphModule(torch.nn.Module):\n"
+        "    def forward(self, ids, table, pos):\n"
+        "        e = torch.nn.functional.embedding(ids, table)\n"
+        "        p = torch.arange(4, device=device(type='cuda', index=0))\n"
+        "        return (e.sum() + p.sum() + pos.sum(),)\n"
+    )
+    (tmp_path / "weight_meta.py").write_text(
+        "class Program_weight_tensor_meta_ids:\n    name = 'ids'\n    shape = [64]\n    dtype = 'torch.int64'\n"
+        "    device = 'cuda:0'\n    mean = None\n    std = None\n    min_val = 0\n    max_val = 1000\n\n"
+        "class Program_weight_tensor_meta_table:\n    name = 'table'\n    shape = [7, 3]\n    dtype = 'torch.float32'\n"
+        "    device = 'cuda:0'\n    mean = 0.5\n    std = 0.1\n\n"
+        "class Program_weight_tensor_meta_pos:\n    name = 'pos'\n    shape = [3]\n    dtype = 'torch.int64'\n"
+        "    device = 'cuda:0'\n    mean = None\n    std = None\n    data = [4, 5, 6]\n"
+    )
+    sample = bw.load_graphnet_sample(tmp_path)
+    ids, table, pos = sample.inputs
+    assert ids.min() >= 0 and ids.max() < 7, "indices must stay inside the embedding table"
+    assert table.device.type == "cpu" and abs(float(table.mean()) - 0.5) < 0.1
+    assert pos.tolist() == [4, 5, 6]
+    sample.module(*sample.inputs)
+
+
+def test_cli_batch_isolates_failures_and_resumes(conv_bn_dir, tmp_path, capsys):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    out = tmp_path / "out"
+    assert bwd_extract([str(conv_bn_dir), str(broken), "--out", str(out)]) == 1
+    summary = json.loads((out / "summary.json").read_text())
+    status = {r["name"]: r for r in summary["samples"]}
+    assert status["conv_bn"]["status"] == "ok" and status["conv_bn"]["backward_nodes"] == 17
+    assert status["conv_bn"]["saved_activation_bytes"] == 2 * 8 * 16 * 16 * 4
+    assert status["broken"]["status"] == "error" and "model.py" in status["broken"]["reason"]
+    assert "\n" not in status["broken"]["reason"]
+    assert (out / "train_backward" / "conv_bn" / "graph_net.json").is_file()
+    assert not (out / "train_backward" / "broken").exists()
+    err = capsys.readouterr().err
+    assert "ok      conv_bn" in err and "error   broken" in err
+
+    assert bwd_extract([str(conv_bn_dir), "--out", str(out), "--resume"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["samples"][0]["status"] == "skipped"
+    assert summary["samples"][0]["backward_nodes"] == 17
+
+
+def test_cli_rejects_bad_arguments(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bwd_extract(["--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    with pytest.raises(SystemExit):
+        bwd_extract([str(tmp_path), "--out", str(tmp_path), "--partitioner", "nope"])
+    assert "unknown partitioner" in capsys.readouterr().err
