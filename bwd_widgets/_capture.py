@@ -5,7 +5,6 @@ No analysis happens here: this module only records what torch hands its compiler
 
 from __future__ import annotations
 
-import copy
 import inspect
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -122,8 +121,11 @@ def _detached_copy(value):
 
 
 def _copy_graph_module(gm):
-    """Min-cut mutates the joint graph it is given: keep an untouched copy."""
-    return torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    """Min-cut mutates the joint graph it is given: keep an untouched copy (metadata shared)."""
+    graph = torch.fx.Graph()
+    output = graph.graph_copy(gm.graph, {})
+    graph.output(output)
+    return torch.fx.GraphModule(gm, graph)
 
 
 def _signature_order(gm, signature):

@@ -47,6 +47,7 @@ def extract(
     mode="real",
     requires_grad=None,
     name=None,
+    capture_scalars=True,
 ) -> BackwardExtraction:
     """Capture the forward, backward and joint graphs of `model(*example_inputs)`.
 
@@ -59,6 +60,9 @@ def extract(
         masks or indices); a bool for every floating input; a dict {name: bool} to
         override inputs (by argument name) or parameters (by qualified name); or a
         callable(name, tensor) -> bool.
+    capture_scalars: keep `.item()` inside the graph (Dynamo's capture_scalar_outputs)
+        instead of breaking it there; GraphNet samples pass scalar settings such as
+        batch-norm momentum as tensors, and one graph beats thirty.
     `model` may also be a GraphNetSample from load_graphnet_sample().
     """
     from ._graphnet import GraphNetSample
@@ -106,7 +110,11 @@ def extract(
             param.requires_grad_(decided[param_name])
             param.grad = None
         compiled = torch.compile(model, backend=session.backend(), dynamic=False)
-        with torch._functorch.config.patch(force_non_lazy_backward_lowering=True), torch.enable_grad():
+        with (
+            torch._functorch.config.patch(force_non_lazy_backward_lowering=True),
+            torch._dynamo.config.patch(capture_scalar_outputs=capture_scalars),
+            torch.enable_grad(),
+        ):
             if mode == "fake":
                 with _faked(model, inputs) as fake_inputs:
                     outputs = compiled(*fake_inputs)

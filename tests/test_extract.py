@@ -3,7 +3,7 @@ import torch
 from torch import nn
 
 import bwd_widgets as bw
-from models import MLP, DataclassOut, DictOut, GraphBreak, Transformer
+from models import MLP, DataclassOut, DictOut, GraphBreak, ScalarSetting, Transformer
 
 
 def _check_gradients(extraction):
@@ -28,7 +28,7 @@ def test_mlp_saved_tensors_have_module_paths_and_sources():
     assert views and all(s.alias_of in parameters and s.activation_bytes == 0 for s in views)
     assert extraction.saved_activation_bytes == sum(s.bytes for s in activations if not s.alias_of)
     assert {s.module for s in activations if not s.alias_of} >= {"blocks.0.0", "blocks.3.1"}
-    assert all(s.source_line and "models.py" in s.source_line for s in activations if s.producer)
+    assert all(s.source_line and "examples.py" in s.source_line for s in activations if s.producer)
     assert {g.grad_of for g in extraction.gradients} == {n for n, _ in model.named_parameters()} | {"x"}
     _check_gradients(extraction)
     assert "bw_nodes=" in repr(extraction)
@@ -66,6 +66,15 @@ def test_graph_breaks_give_several_pairs_in_order():
     last = {g.grad_of for g in extraction.graphs[-1].gradients}
     assert "a.weight" in first and "b.weight" in last
     assert extraction.summary()["graphs"] == len(extraction.graphs)
+
+
+def test_item_stays_in_one_graph_unless_asked_to_break():
+    scale = torch.tensor(3.0)
+    one = bw.extract(ScalarSetting(), torch.randn(2, 4), scale, requires_grad={"scale": False})
+    assert len(one.graphs) == 1
+    split = bw.extract(ScalarSetting(), torch.randn(2, 4), scale, requires_grad={"scale": False}, capture_scalars=False)
+    assert len(split.graphs) == 2
+    assert torch._dynamo.config.capture_scalar_outputs is False
 
 
 def test_min_cut_and_budget_differ_from_default():

@@ -1,0 +1,54 @@
+"""Helpers shared by the bench scripts: shared-data paths, timing, a bare capture baseline."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+sys.path.insert(0, str(ROOT))
+warnings.filterwarnings("ignore", category=FutureWarning)
+
+
+def shared(*parts) -> Path:
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        raise SystemExit(f"{path} is missing: the benchmarks read ../shared next to the project root.")
+    return path
+
+
+def bare_capture(model, inputs, requires_grad):
+    """The baseline: torch.compile with an aot_autograd backend that keeps the graphs, plus backward."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return make_boxed_func(gm.forward)
+
+    torch._dynamo.reset()
+    inputs = [t.detach().requires_grad_(flag) if isinstance(t, torch.Tensor) else t for t, flag in zip(inputs, requires_grad)]
+    compiled = torch.compile(model, backend=aot_autograd(fw_compiler=keep, bw_compiler=keep), dynamic=False)
+    out = compiled(*inputs)
+    outs = [o for o in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(o, torch.Tensor) and o.requires_grad]
+    torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
+    torch._dynamo.reset()
+    return graphs
+
+
+def timed(fn) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def median(values):
+    return statistics.median(values)
