@@ -31,3 +31,15 @@ __all__ = [
 from ._graphnet import GraphNetSample, TensorMeta, load_graphnet_sample  # noqa: E402
 
 __all__ += ["GraphNetSample", "TensorMeta", "load_graphnet_sample"]
+
+
+def __getattr__(name):
+    """The widget imports ipywidgets and the built front end: load it only when asked for."""
+    if name in ("BackwardGraphWidget", "show"):
+        from . import _widget
+
+        return getattr(_widget, name)
+    raise AttributeError(f"module 'bwd_widgets' has no attribute {name!r}")
+
+
+__all__ += ["BackwardGraphWidget", "show"]

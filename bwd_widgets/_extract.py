@@ -67,6 +67,14 @@ def extract(
     """
     from ._graphnet import GraphNetSample
 
+    recipe = {
+        "model": model,
+        "example_inputs": example_inputs,
+        "mode": mode,
+        "requires_grad": requires_grad,
+        "name": name,
+        "capture_scalars": capture_scalars,
+    }
     input_names = {}
     rule_names = {}
     if isinstance(model, GraphNetSample):
@@ -152,6 +160,7 @@ def extract(
         seconds=time.perf_counter() - started,
         autograd_gradients=autograd_gradients,
         requires_grad=decided,
+        recipe=recipe,
     )
 
 

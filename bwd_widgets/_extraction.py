@@ -71,6 +71,34 @@ class BackwardExtraction:
     seconds: float = 0.0
     autograd_gradients: dict = field(default_factory=dict)  # name -> grad (real mode)
     requires_grad: dict = field(default_factory=dict)  # name -> bool, as decided
+    recipe: dict = field(default_factory=dict, repr=False)  # extract()'s arguments, for rerun()
+
+    def rerun(self, partitioner="default", memory_budget=None) -> "BackwardExtraction":
+        """Extract the same model and inputs again under another partitioner."""
+        from ._extract import extract
+
+        recipe = dict(self.recipe)
+        return extract(
+            recipe.pop("model"), *recipe.pop("example_inputs"),
+            partitioner=partitioner, memory_budget=memory_budget, **recipe,
+        )
+
+    def widget(self, **kwargs):
+        """The interactive viewer for this extraction (needs ipywidgets and the built front end)."""
+        from ._widget import BackwardGraphWidget
+
+        return BackwardGraphWidget(self, **kwargs)
+
+    def to_dot(self, graph_index: int = 0) -> str:
+        from ._graph_data import to_dot
+
+        return to_dot(self, graph_index)
+
+    def to_html(self, path, graph_index: int = 0):
+        """One self-contained HTML file with the same viewer: no kernel, no network."""
+        from ._html import write_html
+
+        return write_html(self, path, graph_index)
 
     @property
     def forward(self) -> torch.fx.GraphModule:

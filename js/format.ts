@@ -1,0 +1,22 @@
+export function formatBytes(bytes: number): string {
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let value = Math.abs(bytes);
+  let unit = 0;
+  while (value >= 1000 && unit < units.length - 1) {
+    value /= 1000;
+    unit++;
+  }
+  const text = unit === 0 ? String(value) : value.toFixed(value >= 100 ? 0 : 1);
+  return `${bytes < 0 ? "-" : ""}${text} ${units[unit]}`;
+}
+
+export function formatShape(shape: number[]): string {
+  return `[${shape.join(", ")}]`;
+}
+
+/** "+2", "-1.2 MB", or "" when unchanged. */
+export function formatDelta(delta: number, bytes = false): string {
+  if (!delta) return "";
+  const sign = delta > 0 ? "+" : "-";
+  return sign + (bytes ? formatBytes(Math.abs(delta)) : String(Math.abs(delta)));
+}

@@ -1,0 +1,92 @@
+import { describe, expect, it } from "vitest";
+import { nodeAtLine, tokenizeLine } from "../code";
+import { buildDot, nodeLabel, quote } from "../dot";
+import { formatBytes, formatDelta } from "../format";
+import { GROUP_PREFIX, visibleGraph } from "../grouping";
+import { LayoutClient, StaleLayout } from "../layout";
+import { searchNodes, visibleMatches } from "../search";
+import { sortRows } from "../table";
+import type { SavedRow } from "../types";
+import { node, transformerData } from "./fixtures";
+
+describe("DOT", () => {
+  it("escapes quotes, backslashes and newlines in labels", () => {
+    expect(quote('a"b\\c\nd')).toBe('"a\\"b\\\\c\\nd"');
+  });
+
+  it("puts no user text in element ids and nests clusters", () => {
+    const data = transformerData(1, 2);
+    data.nodes[1].module = '<img src=x onerror=alert(1)>';
+    const dot = buildDot(visibleGraph(data, new Set(['<img src=x onerror=alert(1)>', "blocks", "blocks.0", "blocks.0.mlp", "blocks.0.attn"])));
+    expect(dot).toMatch(/^digraph backward \{/);
+    for (const match of dot.matchAll(/id="([^"]*)"/g)) expect(match[1]).toMatch(/^v\d+$/);
+    expect(dot).toContain('label="<img src=x onerror=alert(1)>"');
+    expect(dot.match(/subgraph cluster_/g)!.length).toBe(5);
+    expect(dot).toContain("nslimit=1");
+  });
+
+  it("labels gradients with what they differentiate and groups with their size", () => {
+    expect(nodeLabel({ id: "g", cluster: "", node: node("g", "", "gradient", { grad_of: ["conv.weight"], op: "aten.convolution_backward[1]" }) })).toContain("\u2207 conv.weight");
+    expect(nodeLabel({ id: GROUP_PREFIX + "blocks", cluster: "", path: "blocks", size: 12 })).toBe("blocks \u25B8\n12 nodes");
+  });
+});
+
+describe("search", () => {
+  it("matches name or op, case-insensitively, and marks collapsed groups", () => {
+    const data = transformerData(2, 3);
+    data.nodes[3].op = "aten.native_layer_norm_backward";
+    expect(searchNodes(data.nodes, "LAYER_NORM").map((n) => n.id)).toEqual([data.nodes[3].id]);
+    expect(searchNodes(data.nodes, "  ")).toEqual([]);
+    expect([...visibleMatches(searchNodes(data.nodes, "b0_attn_1"), new Set())]).toEqual([GROUP_PREFIX + "blocks"]);
+  });
+});
+
+describe("layout client", () => {
+  it("resolves only the latest request and caches by DOT", async () => {
+    const posted: { id: number; dot: string }[] = [];
+    const client = new LayoutClient((r) => posted.push(r));
+    const first = client.request("digraph a {}");
+    const second = client.request("digraph b {}");
+    client.receive({ id: posted[0].id, svg: "<svg>a</svg>" });
+    client.receive({ id: posted[1].id, svg: "<svg>b</svg>" });
+    await expect(first).rejects.toBeInstanceOf(StaleLayout);
+    await expect(second).resolves.toBe("<svg>b</svg>");
+    await expect(client.request("digraph a {}")).resolves.toBe("<svg>a</svg>");
+    expect(posted.length).toBe(2);
+  });
+
+  it("reports layout errors", async () => {
+    const posted: { id: number; dot: string }[] = [];
+    const client = new LayoutClient((r) => posted.push(r));
+    const request = client.request("bad");
+    client.receive({ id: posted[0].id, error: "syntax error" });
+    await expect(request).rejects.toThrow("syntax error");
+  });
+});
+
+describe("table, code and formatting", () => {
+  const row = (name: string, bytes: number): SavedRow => ({ name, kind: "activation", source: "", shape: [1], dtype: "float32", bytes, activation_bytes: bytes, producer: "", module: "", alias_of: "" });
+
+  it("sorts by bytes and by name with numeric suffixes", () => {
+    const rows = [row("getitem_10", 5), row("getitem_2", 50), row("convolution", 7)];
+    expect(sortRows(rows, "bytes", true).map((r) => r.name)).toEqual(["getitem_2", "convolution", "getitem_10"]);
+    expect(sortRows(rows, "name", false).map((r) => r.name)).toEqual(["convolution", "getitem_2", "getitem_10"]);
+  });
+
+  it("tokenizes generated Python and maps lines to nodes", () => {
+    const tokens = tokenizeLine("    mm = torch.ops.aten.mm.default(a, b);  a = None");
+    expect(tokens.map((t) => t.text).join("")).toBe("    mm = torch.ops.aten.mm.default(a, b);  a = None");
+    expect(tokens.find((t) => t.text === "torch.ops.aten.mm.default")!.kind).toBe("call");
+    expect(tokens.find((t) => t.text === "None")!.kind).toBe("keyword");
+    expect(nodeAtLine([{ id: "p", line: 3, op: "placeholder" }, { id: "mm", line: 4, op: "aten.mm" }], 4)).toBe("mm");
+    expect(nodeAtLine([{ id: "p", line: 3, op: "placeholder" }], 3)).toBeNull();
+  });
+
+  it("formats bytes and deltas", () => {
+    expect(formatBytes(16384)).toBe("16.4 KB");
+    expect(formatBytes(512)).toBe("512 B");
+    expect(formatDelta(-2)).toBe("-2");
+    expect(formatDelta(1500, true)).toBe("+1.5 KB");
+    expect(formatDelta(0)).toBe("");
+  });
+});

@@ -1,0 +1,32 @@
+import type { GraphData, GraphNode } from "../types";
+
+export function node(id: string, module = "", kind: GraphNode["kind"] = "op", extra: Partial<GraphNode> = {}): GraphNode {
+  return { id, op: kind === "op" ? "aten.mm" : "placeholder", kind, module, shape: [2, 3], dtype: "float32", args: "", source: "", line: 0, grad_of: [], saved_kind: "", ...extra };
+}
+
+/** A transformer-shaped backward graph: `blocks` blocks of attn/mlp ops, a head, tangents. */
+export function transformerData(blocks = 4, opsPerModule = 10): GraphData {
+  const nodes: GraphNode[] = [node("tangents_1", "", "tangent")];
+  const edges: [string, string][] = [];
+  let previous = "tangents_1";
+  for (let b = blocks - 1; b >= 0; b--) {
+    for (const part of ["mlp", "attn"]) {
+      for (let i = 0; i < opsPerModule; i++) {
+        const id = `b${b}_${part}_${i}`;
+        nodes.push(node(id, `blocks.${b}.${part}`));
+        edges.push([previous, id]);
+        previous = id;
+      }
+      const saved = `saved_b${b}_${part}`;
+      nodes.push(node(saved, `blocks.${b}.${part}`, "saved"));
+      edges.push([saved, previous]);
+    }
+  }
+  nodes.push(node("grad_embed", "embed", "gradient", { grad_of: ["embed.weight"] }));
+  edges.push([previous, "grad_embed"]);
+  return {
+    model: "T", partitioner: "default", memory_budget: null, mode: "real", graph_index: 0, graph_count: 1,
+    nodes, edges, saved: [], code: { backward: "", forward: "" },
+    totals: { saved: 0, saved_activation_bytes: 0, saved_input_bytes: 0, all_graphs_saved: 0, all_graphs_activation_bytes: 0 },
+  };
+}
