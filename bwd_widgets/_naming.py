@@ -7,6 +7,7 @@ import re
 _FLAT_SEGMENT = re.compile(r"_(modules|parameters|buffers)_")
 _SOURCE_SEGMENT = re.compile(r"\.?_?(modules|parameters|buffers)\['([^']*)'\]")
 _ROOT = re.compile(r"^L\['[^']*'\]")
+_GETATTR = re.compile(r"^getattr\((.*), '([^']*)'\)$")
 _KIND = {"parameters": "parameter", "buffers": "buffer", "modules": "input"}
 
 
@@ -41,9 +42,15 @@ def module_path(nn_module_stack) -> str | None:
     path = list(nn_module_stack.values())[-1][0]
     if not isinstance(path, str):
         return None
+    while True:  # Dynamo spells names that are not identifiers getattr(L['self'], 'name')
+        unwrapped = _GETATTR.sub(lambda m: f"{m.group(1)}._modules['{m.group(2)}']", path)
+        if unwrapped == path:
+            break
+        path = unwrapped
     path = _ROOT.sub("", path)
     path = re.sub(r"\._modules\['([^']*)'\]", r".\1", path)
-    path = re.sub(r"\[['\"]?([^'\"\]]*)['\"]?\]", r".\1", path)
+    path = re.sub(r"\[(\d+)\]", r".\1", path)
+    path = re.sub(r"\[['\"]([^'\"]*)['\"]\]", r".\1", path)
     return path.lstrip(".") or None
 
 

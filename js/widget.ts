@@ -121,21 +121,19 @@ export function render({ model, el }: { model: Model; el: HTMLElement }): () => 
   let matches = new Set<string>();
   const started = performance.now();
 
-  /** The whole graph if it is legible when fitted; else a legible window on its top. */
-  function readableView() {
+  /** The whole graph if it is legible when fitted; else a legible window centred on the first tangent. */
+  function showReadable(): void {
     const width = svgHost.clientWidth || 800;
     const height = svgHost.clientHeight || 600;
-    if (Math.min(width / fullView.w, height / fullView.h) >= MIN_FIT_SCALE) return { ...fullView };
-    const w = width / READABLE_SCALE;
-    const h = height / READABLE_SCALE;
-    const first = visible.nodes.findIndex((v) => v.node?.kind === "tangent");
-    let x = fullView.x;
-    if (first >= 0 && svg) {
-      const target = svg.querySelector(`#v${first} text`);
-      const anchor = target ? Number(target.getAttribute("x")) : NaN;
-      if (Number.isFinite(anchor)) x = Math.max(fullView.x, anchor - w / 2);
+    view = { ...fullView };
+    if (Math.min(width / fullView.w, height / fullView.h) < MIN_FIT_SCALE) {
+      view = { x: fullView.x, y: fullView.y, w: width / READABLE_SCALE, h: height / READABLE_SCALE };
+      setView();
+      const first = visible.nodes.findIndex((v) => v.node?.kind === "tangent");
+      const target = first >= 0 ? svg?.querySelector(`#v${first}`) : null;
+      if (target) panTo(target);
     }
-    return { x, y: fullView.y, w, h };
+    setView();
   }
 
   const setView = () => svg?.setAttribute("viewBox", `${view.x} ${view.y} ${view.w} ${view.h}`);
@@ -321,8 +319,8 @@ export function render({ model, el }: { model: Model; el: HTMLElement }): () => 
     svgHost.textContent = "";
     svgHost.appendChild(fresh);
     svg = fresh;
-    if (!keepView) view = readableView();
-    setView();
+    if (keepView) setView();
+    else showReadable();
     fresh.querySelectorAll("g.node").forEach((g) => {
       const index = Number(g.id.slice(1));
       const v = visible.nodes[index];

@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
-# Idempotent set-up on a fresh Debian machine: Python venv with everything, JS deps and bundle.
+# Idempotent set-up on a fresh Debian machine: Chromium, Python venv, JS deps and bundle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if ! command -v chromium >/dev/null 2>&1; then
+    echo "installing Debian's chromium (for the real-browser tests)"
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+
+npm ci --no-audit --no-fund --loglevel=error
+npm run build
 
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
@@ -9,4 +20,5 @@ fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 # torch is pinned exactly: this machine serves a CPU build of 2.13.0 from local disk.
 .venv/bin/python -m pip install --quiet "torch==2.13.0"
+# editable install; its build hook runs `npm run build` again, which is quick
 .venv/bin/python -m pip install --quiet -e ".[test]"

@@ -1,0 +1,100 @@
+"""A real JupyterLab server on a loopback port and Debian's Chromium driven by Playwright."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
+    "--disable-background-networking", "--disable-component-update", "--disable-default-apps",
+]
+
+
+def _require(condition: bool, message: str):
+    if condition:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def chromium_path() -> str:
+    path = os.environ.get("BWD_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    _require(Path(path).exists(), f"Chromium is not installed at {path}: apt-get install chromium")
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    executable = chromium_path()
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield instance
+        instance.close()
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory):
+    """JupyterLab with an empty token, news and update checks off, the app exposed for tests."""
+    static = ROOT / "bwd_widgets" / "static" / "widget.js"
+    _require(static.exists(), f"{static} is missing: run `npm run build` first")
+    root = tmp_path_factory.mktemp("lab")
+    config = tmp_path_factory.mktemp("jupyter-config")
+    (config / "labconfig").mkdir()
+    (config / "labconfig" / "page_config.json").write_text(json.dumps({
+        "exposeAppInBrowser": True,
+        "disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True},
+    }))
+    port = _free_port()
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), PYTHONUNBUFFERED="1")
+    log = open(root / "lab.log", "w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+         "--allow-root", "--ServerApp.token=", "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True",
+         f"--ServerApp.root_dir={root}", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"{url}/api/status", timeout=2)
+            break
+        except OSError:
+            if process.poll() is not None:
+                raise RuntimeError((root / "lab.log").read_text())
+            time.sleep(0.5)
+    else:
+        process.kill()
+        raise RuntimeError("JupyterLab did not start in 90 s: " + (root / "lab.log").read_text()[-2000:])
+    yield url, root
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    log.close()
