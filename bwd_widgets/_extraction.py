@@ -94,6 +94,12 @@ class BackwardExtraction:
 
         return to_dot(self, graph_index)
 
+    def save_svg(self, path, graph_index: int = 0):
+        """A static SVG through Graphviz's `dot` program (needs Graphviz installed: apt install graphviz)."""
+        from ._graph_data import save_svg
+
+        return save_svg(self, path, graph_index)
+
     def to_html(self, path, graph_index: int = 0):
         """One self-contained HTML file with the same viewer: no kernel, no network."""
         from ._html import write_html

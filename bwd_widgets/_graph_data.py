@@ -138,3 +138,21 @@ def to_dot(extraction, graph_index: int = 0) -> str:
     for source, target in payload["edges"]:
         dot.edge(source, target)
     return dot.source
+
+
+def save_svg(extraction, path, graph_index: int = 0):
+    import shutil
+    from pathlib import Path
+
+    import graphviz
+
+    from ._errors import BwdWidgetsError
+
+    if shutil.which("dot") is None:
+        raise BwdWidgetsError(
+            "Graphviz's dot program is not installed: install it (apt install graphviz), "
+            "or use extraction.to_html(path), which lays out in the browser."
+        )
+    path = Path(path)
+    path.write_bytes(graphviz.Source(to_dot(extraction, graph_index)).pipe(format="svg"))
+    return path

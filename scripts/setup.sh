@@ -3,12 +3,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v chromium >/dev/null 2>&1; then
-    echo "installing Debian's chromium (for the real-browser tests)"
+if ! command -v chromium >/dev/null 2>&1 || ! command -v dot >/dev/null 2>&1; then
+    echo "installing Debian's chromium (real-browser tests) and graphviz (static SVG export)"
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium graphviz >/dev/null
 fi
 
 npm ci --no-audit --no-fund --loglevel=error

@@ -7,7 +7,7 @@ from test_graphnet import run_written_sample
 
 
 def _sample_names():
-    from conftest import SHARED
+    from shared_data import SHARED
 
     listing = SHARED / "graphnet_samples" / "dev_list.txt"
     if not listing.exists():

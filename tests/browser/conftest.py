@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from shared_data import require
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM_ARGS = [
@@ -20,17 +22,9 @@ CHROMIUM_ARGS = [
 ]
 
 
-def _require(condition: bool, message: str):
-    if condition:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 def chromium_path() -> str:
     path = os.environ.get("BWD_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-    _require(Path(path).exists(), f"Chromium is not installed at {path}: apt-get install chromium")
+    require(Path(path).exists(), f"Chromium is not installed at {path}: apt-get install chromium")
     return path
 
 
@@ -61,7 +55,7 @@ def browser():
 def lab(tmp_path_factory):
     """JupyterLab with an empty token, news and update checks off, the app exposed for tests."""
     static = ROOT / "bwd_widgets" / "static" / "widget.js"
-    _require(static.exists(), f"{static} is missing: run `npm run build` first")
+    require(static.exists(), f"{static} is missing: run `npm run build` first")
     root = tmp_path_factory.mktemp("lab")
     config = tmp_path_factory.mktemp("jupyter-config")
     (config / "labconfig").mkdir()
