@@ -33,6 +33,19 @@ from ._graphnet import GraphNetSample, TensorMeta, load_graphnet_sample  # noqa:
 __all__ += ["GraphNetSample", "TensorMeta", "load_graphnet_sample"]
 
 
+def load_ipython_extension(shell):
+    """`%load_ext bwd_widgets`: registers %bwd_extract and %%bwd_extract."""
+    from ._magic import load
+
+    load(shell)
+
+
+def unload_ipython_extension(shell):
+    from ._magic import unload
+
+    unload(shell)
+
+
 def __getattr__(name):
     """The widget imports ipywidgets and the built front end: load it only when asked for."""
     if name in ("BackwardGraphWidget", "show"):

@@ -112,6 +112,7 @@ def extract(
     session = CaptureSession(resolved, keep_real_inputs=mode == "real", input_names=input_names, signature=signature)
     started = time.perf_counter()
     autograd_gradients = {}
+    notes = []
     torch._dynamo.reset()
     try:
         for param_name, param in parameters.items():
@@ -130,7 +131,14 @@ def extract(
             else:
                 outputs = compiled(*inputs)
                 differentiable = _differentiable_outputs(outputs)
-                torch.autograd.backward(differentiable, [torch.ones_like(t) for t in differentiable])
+                try:
+                    torch.autograd.backward(differentiable, [torch.ones_like(t) for t in differentiable])
+                except RuntimeError as error:
+                    if not session.graphs or any(c.backward is None for c in session.graphs):
+                        raise
+                    notes.append(f"the real backward run failed, so no real backward values are kept: {_one_line(error)}")
+                    for captured in session.graphs:
+                        captured.backward_inputs = None
                 autograd_gradients = {
                     n: t.grad
                     for n, t in list(zip(arg_names, inputs)) + list(parameters.items())
@@ -161,6 +169,7 @@ def extract(
         autograd_gradients=autograd_gradients,
         requires_grad=decided,
         recipe=recipe,
+        notes=notes,
     )
 
 

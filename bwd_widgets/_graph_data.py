@@ -92,6 +92,7 @@ def graph_payload(extraction, graph_index: int = 0) -> dict:
             "all_graphs_activation_bytes": summary["saved_activation_bytes"],
         },
         "code": {"backward": code, "forward": pair.forward_code},
+        "notes": list(extraction.notes),
     }
 
 

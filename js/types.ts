@@ -49,4 +49,5 @@ export interface GraphData {
   saved: SavedRow[];
   totals: Totals;
   code: { backward: string; forward: string };
+  notes: string[];
 }

@@ -68,8 +68,9 @@ export function render({ model, el }: { model: Model; el: HTMLElement }): () => 
   const graphSelect = element("select", "bwd-graph-index");
   const busy = element("span", "bwd-busy", "extracting\u2026");
   const error = element("span", "bwd-error");
+  const notes = element("span", "bwd-notes");
   controls.append(partitionerSelect, budgetLabel, graphSelect, busy);
-  header.append(title, stats, controls, error);
+  header.append(title, stats, controls, error, notes);
 
   // graph pane
   const main = element("div", "bwd-main");
@@ -180,6 +181,7 @@ export function render({ model, el }: { model: Model; el: HTMLElement }): () => 
     graphSelect.style.display = data.graph_count > 1 ? "" : "none";
     busy.style.display = model.get("busy") ? "" : "none";
     error.textContent = model.get("error") || "";
+    notes.textContent = (data.notes || []).join(" ");
   }
 
   function renderTable(): void {

@@ -130,3 +130,13 @@ def test_fake_mode_builds_no_real_tensors(how):
     assert [s.name for s in fake.saved_tensors] == [s.name for s in real.saved_tensors]
     if how == "meta":
         assert all(p.device.type == "meta" for p in model.parameters())
+
+
+def test_a_failing_real_backward_keeps_the_graphs_with_a_note():
+    """min-cut at budget 0 saves a batch-norm running stat that forward then updates in place."""
+    from bwd_widgets.examples import ConvBN
+
+    extraction = bw.extract(ConvBN(), torch.randn(2, 3, 8, 8), partitioner="min_cut", memory_budget=0.0)
+    assert extraction.graphs[0].backward_inputs is None
+    assert len(extraction.notes) == 1 and "real backward run failed" in extraction.notes[0]
+    assert extraction.saved_activation_bytes <= bw.extract(ConvBN(), torch.randn(2, 3, 8, 8)).saved_activation_bytes
