@@ -41,6 +41,17 @@ class GraphPair:
         return graphnet_code(self.forward)
 
     @property
+    def recomputed(self) -> list:
+        """Forward ops the partitioner chose to recompute in backward: (node name, op)."""
+        from ._analysis import op_name
+
+        return [
+            (n.name, op_name(n))
+            for n in self.backward.graph.nodes
+            if n.op == "call_function" and n.meta.get("partitioner_tag") == "is_forward"
+        ]
+
+    @property
     def saved_activation_bytes(self) -> int:
         """Memory saved on top of the forward inputs (views of inputs cost nothing)."""
         return sum(s.activation_bytes for s in self.saved_tensors)
@@ -140,6 +151,10 @@ class BackwardExtraction:
         return [d for g in self.graphs for d in g.gradients]
 
     @property
+    def recomputed(self) -> list:
+        return [r for g in self.graphs for r in g.recomputed]
+
+    @property
     def saved_activation_bytes(self) -> int:
         return sum(g.saved_activation_bytes for g in self.graphs)
 
@@ -167,6 +182,7 @@ class BackwardExtraction:
             "backward_nodes": self.backward_node_count,
             "saved": len(self.saved_tensors),
             "saved_activations": sum(1 for s in self.saved_tensors if s.is_activation),
+            "recomputed": len(self.recomputed),
             "saved_activation_bytes": self.saved_activation_bytes,
             "saved_input_bytes": self.saved_input_bytes,
         }

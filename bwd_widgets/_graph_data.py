@@ -71,6 +71,7 @@ def graph_payload(extraction, graph_index: int = 0) -> dict:
             "line": lines.get(node.name, 0),
             "grad_of": gradients.get(node.name, []),
             "saved_kind": entry.kind if entry is not None else "",
+            "recomputed": node.meta.get("partitioner_tag") == "is_forward" and node.op == "call_function",
         })
         edges.extend([arg.name, node.name] for arg in node.all_input_nodes)
     summary = extraction.summary()
@@ -88,6 +89,7 @@ def graph_payload(extraction, graph_index: int = 0) -> dict:
             "saved": len(pair.saved_tensors),
             "saved_activation_bytes": pair.saved_activation_bytes,
             "saved_input_bytes": pair.saved_input_bytes,
+            "recomputed": len(pair.recomputed),
             "all_graphs_saved": summary["saved"],
             "all_graphs_activation_bytes": summary["saved_activation_bytes"],
         },

@@ -13,6 +13,7 @@ const STYLE: Record<string, string> = {
   tangent: 'shape=box, style="filled", fillcolor="#bfdbfe", color="#1d4ed8"',
   gradient: 'shape=box, style="rounded,filled,bold", fillcolor="#bbf7d0", color="#15803d"',
   op: 'shape=box, style="rounded,filled", fillcolor="#f3f4f6", color="#9ca3af"',
+  recomputed: 'shape=box, style="rounded,filled,dashed", fillcolor="#fce7f3", color="#be185d"',
   group: 'shape=folder, style="filled", fillcolor="#e0e7ff", color="#4338ca"',
 };
 
@@ -25,7 +26,8 @@ export function nodeLabel(v: VisibleNode): string {
 }
 
 export function nodeKind(v: VisibleNode): string {
-  return v.path !== undefined ? "group" : v.node!.kind;
+  if (v.path !== undefined) return "group";
+  return v.node!.recomputed ? "recomputed" : v.node!.kind;
 }
 
 /** Element ids in the SVG are `v<index>` into graph.nodes: no user text in ids. */

@@ -14,6 +14,7 @@ export interface GraphNode {
   line: number;
   grad_of: string[];
   saved_kind: string;
+  recomputed: boolean;
 }
 
 export interface SavedRow {
@@ -33,6 +34,7 @@ export interface Totals {
   saved: number;
   saved_activation_bytes: number;
   saved_input_bytes: number;
+  recomputed: number;
   all_graphs_saved: number;
   all_graphs_activation_bytes: number;
 }

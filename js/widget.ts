@@ -84,7 +84,7 @@ export function render({ model, el }: { model: Model; el: HTMLElement }): () => 
   toolbar.append(search, matchCount, fit, collapseAll);
   const svgHost = element("div", "bwd-svg-host");
   const legend = element("div", "bwd-legend");
-  for (const [kind, text] of [["saved", "saved for backward"], ["tangent", "tangent"], ["gradient", "gradient output"], ["op", "op"], ["group", "module (click to open)"]]) {
+  for (const [kind, text] of [["saved", "saved for backward"], ["tangent", "tangent"], ["gradient", "gradient output"], ["op", "op"], ["recomputed", "recomputed forward op"], ["group", "module (click to open)"]]) {
     const item = element("span", `bwd-legend-item bwd-kind-${kind}`, text);
     legend.appendChild(item);
   }
@@ -163,7 +163,7 @@ export function render({ model, el }: { model: Model; el: HTMLElement }): () => 
     stats.textContent = "";
     const count = element("span", "bwd-saved-count", String(data.totals.saved));
     const activation = element("span", "bwd-activation-bytes", formatBytes(data.totals.saved_activation_bytes));
-    stats.append("saved ", count, savedDelta ? ` (${savedDelta})` : "", " \u00B7 activations ", activation, bytesDelta ? ` (${bytesDelta})` : "", ` \u00B7 ${data.nodes.length} backward nodes`);
+    stats.append("saved ", count, savedDelta ? ` (${savedDelta})` : "", " \u00B7 activations ", activation, bytesDelta ? ` (${bytesDelta})` : "", ` \u00B7 ${data.nodes.length} backward nodes \u00B7 ${data.totals.recomputed} recomputed`);
     partitionerSelect.value = model.get("partitioner");
     const budgetNumber = Number(model.get("memory_budget"));
     budget.value = String(budgetNumber);

@@ -1,7 +1,7 @@
 import type { GraphData, GraphNode } from "../types";
 
 export function node(id: string, module = "", kind: GraphNode["kind"] = "op", extra: Partial<GraphNode> = {}): GraphNode {
-  return { id, op: kind === "op" ? "aten.mm" : "placeholder", kind, module, shape: [2, 3], dtype: "float32", args: "", source: "", line: 0, grad_of: [], saved_kind: "", ...extra };
+  return { id, op: kind === "op" ? "aten.mm" : "placeholder", kind, module, shape: [2, 3], dtype: "float32", args: "", source: "", line: 0, grad_of: [], saved_kind: "", recomputed: false, ...extra };
 }
 
 /** A transformer-shaped backward graph: `blocks` blocks of attn/mlp ops, a head, tangents. */
@@ -27,6 +27,6 @@ export function transformerData(blocks = 4, opsPerModule = 10): GraphData {
   return {
     model: "T", partitioner: "default", memory_budget: null, mode: "real", graph_index: 0, graph_count: 1,
     nodes, edges, saved: [], code: { backward: "", forward: "" }, notes: [],
-    totals: { saved: 0, saved_activation_bytes: 0, saved_input_bytes: 0, all_graphs_saved: 0, all_graphs_activation_bytes: 0 },
+    totals: { saved: 0, saved_activation_bytes: 0, saved_input_bytes: 0, recomputed: 0, all_graphs_saved: 0, all_graphs_activation_bytes: 0 },
   };
 }
