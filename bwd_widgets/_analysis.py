@@ -36,16 +36,13 @@ class SavedTensor:
     source_line: str | None
     users: list = field(default_factory=list)
     graph_index: int = 0
-    alias_of: str | None = None  # a view of this forward input: it shares that input's memory
+    alias_of: str | None = None  # a view: the forward input or forward value whose memory it shares
+    storage_op: str | None = None  # for views, the op that made the memory they share
+    activation_bytes: int = 0  # memory it adds on top of the forward inputs, each storage counted once
 
     @property
     def is_activation(self) -> bool:
         return self.kind == "activation"
-
-    @property
-    def activation_bytes(self) -> int:
-        """Memory this value adds on top of the forward inputs: 0 for views of them."""
-        return self.bytes if self.is_activation and self.alias_of is None else 0
 
 
 @dataclass
@@ -94,14 +91,21 @@ def _is_view(node: torch.fx.Node) -> bool:
     return alias is not None and not alias.is_write and returned is not None and not returned.is_write
 
 
-def view_root(node: torch.fx.Node | None, sources) -> str | None:
-    """The forward input a chain of view ops (t, view, expand...) starts from."""
-    while node is not None and _is_view(node) and isinstance(node.args[0], torch.fx.Node):
+def storage_root(node: torch.fx.Node) -> torch.fx.Node:
+    """The node whose memory a chain of view ops (t, view, expand, detach...) shares."""
+    while _is_view(node) and isinstance(node.args[0], torch.fx.Node):
         node = node.args[0]
-    if node is None or node.op != "placeholder":
-        return None
-    index = primal_index(node.name)
-    return sources[index].name if index is not None and index < len(sources) else None
+    return node
+
+
+def _storage_bytes(node: torch.fx.Node) -> int:
+    value = node.meta.get("val")
+    if isinstance(value, torch.Tensor):
+        try:
+            return int(value.untyped_storage().nbytes())
+        except Exception:
+            return _nbytes(value)
+    return 0
 
 
 def primal_index(name: str) -> int | None:
@@ -136,6 +140,7 @@ def node_module(node: torch.fx.Node | None, sources) -> str | None:
 def saved_tensors(captured, graph_index=0) -> list:
     forward_nodes = {n.name: n for n in captured.forward.graph.nodes}
     sources = captured.input_sources
+    counted_storages = set()
     saved = []
     for node in captured.backward.graph.find_nodes(op="placeholder"):
         if node.name.startswith("tangents_"):
@@ -156,6 +161,21 @@ def saved_tensors(captured, graph_index=0) -> list:
             module = source.rpartition(".")[0] or None
         else:
             module = node_module(producer, sources)
+        alias_of = storage_op = None
+        activation_bytes = 0
+        if is_activation and producer is not None:
+            root = storage_root(producer)
+            if root is not producer:
+                index_of_root = primal_index(root.name) if root.op == "placeholder" else None
+                if index_of_root is not None and index_of_root < len(sources):
+                    alias_of = sources[index_of_root].name
+                else:
+                    alias_of, storage_op = root.name, op_name(root)
+            if root.op != "placeholder" and root.name not in counted_storages:
+                counted_storages.add(root.name)
+                activation_bytes = _storage_bytes(root) if root is not producer else info.bytes
+        elif is_activation:
+            activation_bytes = info.bytes
         saved.append(
             SavedTensor(
                 name=node.name,
@@ -169,7 +189,9 @@ def saved_tensors(captured, graph_index=0) -> list:
                 source_line=source_line(producer.meta.get("stack_trace")) if producer is not None else None,
                 users=users,
                 graph_index=graph_index,
-                alias_of=view_root(producer, sources) if is_activation and producer is not None else None,
+                alias_of=alias_of,
+                storage_op=storage_op,
+                activation_bytes=activation_bytes,
             )
         )
     return saved

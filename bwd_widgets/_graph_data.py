@@ -118,6 +118,7 @@ def _saved_row(saved) -> dict:
         "producer": saved.producer or "",
         "module": saved.module or "",
         "alias_of": saved.alias_of or "",
+        "storage_op": saved.storage_op or "",
     }
 
 

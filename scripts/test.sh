@@ -7,3 +7,4 @@ bash scripts/setup.sh
 export PYTHONUNBUFFERED=1
 npx vitest run
 .venv/bin/python -m pytest tests -p no:logging "$@"
+.venv/bin/python -m pytest --nbval-lax --nbval-current-env notebooks/ -p no:logging
