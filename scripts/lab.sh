@@ -3,4 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/jupyter lab --notebook-dir=notebooks "$@"
+extra=()
+[ "$(id -u)" -ne 0 ] || extra+=(--allow-root)
+exec .venv/bin/jupyter lab --notebook-dir=notebooks "${extra[@]}" "$@"
