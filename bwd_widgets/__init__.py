@@ -29,8 +29,12 @@ __all__ = [
 ]
 
 from ._graphnet import GraphNetSample, TensorMeta, load_graphnet_sample  # noqa: E402
+from ._studio import Comparison, Sweep, SweepPoint, compare, diff, repartition, sweep  # noqa: E402
 
-__all__ += ["GraphNetSample", "TensorMeta", "load_graphnet_sample"]
+__all__ += [
+    "Comparison", "GraphNetSample", "Sweep", "SweepPoint", "TensorMeta",
+    "compare", "diff", "load_graphnet_sample", "repartition", "sweep",
+]
 
 
 def load_ipython_extension(shell):

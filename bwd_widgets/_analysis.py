@@ -39,6 +39,7 @@ class SavedTensor:
     alias_of: str | None = None  # a view: the forward input or forward value whose memory it shares
     storage_op: str | None = None  # for views, the op that made the memory they share
     activation_bytes: int = 0  # memory it adds on top of the forward inputs, each storage counted once
+    why: str = ""  # why it is saved, in one sentence
 
     @property
     def is_activation(self) -> bool:
@@ -137,8 +138,11 @@ def node_module(node: torch.fx.Node | None, sources) -> str | None:
     return None
 
 
-def saved_tensors(captured, graph_index=0) -> list:
+def saved_tensors(captured, graph_index=0, partitioner="default") -> list:
+    from ._why import why_saved
+
     forward_nodes = {n.name: n for n in captured.forward.graph.nodes}
+    joint_nodes = {n.name: n for n in captured.joint.graph.nodes} if captured.joint is not None else {}
     sources = captured.input_sources
     counted_storages = set()
     saved = []
@@ -192,6 +196,7 @@ def saved_tensors(captured, graph_index=0) -> list:
                 alias_of=alias_of,
                 storage_op=storage_op,
                 activation_bytes=activation_bytes,
+                why=why_saved(kind, producer if is_activation else None, users, partitioner, joint_nodes),
             )
         )
     return saved

@@ -34,6 +34,8 @@ class CapturedGraph:
     forward: torch.fx.GraphModule | None = None
     backward: torch.fx.GraphModule | None = None
     num_fwd_outputs: int | None = None
+    joint_inputs: list | None = None  # what partition_fn received: a repartition needs them again
+    partition_kwargs: dict = field(default_factory=dict)
     forward_inputs: list | None = None
     backward_inputs: list | None = None
 
@@ -51,8 +53,10 @@ class CaptureSession:
 
         def partition_fn(joint, joint_inputs, *, num_fwd_outputs, **kwargs):
             current = self.graphs[-1]
-            current.joint = _copy_graph_module(joint)
+            current.joint = copy_graph_module(joint)
             current.num_fwd_outputs = num_fwd_outputs
+            current.joint_inputs = joint_inputs
+            current.partition_kwargs = dict(kwargs, num_fwd_outputs=num_fwd_outputs)
             with self.partitioner.config():
                 return self.partitioner.partition_fn(
                     joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kwargs
@@ -120,7 +124,7 @@ def _detached_copy(value):
     return value
 
 
-def _copy_graph_module(gm):
+def copy_graph_module(gm):
     """Min-cut mutates the joint graph it is given: keep an untouched copy (metadata shared)."""
     graph = torch.fx.Graph()
     output = graph.graph_copy(gm.graph, {})

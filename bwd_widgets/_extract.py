@@ -154,7 +154,7 @@ def extract(
             param.grad = old_grads[param_name]
         torch._dynamo.reset()
 
-    graphs = [_graph_pair(i, c) for i, c in enumerate(c for c in session.graphs if c.backward is not None)]
+    graphs = [graph_pair(i, c, resolved.name) for i, c in enumerate(c for c in session.graphs if c.backward is not None)]
     if not graphs:
         raise NoDifferentiableOutputError(
             f"{name} produced no backward graph: no output depends on an input or parameter requiring grad."
@@ -173,19 +173,22 @@ def extract(
     )
 
 
-def _graph_pair(index, captured) -> GraphPair:
+def graph_pair(index, captured, resolved_name) -> GraphPair:
     return GraphPair(
         index=index,
         forward=captured.forward,
         backward_with_nones=captured.backward,
         joint=captured.joint,
         inputs=captured.input_sources,
-        saved_tensors=_analysis.saved_tensors(captured, index),
+        saved_tensors=_analysis.saved_tensors(captured, index, resolved_name),
         tangents=_analysis.tangents(captured),
         gradients=_analysis.gradients(captured),
         forward_inputs=captured.forward_inputs,
         backward_inputs=captured.backward_inputs,
         num_fwd_outputs=captured.num_fwd_outputs,
+        joint_inputs=captured.joint_inputs,
+        partition_kwargs=captured.partition_kwargs,
+        partitioner=resolved_name,
     )
 
 

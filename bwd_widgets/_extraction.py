@@ -26,6 +26,9 @@ class GraphPair:
     forward_inputs: list | None = None
     backward_inputs: list | None = None
     num_fwd_outputs: int | None = None
+    joint_inputs: list | None = None
+    partition_kwargs: dict = field(default_factory=dict)
+    partitioner: str = "default"
 
     @cached_property
     def backward(self) -> torch.fx.GraphModule:
@@ -50,6 +53,23 @@ class GraphPair:
             for n in self.backward.graph.nodes
             if n.op == "call_function" and n.meta.get("partitioner_tag") == "is_forward"
         ]
+
+    @cached_property
+    def node_flops(self) -> dict:
+        """FLOPs of each backward node, by torch's FLOP counter on fake tensors."""
+        from ._flops import node_flops
+
+        return node_flops(self.backward)
+
+    @property
+    def backward_flops(self) -> int:
+        return sum(self.node_flops.values())
+
+    @property
+    def recompute_flops(self) -> int:
+        """FLOPs spent in backward recomputing forward ops."""
+        flops = self.node_flops
+        return sum(flops.get(name, 0) for name, _ in self.recomputed)
 
     @property
     def saved_activation_bytes(self) -> int:
@@ -86,14 +106,31 @@ class BackwardExtraction:
     notes: list = field(default_factory=list)  # things a user should know, one sentence each
 
     def rerun(self, partitioner="default", memory_budget=None) -> "BackwardExtraction":
-        """Extract the same model and inputs again under another partitioner."""
-        from ._extract import extract
+        """The same model and inputs under another partitioner: the joint graph is
+        partitioned again, not traced again."""
+        from ._studio import repartition
 
-        recipe = dict(self.recipe)
-        return extract(
-            recipe.pop("model"), *recipe.pop("example_inputs"),
-            partitioner=partitioner, memory_budget=memory_budget, **recipe,
-        )
+        return repartition(self, partitioner, memory_budget)
+
+    def compare(self, partitioners=("default", "min_cut", 0.5, 0.0)):
+        """One row per partition of this extraction's joint graph."""
+        from ._studio import compare
+
+        return compare(self, partitioners=partitioners)
+
+    def sweep(self, budgets=None, progress=True):
+        """Min-cut across memory budgets; Pareto points of memory against recompute."""
+        from ._studio import sweep
+
+        return sweep(self, budgets=budgets, progress=progress)
+
+    @property
+    def backward_flops(self) -> int:
+        return sum(g.backward_flops for g in self.graphs)
+
+    @property
+    def recompute_flops(self) -> int:
+        return sum(g.recompute_flops for g in self.graphs)
 
     def widget(self, **kwargs):
         """The interactive viewer for this extraction (needs ipywidgets and the built front end)."""

@@ -1,0 +1,28 @@
+"""FLOP estimates per fx node, from torch's FLOP counter run on fake tensors."""
+
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+
+def node_flops(gm: torch.fx.GraphModule) -> dict:
+    from torch._guards import detect_fake_mode
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    values = [n.meta.get("val") for n in gm.graph.find_nodes(op="placeholder")]
+    fake_mode = detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)]) or FakeTensorMode()
+    flops = {}
+
+    class Counting(torch.fx.Interpreter):
+        def run_node(self, node):
+            before = counter.get_total_flops()
+            result = super().run_node(node)
+            flops[node.name] = counter.get_total_flops() - before
+            return result
+
+    counter = FlopCounterMode(display=False)
+    with fake_mode, counter, torch.no_grad():
+        Counting(gm).run(*values)
+    return flops

@@ -1,0 +1,149 @@
+"""Trace once, partition many: repartition, compare, sweep, diff, why saved."""
+
+import pytest
+import torch
+
+import bwd_widgets as bw
+import bwd_widgets._studio as studio
+from bwd_widgets.examples import Block, Transformer
+
+
+@pytest.fixture(scope="module")
+def transformer():
+    torch.manual_seed(0)
+    return bw.extract(Transformer(width=64, depth=2), torch.randint(0, 64, (4, 32)))
+
+
+def _no_retrace(monkeypatch):
+    def fail(*args, **kwargs):
+        raise AssertionError("a repartition must not trace again")
+
+    monkeypatch.setattr(torch, "compile", fail)
+
+
+def test_default_repartition_of_the_reference_equals_the_extractor(conv_bn_dir, monkeypatch):
+    extraction = bw.extract(bw.load_graphnet_sample(conv_bn_dir))
+    _no_retrace(monkeypatch)
+    again = extraction.rerun("default")
+    assert str(again.backward.graph) == str(extraction.backward.graph)
+    assert str(again.forward.graph) == str(extraction.forward.graph)
+    assert [s.name for s in again.saved_tensors] == [s.name for s in extraction.saved_tensors]
+
+
+def test_repartition_equals_a_fresh_extraction_and_replays_real_gradients(transformer, monkeypatch):
+    torch.manual_seed(0)
+    fresh = bw.extract(Transformer(width=64, depth=2), torch.randint(0, 64, (4, 32)), partitioner="min_cut")
+    _no_retrace(monkeypatch)
+    again = transformer.rerun("min_cut")
+    assert str(again.backward.graph) == str(fresh.backward.graph)
+    pair = again.graphs[0]
+    for output, gradient in zip(pair.backward(*pair.backward_inputs), pair.gradients):
+        torch.testing.assert_close(output, transformer.autograd_gradients[gradient.key], rtol=1e-4, atol=1e-5)
+
+
+def test_min_cut_budget_zero_saves_no_more_than_default_on_a_block():
+    torch.manual_seed(0)
+    default = bw.extract(Block(64, 4), torch.randn(2, 32, 64))
+    zero = default.rerun("min_cut", 0.0)
+    assert zero.saved_activation_bytes <= default.saved_activation_bytes
+    assert zero.saved_activation_bytes == 0 and zero.recomputed and zero.recompute_flops > 0
+
+
+def test_compare_rows_match_separate_extractions(transformer):
+    comparison = transformer.compare(["default", "min_cut", ("min_cut", 0.5), 0.0])
+    assert [r["partition"] for r in comparison.rows] == ["default", "min_cut", "min_cut budget 0.5", "min_cut budget 0"]
+    for row, (partitioner, budget) in zip(comparison.rows, [("default", None), ("min_cut", None), ("min_cut", 0.5), ("min_cut", 0.0)]):
+        torch.manual_seed(0)
+        alone = bw.extract(Transformer(width=64, depth=2), torch.randint(0, 64, (4, 32)), partitioner=partitioner, memory_budget=budget)
+        assert row["saved"] == len(alone.saved_tensors)
+        assert row["saved_activation_bytes"] == alone.saved_activation_bytes
+        assert row["recomputed"] == len(alone.recomputed)
+        assert row["backward_nodes"] == alone.backward_node_count
+        assert row["forward_nodes"] == alone.forward_node_count
+    default, _, _, zero = comparison.rows
+    assert default["recomputed"] == 0 and default["recompute_flops"] == 0
+    assert zero["backward_flops"] > default["backward_flops"] > 0
+    assert "aten.native_layer_norm" in zero["recomputed_ops"]
+    assert "Comparison" not in repr(comparison) and "default" in repr(comparison)
+
+
+def test_diff_names_what_one_saves_and_the_other_recomputes(transformer):
+    comparison = transformer.compare(["default", 0.0])
+    d = comparison.diff(0, 1)
+    assert "embedding" in d["saved_in_a_recomputed_in_b"]
+    assert d["saved_in_b_recomputed_in_a"] == []
+    assert set(d["saved_in_a_recomputed_in_b"]) <= set(d["saved_only_in_a"])
+
+
+def test_sweep_is_monotone_and_gives_a_pareto_front(transformer):
+    result = transformer.sweep(progress=False)
+    assert [p.budget for p in result.points] == [i / 10 for i in range(11)]
+    saved = [p.saved_activation_bytes for p in result.points]
+    assert saved == sorted(saved), "saved bytes rise with the budget on this model"
+    assert result.points[0].saved_activation_bytes == 0 and result.points[-1].recompute_flops == 0
+    front = result.pareto()
+    assert front and all(a.saved_activation_bytes < b.saved_activation_bytes for a, b in zip(front, front[1:]))
+    assert all(a.recompute_flops > b.recompute_flops for a, b in zip(front, front[1:]))
+    assert torch._functorch.config.activation_memory_budget == 1.0
+
+
+def test_sweep_interrupted_keeps_points_and_restores_the_budget(transformer, monkeypatch):
+    real = studio.repartition
+    calls = []
+
+    def interrupt_on_fourth(extraction, partitioner="default", memory_budget=None):
+        calls.append(memory_budget)
+        if len(calls) == 4:
+            assert torch._functorch.config.activation_memory_budget == 1.0
+            raise KeyboardInterrupt
+        return real(extraction, partitioner, memory_budget)
+
+    monkeypatch.setattr(studio, "repartition", interrupt_on_fourth)
+    result = transformer.sweep(progress=False)
+    assert result.interrupted and [p.budget for p in result.points] == [0.0, 0.1, 0.2]
+    assert torch._functorch.config.activation_memory_budget == 1.0
+
+
+def test_budget_is_restored_after_a_failing_partition(transformer):
+    def broken(joint, inputs, **kwargs):
+        assert torch._functorch.config.activation_memory_budget == 0.3
+        raise RuntimeError("partitioner bug")
+
+    with pytest.raises(RuntimeError, match="partitioner bug"):
+        studio.repartition(transformer, broken, 0.3)
+    assert torch._functorch.config.activation_memory_budget == 1.0
+    with pytest.raises(bw.PartitionerError):
+        transformer.sweep(budgets=[0.5, 2.0], progress=False)
+
+
+def test_why_saved(transformer, conv_bn_dir):
+    min_cut = transformer.rerun("min_cut")
+    why = {s.name: s.why for s in min_cut.saved_tensors}
+    assert "forward input kept alive" in why["primals_2"]
+    layer_norm_stats = [s for s in min_cut.saved_tensors if s.producer and s.producer.startswith("aten.native_layer_norm[")]
+    assert layer_norm_stats and all("reduction op" in s.why for s in layer_norm_stats)
+    assert all(s.why.startswith("read by ") for s in min_cut.saved_tensors if s.kind == "activation")
+    default = bw.extract(bw.load_graphnet_sample(conv_bn_dir))
+    convolution = next(s for s in default.saved_tensors if s.name == "convolution")
+    assert "native_batch_norm_backward" in convolution.why and "default partitioner" in convolution.why
+
+
+def test_checkpoint_policy_tags_are_reported():
+    import functools
+
+    from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+
+    def save_matmuls(ctx, op, *args, **kwargs):
+        if op in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default):
+            return CheckpointPolicy.MUST_SAVE
+        return CheckpointPolicy.PREFER_RECOMPUTE
+
+    block = Block(32, 4)
+
+    def run(x):
+        context = functools.partial(create_selective_checkpoint_contexts, save_matmuls)
+        return checkpoint(block, x, use_reentrant=False, context_fn=context)
+
+    extraction = bw.extract(run, torch.randn(2, 8, 32))
+    tagged = [s for s in extraction.saved_tensors if "MUST_SAVE" in s.why]
+    assert tagged and all(s.producer.split("[")[0] in ("aten.mm", "aten.addmm", "aten.bmm") for s in tagged)
