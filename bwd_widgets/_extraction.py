@@ -29,6 +29,7 @@ class GraphPair:
     joint_inputs: list | None = None
     partition_kwargs: dict = field(default_factory=dict)
     partitioner: str = "default"
+    work_joint: torch.fx.GraphModule | None = field(default=None, repr=False)  # see _studio
 
     @cached_property
     def backward(self) -> torch.fx.GraphModule:

@@ -15,6 +15,35 @@ from ._partitioners import resolve_partitioner
 DEFAULT_BUDGETS = tuple(i / 10 for i in range(11))
 
 
+def _fingerprint(gm) -> tuple:
+    return tuple((n.name, n.op, n.target, len(n.users)) for n in gm.graph.nodes)
+
+
+def _partition_kept_joint(pair, resolved):
+    """Partition the pair's working joint graph, then put back what the partitioner changed.
+
+    Partitioners (min-cut) rewrite node metadata and add attributes such as
+    `dist_from_bw`, but not the graph itself: restoring the metadata is far cheaper
+    than copying the graph for every partition. If the structure ever changes, the
+    working copy is dropped and the next call copies the untouched joint again.
+    """
+    work = pair.work_joint if pair.work_joint is not None else copy_graph_module(pair.joint)
+    pair.work_joint = None
+    nodes = list(work.graph.nodes)
+    metas = [dict(n.meta) for n in nodes]
+    attributes = [set(vars(n)) for n in nodes]
+    fingerprint = _fingerprint(work)
+    with resolved.config():
+        result = resolved.partition_fn(work, pair.joint_inputs, **pair.partition_kwargs)
+    if _fingerprint(work) == fingerprint:
+        for node, meta, names in zip(nodes, metas, attributes):
+            node.meta = meta
+            for added in set(vars(node)) - names:
+                delattr(node, added)
+        pair.work_joint = work
+    return result
+
+
 def repartition(extraction, partitioner="default", memory_budget=None):
     """Partition a copy of each kept joint graph again: no tracing, same inputs and names."""
     from ._extract import graph_pair
@@ -26,10 +55,7 @@ def repartition(extraction, partitioner="default", memory_budget=None):
     for pair in extraction.graphs:
         if pair.joint is None or pair.joint_inputs is None:
             raise BwdWidgetsError("this extraction kept no joint graph to partition again: extract it again.")
-        with resolved.config():
-            forward, backward = resolved.partition_fn(
-                copy_graph_module(pair.joint), pair.joint_inputs, **pair.partition_kwargs
-            )
+        forward, backward = _partition_kept_joint(pair, resolved)
         captured = CapturedGraph(
             dynamo_graph=None,
             input_sources=pair.inputs,
@@ -46,7 +72,9 @@ def repartition(extraction, partitioner="default", memory_budget=None):
                 captured.backward_inputs = replay_backward_inputs(captured, pair)
             except Exception as error:  # the graphs stand; only the real values are missing
                 notes.append(f"could not replay real backward inputs: {type(error).__name__}: {error}"[:300])
-        graphs.append(graph_pair(pair.index, captured, resolved.name))
+        new_pair = graph_pair(pair.index, captured, resolved.name)
+        new_pair.work_joint = pair.work_joint
+        graphs.append(new_pair)
     return BackwardExtraction(
         graphs=graphs,
         partitioner=resolved.name,

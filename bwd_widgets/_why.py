@@ -7,9 +7,13 @@ reason is derived here from the same rules, with torch's own op lists
 
 from __future__ import annotations
 
+import functools
+import operator
+
 import torch
 
 
+@functools.lru_cache(maxsize=1)
 def _op_types():
     from torch._functorch.partitioners import get_default_op_list
 
@@ -55,7 +59,7 @@ def why_saved(kind, producer, users, partitioner, joint_nodes) -> str:
     if producer is None:
         return f"{read}."
     source = producer
-    if source.target is __import__("operator").getitem and isinstance(source.args[0], torch.fx.Node):
+    if source.target is operator.getitem and isinstance(source.args[0], torch.fx.Node):
         source = source.args[0]
     joint_node = joint_nodes.get(source.name)
     tag = checkpoint_tag(joint_node)

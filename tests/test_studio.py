@@ -147,3 +147,15 @@ def test_checkpoint_policy_tags_are_reported():
     extraction = bw.extract(run, torch.randn(2, 8, 32))
     tagged = [s for s in extraction.saved_tensors if "MUST_SAVE" in s.why]
     assert tagged and all(s.producer.split("[")[0] in ("aten.mm", "aten.addmm", "aten.bmm") for s in tagged)
+
+
+def test_many_repartitions_of_one_joint_match_fresh_ones(transformer):
+    """The working joint graph is reused: what one partitioner changes must not leak into the next."""
+    sequence = [("min_cut", 0.0), ("default", None), ("min_cut", None), ("min_cut", 0.5), ("default", None), ("min_cut", 0.0)]
+    results = [transformer.rerun(p, b) for p, b in sequence]
+    for (partitioner, budget), result in zip(sequence, results):
+        torch.manual_seed(0)
+        fresh = bw.extract(Transformer(width=64, depth=2), torch.randint(0, 64, (4, 32)), partitioner=partitioner, memory_budget=budget)
+        assert str(result.backward.graph) == str(fresh.backward.graph), (partitioner, budget)
+        assert str(result.forward.graph) == str(fresh.forward.graph), (partitioner, budget)
+    assert str(transformer.joint.graph) == str(results[-1].joint.graph)

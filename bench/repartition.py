@@ -1,0 +1,71 @@
+"""Repartitioning a kept joint graph, on a 12-layer, width-768 transformer in fake mode.
+
+(a) a repartition against a full extraction with the same partitioner (goal: at most 0.5);
+(b) a repartition against the bare partition_fn call on the same joint graph (goal: at most 1.1x);
+(c) switching the widget's partitioner: the kernel's share (repartition and the new payload);
+(d) a full 11-point memory-budget sweep.
+Alternating runs in one process; medians.   Run: .venv/bin/python bench/repartition.py [--repeats 5]
+"""
+
+import argparse
+import time
+
+import torch
+from _util import median, timed
+
+import bwd_widgets as bw
+from bwd_widgets._capture import copy_graph_module
+from bwd_widgets.examples import Transformer
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    with torch.device("meta"):
+        model = Transformer(width=768, depth=12, heads=12, vocab=32000)
+        tokens = torch.randint(0, 32000, (8, 512))
+    base = bw.extract(model, tokens, mode="fake")
+    pair = base.graphs[0]
+    print(f"joint graph: {sum(1 for _ in pair.joint.graph.nodes)} nodes")
+    from functorch.compile import min_cut_rematerialization_partition
+
+    def full():
+        bw.extract(model, tokens, mode="fake", partitioner="min_cut")
+
+    def again():
+        base.rerun("min_cut")
+
+    def bare():
+        joint = copy_graph_module(pair.joint)  # min-cut rewrites node metadata: each call needs a fresh copy
+        return timed(lambda: min_cut_rematerialization_partition(joint, pair.joint_inputs, **pair.partition_kwargs))
+
+    again(), bare()  # warm-up
+    full_times, again_times, bare_times = [], [], []
+    for _ in range(args.repeats):
+        full_times.append(timed(full))
+        again_times.append(timed(again))
+        bare_times.append(bare())
+    print(f"full extraction, min-cut: {median(full_times):.2f} s")
+    print(f"repartition, min-cut:     {median(again_times):.2f} s")
+    print(f"bare partition_fn call:   {median(bare_times):.2f} s")
+    print(f"(a) repartition / full extraction: {median([a / f for a, f in zip(again_times, full_times)]):.2f} (goal <= 0.5)")
+    print(f"(b) repartition / bare partition_fn: {median([a / b for a, b in zip(again_times, bare_times)]):.2f} (goal <= 1.1)")
+
+    widget = bw.show(base)
+    switches = []
+    for partitioner in ("min_cut", "default", "min_cut", "default"):
+        started = time.perf_counter()
+        widget.partitioner = partitioner
+        switches.append(time.perf_counter() - started)
+    print(f"(c) widget partitioner switch, kernel side (repartition + payload): {median(switches):.2f} s; "
+          f"add the browser's layout of the collapsed graph (bench/widget_speed.py: under 1 s)")
+
+    started = time.perf_counter()
+    result = base.sweep(progress=False)
+    print(f"(d) 11-point memory-budget sweep: {time.perf_counter() - started:.1f} s, "
+          f"{len(result.pareto())} Pareto points")
+
+
+if __name__ == "__main__":
+    main()
