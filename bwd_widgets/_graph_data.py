@@ -36,8 +36,11 @@ def _code_lines(code: str) -> dict:
     return lines
 
 
-def graph_payload(extraction, graph_index: int = 0) -> dict:
-    """Everything the front end shows for one graph pair of an extraction."""
+def graph_payload(extraction, graph_index: int = 0, previous=None) -> dict:
+    """Everything the front end shows for one graph pair of an extraction.
+
+    With `previous` (the partition shown before), it also says what changed.
+    """
     pair = extraction.graphs[graph_index]
     backward = pair.backward
     saved = {s.name: s for s in pair.saved_tensors}
@@ -95,7 +98,16 @@ def graph_payload(extraction, graph_index: int = 0) -> dict:
         },
         "code": {"backward": code, "forward": pair.forward_code},
         "notes": list(extraction.notes),
+        "diff": _diff(previous, extraction),
     }
+
+
+def _diff(previous, extraction) -> dict:
+    from ._studio import diff_payload
+
+    if previous is None or previous is extraction:
+        return {"against": "", "recomputed_now": [], "newly_saved": []}
+    return diff_payload(previous, extraction)
 
 
 def _source(node, entry) -> str:
@@ -119,6 +131,7 @@ def _saved_row(saved) -> dict:
         "module": saved.module or "",
         "alias_of": saved.alias_of or "",
         "storage_op": saved.storage_op or "",
+        "why": saved.why,
     }
 
 

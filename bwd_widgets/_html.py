@@ -51,6 +51,11 @@ def html_state(extraction, graph_index: int = 0) -> dict:
         "error": "",
         "previous": {},
         "can_rerun": False,
+        "comparison_rows": [],
+        "compare_index": -1,
+        "sweep_points": [],
+        "sweep_index": -1,
+        "sweep_progress": "",
     }
 
 

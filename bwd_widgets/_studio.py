@@ -157,7 +157,7 @@ class Comparison:
     def widget(self):
         from ._widget import BackwardGraphWidget
 
-        return BackwardGraphWidget(self.extractions[0], comparison=self)
+        return BackwardGraphWidget(comparison=self)
 
     def __repr__(self) -> str:
         columns = ("partition", "saved", "saved_activation_bytes", "recomputed", "backward_nodes", "backward_flops")
@@ -181,6 +181,30 @@ def compare(model_or_extraction, *inputs, partitioners=("default", "min_cut", 0.
     base = _base(model_or_extraction, inputs, extract_kwargs)
     extractions = [repartition(base, *_spec(entry)) for entry in partitioners]
     return Comparison(extractions, [row(e) for e in extractions])
+
+
+def diff_payload(previous, current) -> dict:
+    """What the widget highlights after a switch: values now recomputed, values newly saved."""
+    d = diff(previous, current)
+    return {
+        "against": _label(previous),
+        "recomputed_now": d["saved_in_a_recomputed_in_b"],
+        "newly_saved": d["saved_only_in_b"],
+    }
+
+
+def sweep_payload(result) -> list:
+    front = {id(p) for p in result.pareto()}
+    return [
+        {
+            "budget": p.budget,
+            "saved_activation_bytes": p.saved_activation_bytes,
+            "recompute_flops": p.recompute_flops,
+            "saved": p.saved,
+            "pareto": id(p) in front,
+        }
+        for p in result.points
+    ]
 
 
 def diff(a, b) -> dict:
@@ -235,7 +259,7 @@ class Sweep:
     def widget(self):
         from ._widget import BackwardGraphWidget
 
-        return BackwardGraphWidget(self.points[-1].extraction if self.points else None, sweep=self)
+        return BackwardGraphWidget(sweep=self)
 
     def __repr__(self) -> str:
         lines = [f"Sweep({len(self.points)} points{', interrupted' if self.interrupted else ''})"]
@@ -244,11 +268,12 @@ class Sweep:
         return "\n".join(lines)
 
 
-def sweep(model_or_extraction, *inputs, budgets=None, progress=True, **extract_kwargs) -> Sweep:
+def sweep(model_or_extraction, *inputs, budgets=None, progress=True, on_point=None, **extract_kwargs) -> Sweep:
     """Min-cut across memory budgets (default 0, 0.1, ..., 1), tracing once.
 
     Shows a progress bar; Ctrl-C (or the notebook's interrupt) stops the sweep and
     returns the points done so far. torch's budget is restored after every point.
+    `on_point(point, done, total)` is called after each point (the widget's progress).
     """
     from tqdm.auto import tqdm
 
@@ -262,6 +287,8 @@ def sweep(model_or_extraction, *inputs, budgets=None, progress=True, **extract_k
         for budget in bar:
             e = repartition(base, "min_cut", budget)
             points.append(SweepPoint(budget, e.saved_activation_bytes, e.recompute_flops, e.backward_flops, len(e.saved_tensors), e))
+            if on_point is not None:
+                on_point(points[-1], len(points), len(budgets))
     except KeyboardInterrupt:
         interrupted = True
     finally:

@@ -28,6 +28,8 @@ export interface SavedRow {
   producer: string;
   module: string;
   alias_of: string;
+  storage_op: string;
+  why: string;
 }
 
 export interface Totals {
@@ -52,4 +54,5 @@ export interface GraphData {
   totals: Totals;
   code: { backward: string; forward: string };
   notes: string[];
+  diff: { against: string; recomputed_now: string[]; newly_saved: string[] };
 }

@@ -7,6 +7,7 @@ import { formatBytes, formatDelta, formatShape } from "./format";
 import { GROUP_PREFIX, initialExpansion, reveal, representative, toggle, visibleGraph, type VisibleGraph } from "./grouping";
 import { LayoutClient, StaleLayout } from "./layout";
 import { searchNodes, visibleMatches } from "./search";
+import { chartGeometry, type SweepPoint } from "./sweep";
 import { COLUMNS, sortRows, type SortKey } from "./table";
 import type { GraphData, GraphNode } from "./types";
 
@@ -66,11 +67,15 @@ export function render({ model, el }: { model: Model; el: HTMLElement }): () => 
   const budgetValue = element("span", "bwd-budget-value");
   budgetLabel.append(budget, budgetValue);
   const graphSelect = element("select", "bwd-graph-index");
-  const busy = element("span", "bwd-busy", "extracting\u2026");
+  const busy = element("span", "bwd-busy", "partitioning\u2026");
+  const sweepButton = element("button", "bwd-sweep-button", "Sweep budgets");
+  sweepButton.title = "min-cut at memory budgets 0, 0.1, \u2026, 1 on this joint graph";
+  const sweepProgress = element("span", "bwd-sweep-progress");
   const error = element("span", "bwd-error");
   const notes = element("span", "bwd-notes");
-  controls.append(partitionerSelect, budgetLabel, graphSelect, busy);
-  header.append(title, stats, controls, error, notes);
+  const diffLine = element("span", "bwd-diff-line");
+  controls.append(partitionerSelect, budgetLabel, graphSelect, sweepButton, sweepProgress, busy);
+  header.append(title, stats, controls, error, notes, diffLine);
 
   // graph pane
   const main = element("div", "bwd-main");
@@ -92,6 +97,10 @@ export function render({ model, el }: { model: Model; el: HTMLElement }): () => 
 
   // side: details, saved table, code
   const side = element("div", "bwd-side");
+  const studio = element("div", "bwd-studio");
+  const compareTable = element("table", "bwd-compare");
+  const sweepChart = element("div", "bwd-sweep-chart");
+  studio.append(compareTable, sweepChart);
   const details = element("div", "bwd-details");
   const savedPane = element("div", "bwd-saved");
   const table = element("table", "bwd-table");
@@ -105,7 +114,7 @@ export function render({ model, el }: { model: Model; el: HTMLElement }): () => 
   codeBar.append(backwardTab, forwardTab, copy);
   const code = element("pre", "bwd-code");
   codePane.append(codeBar, code);
-  side.append(details, savedPane, codePane);
+  side.append(studio, details, savedPane, codePane);
   main.append(graphPane, side);
   root.append(header, main);
 
@@ -182,6 +191,89 @@ export function render({ model, el }: { model: Model; el: HTMLElement }): () => 
     busy.style.display = model.get("busy") ? "" : "none";
     error.textContent = model.get("error") || "";
     notes.textContent = (data.notes || []).join(" ");
+    const diff = data.diff;
+    diffLine.textContent = diff && diff.against
+      ? `against ${diff.against}: ${diff.recomputed_now.length} values now recomputed (dashed outline), ${diff.newly_saved.length} newly saved (outlined rows)`
+      : "";
+    sweepButton.style.display = model.get("can_rerun") ? "" : "none";
+    sweepButton.disabled = Boolean(model.get("busy"));
+    sweepProgress.textContent = model.get("sweep_progress") || "";
+  }
+
+  function renderStudio(): void {
+    const rows = (model.get("comparison_rows") || []) as Record<string, any>[];
+    compareTable.textContent = "";
+    compareTable.style.display = rows.length ? "" : "none";
+    if (rows.length) {
+      const columns: [string, string, (r: Record<string, any>) => string][] = [
+        ["partition", "partition", (r) => String(r.partition)],
+        ["saved", "saved", (r) => String(r.saved)],
+        ["activations", "saved_activation_bytes", (r) => formatBytes(r.saved_activation_bytes)],
+        ["recomputed", "recomputed", (r) => String(r.recomputed)],
+        ["bw nodes", "backward_nodes", (r) => String(r.backward_nodes)],
+        ["bw GFLOP", "backward_flops", (r) => (r.backward_flops / 1e9).toFixed(3)],
+      ];
+      const head = element("tr");
+      for (const [label] of columns) head.appendChild(element("th", "", label));
+      compareTable.appendChild(head);
+      const current = model.get("compare_index");
+      rows.forEach((r, i) => {
+        const tr = element("tr", `bwd-compare-row${i === current ? " bwd-current" : ""}`);
+        tr.dataset.index = String(i);
+        for (const [, , cell] of columns) tr.appendChild(element("td", "", cell(r)));
+        tr.title = r.recomputed_ops?.length ? `recomputes: ${r.recomputed_ops.join(", ")}` : "recomputes nothing";
+        tr.addEventListener("click", () => {
+          model.set("compare_index", i);
+          model.save_changes();
+        });
+        compareTable.appendChild(tr);
+      });
+    }
+    const points = (model.get("sweep_points") || []) as SweepPoint[];
+    sweepChart.textContent = "";
+    sweepChart.style.display = points.length ? "" : "none";
+    if (!points.length) return;
+    const width = 300;
+    const height = 150;
+    const chart = chartGeometry(points, width, height);
+    const ns = "http://www.w3.org/2000/svg";
+    const svgChart = document.createElementNS(ns, "svg");
+    svgChart.setAttribute("viewBox", `0 0 ${width} ${height}`);
+    svgChart.setAttribute("class", "bwd-sweep-svg");
+    const axis = document.createElementNS(ns, "path");
+    axis.setAttribute("d", `M28 ${height - 28} H${width - 28} M28 ${height - 28} V28`);
+    axis.setAttribute("class", "bwd-axis");
+    const front = document.createElementNS(ns, "polyline");
+    front.setAttribute("points", chart.front);
+    front.setAttribute("class", "bwd-front");
+    const xLabel = document.createElementNS(ns, "text");
+    xLabel.setAttribute("x", String(width / 2 - 60));
+    xLabel.setAttribute("y", String(height - 8));
+    xLabel.textContent = "saved activation bytes \u2192";
+    const yLabel = document.createElementNS(ns, "text");
+    yLabel.setAttribute("x", "4");
+    yLabel.setAttribute("y", "18");
+    yLabel.textContent = "recompute FLOPs \u2191";
+    svgChart.append(axis, front, xLabel, yLabel);
+    const current = model.get("sweep_index");
+    for (const p of chart.points) {
+      const circle = document.createElementNS(ns, "circle");
+      circle.setAttribute("cx", p.x.toFixed(1));
+      circle.setAttribute("cy", p.y.toFixed(1));
+      circle.setAttribute("r", p.index === current ? "6" : "4.5");
+      circle.setAttribute("class", `bwd-sweep-point${p.pareto ? " bwd-pareto" : ""}${p.index === current ? " bwd-current" : ""}`);
+      circle.setAttribute("data-index", String(p.index));
+      const tip = document.createElementNS(ns, "title");
+      const point = points[p.index];
+      tip.textContent = `${p.label}: ${formatBytes(point.saved_activation_bytes)} saved, ${point.recompute_flops} recompute FLOPs`;
+      circle.appendChild(tip);
+      circle.addEventListener("click", () => {
+        model.set("sweep_index", p.index);
+        model.save_changes();
+      });
+      svgChart.appendChild(circle);
+    }
+    sweepChart.appendChild(svgChart);
   }
 
   function renderTable(): void {
@@ -214,7 +306,8 @@ export function render({ model, el }: { model: Model; el: HTMLElement }): () => 
         row.module,
       ];
       for (const text of cells) tr.appendChild(element("td", "", text));
-      if (row.alias_of) tr.title = `a view of ${row.alias_of}: shares its memory`;
+      tr.title = (row.alias_of ? `a view of ${row.alias_of}: shares its memory. ` : "") + row.why;
+      if (data.diff?.newly_saved.includes(row.name)) tr.classList.add("bwd-diff-saved");
       tr.addEventListener("click", () => select(row.name));
       tbody.appendChild(tr);
     }
@@ -258,6 +351,7 @@ export function render({ model, el }: { model: Model; el: HTMLElement }): () => 
     const saved = data.saved.find((s) => s.name === node.id);
     if (saved) {
       rows.push(["saved", `${formatBytes(saved.bytes)}${saved.source ? ` \u00B7 ${saved.source}` : ""}${saved.alias_of ? ` \u00B7 view of ${saved.alias_of}` : ""}`]);
+      rows.push(["why saved", saved.why]);
     }
     const dl = element("dl");
     for (const [key, value] of rows) {
@@ -301,6 +395,7 @@ export function render({ model, el }: { model: Model; el: HTMLElement }): () => 
 
   async function relayout(): Promise<void> {
     visible = visibleGraph(data, expanded);
+    const recomputedNow = new Set(data.diff?.recomputed_now ?? []);
     const before = performance.now();
     let text: string;
     try {
@@ -329,6 +424,7 @@ export function render({ model, el }: { model: Model; el: HTMLElement }): () => 
       if (!v) return;
       g.setAttribute("data-visible-id", v.id);
       g.classList.add(v.path !== undefined ? "bwd-group" : `bwd-node-${v.node!.kind}`);
+      if (v.node && recomputedNow.has(v.node.id)) g.classList.add("bwd-diff-recomputed");
       g.addEventListener("click", (event) => {
         event.stopPropagation();
         if (v.path !== undefined) {
@@ -381,6 +477,7 @@ export function render({ model, el }: { model: Model; el: HTMLElement }): () => 
     const query = search.value;
     matches = visibleMatches(searchNodes(data.nodes, query), expanded);
     renderHeader();
+    renderStudio();
     renderTable();
     renderCode();
     void relayout();
@@ -457,13 +554,21 @@ export function render({ model, el }: { model: Model; el: HTMLElement }): () => 
     model.set("memory_budget", Number(budget.value));
     model.save_changes();
   });
+  sweepButton.addEventListener("click", () => {
+    (model as any).send?.({ type: "sweep" });
+  });
   graphSelect.addEventListener("change", () => {
     model.set("graph_index", Number(graphSelect.value));
     model.save_changes();
   });
 
   const onBusy = () => renderHeader();
+  const onStudio = () => {
+    renderStudio();
+    renderHeader();
+  };
   model.on("change:data", onData);
+  for (const name of ["comparison_rows", "compare_index", "sweep_points", "sweep_index", "sweep_progress"]) model.on(`change:${name}`, onStudio);
   model.on("change:selected", onSelected);
   model.on("change:busy", onBusy);
   model.on("change:error", onBusy);
@@ -473,6 +578,7 @@ export function render({ model, el }: { model: Model; el: HTMLElement }): () => 
     model.off?.("change:selected", onSelected);
     model.off?.("change:busy", onBusy);
     model.off?.("change:error", onBusy);
+    for (const name of ["comparison_rows", "compare_index", "sweep_points", "sweep_index", "sweep_progress"]) model.off?.(`change:${name}`, onStudio);
   };
 }
 

@@ -29,6 +29,10 @@ class Evil(nn.Module):
 
 evil = bw.show(Evil(), torch.randn(2, 4))
 evil""",
+    """comparison = bw.compare(model, tokens, partitioners=["default", 0.0]).widget()
+comparison""",
+    """budgets = bw.sweep(model, tokens, budgets=[0.0, 0.5, 1.0], progress=False).widget()
+budgets""",
 ]
 
 RUN_IN_KERNEL = """async (code) => {
@@ -63,7 +67,7 @@ def notebook_page(lab, browser, artifacts, conv_bn_dir):
     page.wait_for_function("window.jupyterapp && window.jupyterapp.shell.currentWidget && window.jupyterapp.shell.currentWidget.sessionContext && window.jupyterapp.shell.currentWidget.sessionContext.session && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=90_000)
     page.wait_for_function("window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.connectionStatus === 'connected'", timeout=90_000)
     page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    page.wait_for_function("document.querySelectorAll('.bwd-root[data-rendered]').length === 3", timeout=180_000)
+    page.wait_for_function("document.querySelectorAll('.bwd-root[data-rendered]').length === 5", timeout=180_000)
     page.screenshot(path=str(artifacts / "jupyterlab-widgets.png"), full_page=True)
     yield page, dialogs, errors
     page.close()
@@ -140,3 +144,61 @@ def test_module_names_render_as_text(notebook_page, artifacts):
     assert any(EVIL in text for text in shown)
     assert dialogs == [] and not errors
     widget.screenshot(path=str(artifacts / "jupyterlab-escaping.png"))
+
+
+def _rendered(widget) -> int:
+    return int(widget.get_attribute("data-rendered"))
+
+
+def _wait_rerender(page, index, before):
+    page.wait_for_function(
+        f"Number(document.querySelectorAll('.bwd-root')[{index}].dataset.rendered) > {before}", timeout=60_000
+    )
+
+
+def test_comparison_rows_switch_partitions_and_show_the_diff(notebook_page, artifacts):
+    page, _, errors = notebook_page
+    widget = _widget(page, 3)
+    widget.scroll_into_view_if_needed()
+    rows = widget.locator("tr.bwd-compare-row")
+    assert rows.count() == 2
+    assert "default" in rows.nth(0).text_content() and "budget 0" in rows.nth(1).text_content()
+    before = _rendered(widget)
+    rows.nth(1).click()
+    _wait_rerender(page, 3, before)
+    assert "min_cut (budget 0)" in widget.locator(".bwd-title").text_content()
+    diff = widget.locator(".bwd-diff-line").text_content()
+    assert "against default" in diff and "now recomputed" in diff
+    assert int(diff.split(": ")[1].split()[0]) > 0
+    assert widget.locator("g.node.bwd-diff-recomputed").count() > 0
+    assert "bwd-current" in rows.nth(1).get_attribute("class")
+    widget.locator("tr.bwd-row").first.click()
+    assert "why saved" in widget.locator(".bwd-details").text_content()
+    widget.screenshot(path=str(artifacts / "jupyterlab-compare.png"))
+    assert not errors
+
+
+def test_sweep_chart_points_show_their_partition(notebook_page, artifacts):
+    page, _, _ = notebook_page
+    widget = _widget(page, 4)
+    widget.scroll_into_view_if_needed()
+    points = widget.locator("circle.bwd-sweep-point")
+    assert points.count() == 3
+    assert widget.locator("circle.bwd-pareto").count() >= 2
+    before = _rendered(widget)
+    points.nth(0).dispatch_event("click")
+    _wait_rerender(page, 4, before)
+    assert "budget 0" in widget.locator(".bwd-title").text_content()
+    assert widget.locator(".bwd-activation-bytes").text_content() == "0 B"
+    widget.screenshot(path=str(artifacts / "jupyterlab-sweep.png"))
+
+
+def test_sweep_button_fills_the_chart_from_the_kernel(notebook_page):
+    page, _, _ = notebook_page
+    widget = _widget(page, 1)
+    widget.scroll_into_view_if_needed()
+    widget.locator("button.bwd-sweep-button").click()
+    page.wait_for_function(
+        "document.querySelectorAll('.bwd-root')[1].querySelectorAll('circle.bwd-sweep-point').length === 11", timeout=120_000
+    )
+    assert widget.locator(".bwd-sweep-progress").text_content() == "11/11"
