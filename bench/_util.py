@@ -60,3 +60,25 @@ def timed(fn) -> float:
 
 def median(values):
     return statistics.median(values)
+
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def browser_first_paints(extraction, chromium="/usr/bin/chromium", loads=3) -> list:
+    """Milliseconds from the viewer's start to its first drawn graph, in headless Chromium."""
+    import tempfile
+
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
+        page_path = extraction.to_html(Path(folder) / "view.html")
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1500, "height": 900})
+        paints = []
+        for _ in range(loads):
+            page.goto(page_path.as_uri())
+            page.wait_for_function("Number(document.querySelector('.bwd-root')?.dataset.rendered || 0) > 0", timeout=60_000)
+            paints.append(int(page.locator(".bwd-root").get_attribute("data-first-paint-ms")))
+        browser.close()
+    return paints

@@ -32,9 +32,9 @@ def main():
     for label, model, inputs, sample in cases():
         def ours():
             if sample is not None:
-                bw.extract(sample)
+                bw.extract(sample, cache=False)
             else:
-                bw.extract(model, *inputs, requires_grad=True)
+                bw.extract(model, *inputs, requires_grad=True, cache=False)
 
         if sample is not None:
             flags = [bw.default_requires_grad(sample.original_names[m.name], t) for m, t in zip(sample.metas, inputs)]

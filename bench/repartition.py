@@ -11,7 +11,7 @@ import argparse
 import time
 
 import torch
-from _util import median, timed
+from _util import browser_first_paints, median, timed
 
 import bwd_widgets as bw
 from bwd_widgets._capture import copy_graph_module
@@ -31,7 +31,7 @@ def main():
     from functorch.compile import min_cut_rematerialization_partition
 
     def full():
-        bw.extract(model, tokens, mode="fake", partitioner="min_cut")
+        bw.extract(model, tokens, mode="fake", partitioner="min_cut", cache=False)
 
     def again():
         base.rerun("min_cut")
@@ -58,8 +58,12 @@ def main():
         started = time.perf_counter()
         widget.partitioner = partitioner
         switches.append(time.perf_counter() - started)
-    print(f"(c) widget partitioner switch, kernel side (repartition + payload): {median(switches):.2f} s; "
-          f"add the browser's layout of the collapsed graph (bench/widget_speed.py: under 1 s)")
+    widget.memory_budget = 0.3
+    widget.partitioner = "min_cut"
+    paint = median(browser_first_paints(widget.extraction)) / 1000
+    print(f"(c) widget partitioner switch: kernel {median(switches):.2f} s (repartition + payload), "
+          f"browser {paint:.2f} s (layout and first paint of the new graph), "
+          f"{median(switches) + paint:.2f} s in all (goal < 3)")
 
     started = time.perf_counter()
     result = base.sweep(progress=False)

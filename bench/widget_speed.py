@@ -13,12 +13,11 @@ import tempfile
 from pathlib import Path
 
 import torch
-from _util import ROOT
+from _util import CHROMIUM_ARGS, ROOT
 
 import bwd_widgets as bw
 from bwd_widgets.examples import big_transformer_on_meta
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 RENDERED = "(n) => Number(document.querySelector('.bwd-root').dataset.rendered || 0) > n"
 

@@ -9,7 +9,7 @@ from ._errors import (
     PartitionerError,
     SampleError,
 )
-from ._extract import default_requires_grad, extract
+from ._extract import clear_trace_cache, default_requires_grad, extract
 from ._extraction import BackwardExtraction, GraphPair
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "SampleError",
     "SavedTensor",
     "TensorInfo",
+    "clear_trace_cache",
     "default_requires_grad",
     "extract",
 ]

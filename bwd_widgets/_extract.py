@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+from collections import OrderedDict
 
 import torch
 import torch.utils._pytree as pytree
@@ -30,6 +31,29 @@ NO_GRAD_KEYWORDS = (
     "anchor",
 )
 MODES = ("real", "fake")
+TRACE_CACHE_SIZE = 4
+_traces: OrderedDict = OrderedDict()  # trace key -> the extraction whose joint graphs it holds
+
+
+def _trace_key(model, example_inputs, decided, mode, capture_scalars):
+    """What makes two extract() calls trace the same joint graph (and, in real mode, the same values).
+
+    Identities and version counters: an in-place update of a weight or an input, a
+    new shape, another mode, or other requires-grad choices all trace again.
+    """
+    def tensor_key(t):
+        return (id(t), t._version, tuple(t.shape), t.dtype, t.device.type)
+
+    state = []
+    if isinstance(model, torch.nn.Module):
+        state = [(n, tensor_key(t)) for n, t in list(model.named_parameters()) + list(model.named_buffers())]
+        code = getattr(type(model).forward, "__code__", None)
+        training = model.training
+    else:
+        code = getattr(model, "__code__", None)
+        training = None
+    inputs = tuple(tensor_key(v) if isinstance(v, torch.Tensor) else (type(v).__name__, repr(v)[:100]) for v in example_inputs)
+    return (id(model), id(code), training, tuple(state), inputs, tuple(sorted(decided.items())), mode, capture_scalars)
 
 
 def default_requires_grad(name: str, tensor) -> bool:
@@ -48,6 +72,7 @@ def extract(
     requires_grad=None,
     name=None,
     capture_scalars=True,
+    cache=True,
 ) -> BackwardExtraction:
     """Capture the forward, backward and joint graphs of `model(*example_inputs)`.
 
@@ -63,6 +88,9 @@ def extract(
     capture_scalars: keep `.item()` inside the graph (Dynamo's capture_scalar_outputs)
         instead of breaking it there; GraphNet samples pass scalar settings such as
         batch-norm momentum as tensors, and one graph beats thirty.
+    cache: a second call with the same model, inputs and mode (same shapes, no
+        in-place change to weights or inputs since) partitions the joint graph kept
+        from the first call instead of tracing again.
     `model` may also be a GraphNetSample from load_graphnet_sample().
     """
     from ._graphnet import GraphNetSample
@@ -108,6 +136,14 @@ def extract(
             "no input or parameter requires grad: pass floating-point inputs, "
             "or requires_grad={'name': True} to choose which do."
         )
+    key = _trace_key(model, example_inputs, decided, mode, capture_scalars) if cache else None
+    if key is not None and key in _traces:
+        from ._studio import repartition
+
+        _traces.move_to_end(key)
+        again = repartition(_traces[key], resolved)
+        again.model_name = name
+        return again
 
     session = CaptureSession(resolved, keep_real_inputs=mode == "real", input_names=input_names, signature=signature)
     started = time.perf_counter()
@@ -159,7 +195,7 @@ def extract(
         raise NoDifferentiableOutputError(
             f"{name} produced no backward graph: no output depends on an input or parameter requiring grad."
         )
-    return BackwardExtraction(
+    extraction = BackwardExtraction(
         graphs=graphs,
         partitioner=resolved.name,
         memory_budget=resolved.memory_budget,
@@ -171,6 +207,16 @@ def extract(
         recipe=recipe,
         notes=notes,
     )
+    if key is not None and not notes and key == _trace_key(model, example_inputs, decided, mode, capture_scalars):
+        _traces[key] = extraction
+        while len(_traces) > TRACE_CACHE_SIZE:
+            _traces.popitem(last=False)
+    return extraction
+
+
+def clear_trace_cache() -> None:
+    """Forget kept traces (they hold the model, its inputs and, in real mode, copies of real values)."""
+    _traces.clear()
 
 
 def graph_pair(index, captured, resolved_name) -> GraphPair:

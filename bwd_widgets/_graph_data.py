@@ -87,7 +87,7 @@ def graph_payload(extraction, graph_index: int = 0, previous=None) -> dict:
         "graph_count": len(extraction.graphs),
         "nodes": nodes,
         "edges": edges,
-        "saved": [_saved_row(s) for s in pair.saved_tensors],
+        "saved": [saved_row(s) for s in pair.saved_tensors],
         "totals": {
             "saved": len(pair.saved_tensors),
             "saved_activation_bytes": pair.saved_activation_bytes,
@@ -106,7 +106,7 @@ def _diff(previous, extraction) -> dict:
     from ._studio import diff_payload
 
     if previous is None or previous is extraction:
-        return {"against": "", "recomputed_now": [], "newly_saved": []}
+        return {"against": "", "recomputed_now": [], "recomputed_rows": [], "newly_saved": []}
     return diff_payload(previous, extraction)
 
 
@@ -118,7 +118,7 @@ def _source(node, entry) -> str:
     return source_line(node.meta.get("stack_trace")) or ""
 
 
-def _saved_row(saved) -> dict:
+def saved_row(saved) -> dict:
     return {
         "name": saved.name,
         "kind": saved.kind,

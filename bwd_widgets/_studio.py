@@ -185,10 +185,14 @@ def compare(model_or_extraction, *inputs, partitioners=("default", "min_cut", 0.
 
 def diff_payload(previous, current) -> dict:
     """What the widget highlights after a switch: values now recomputed, values newly saved."""
+    from ._graph_data import saved_row
+
     d = diff(previous, current)
+    before = {s.name: s for s in previous.saved_tensors}
     return {
         "against": _label(previous),
         "recomputed_now": d["saved_in_a_recomputed_in_b"],
+        "recomputed_rows": [saved_row(before[name]) for name in d["saved_in_a_recomputed_in_b"]],
         "newly_saved": d["saved_only_in_b"],
     }
 

@@ -54,5 +54,5 @@ export interface GraphData {
   totals: Totals;
   code: { backward: string; forward: string };
   notes: string[];
-  diff: { against: string; recomputed_now: string[]; newly_saved: string[] };
+  diff: { against: string; recomputed_now: string[]; recomputed_rows: SavedRow[]; newly_saved: string[] };
 }

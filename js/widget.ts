@@ -311,6 +311,15 @@ export function render({ model, el }: { model: Model; el: HTMLElement }): () => 
       tr.addEventListener("click", () => select(row.name));
       tbody.appendChild(tr);
     }
+    for (const row of data.diff?.recomputed_rows ?? []) {
+      const tr = element("tr", "bwd-row bwd-row-recomputed-now");
+      tr.dataset.name = row.name;
+      const cells = [row.name, "recomputed now", formatShape(row.shape), row.dtype, formatBytes(row.bytes), row.producer, row.module];
+      for (const text of cells) tr.appendChild(element("td", "", text));
+      tr.title = `saved under ${data.diff.against}; this partition recomputes it in backward instead`;
+      tr.addEventListener("click", () => select(row.name));
+      tbody.appendChild(tr);
+    }
     table.append(thead, tbody);
     const t = data.totals;
     savedTotals.textContent = `${t.saved} saved \u00B7 activations ${formatBytes(t.saved_activation_bytes)} \u00B7 parameters/inputs ${formatBytes(t.saved_input_bytes)}`;

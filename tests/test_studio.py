@@ -159,3 +159,34 @@ def test_many_repartitions_of_one_joint_match_fresh_ones(transformer):
         assert str(result.backward.graph) == str(fresh.backward.graph), (partitioner, budget)
         assert str(result.forward.graph) == str(fresh.forward.graph), (partitioner, budget)
     assert str(transformer.joint.graph) == str(results[-1].joint.graph)
+
+
+def test_extract_traces_once_per_model_inputs_and_mode(monkeypatch):
+    from bwd_widgets.examples import MLP
+
+    compiles = []
+    real_compile = torch.compile
+
+    def counting(*args, **kwargs):
+        compiles.append(1)
+        return real_compile(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "compile", counting)
+    torch.manual_seed(0)
+    model, x = MLP(width=16, depth=3), torch.randn(4, 16)
+    bw.extract(model, x)
+    assert len(compiles) == 1
+    again = bw.extract(model, x, partitioner="min_cut", memory_budget=0.0)
+    assert len(compiles) == 1, "same model, inputs and mode: partitioned again, not traced"
+    fresh = bw.extract(model, x, partitioner="min_cut", memory_budget=0.0, cache=False)
+    assert str(again.backward.graph) == str(fresh.backward.graph)
+    pair = again.graphs[0]
+    for output, gradient in zip(pair.backward(*pair.backward_inputs), pair.gradients):
+        torch.testing.assert_close(output, fresh.autograd_gradients[gradient.key])
+    compiles.clear()
+    bw.extract(model, torch.randn(5, 16))
+    bw.extract(model, x, mode="fake")
+    with torch.no_grad():
+        model.head.weight.add_(1.0)
+    bw.extract(model, x)
+    assert len(compiles) == 3, "a new shape, another mode, and changed weights each trace again"

@@ -26,7 +26,7 @@ export function transformerData(blocks = 4, opsPerModule = 10): GraphData {
   edges.push([previous, "grad_embed"]);
   return {
     model: "T", partitioner: "default", memory_budget: null, mode: "real", graph_index: 0, graph_count: 1,
-    nodes, edges, saved: [], code: { backward: "", forward: "" }, notes: [], diff: { against: "", recomputed_now: [], newly_saved: [] },
+    nodes, edges, saved: [], code: { backward: "", forward: "" }, notes: [], diff: { against: "", recomputed_now: [], recomputed_rows: [], newly_saved: [] },
     totals: { saved: 0, saved_activation_bytes: 0, saved_input_bytes: 0, recomputed: 0, all_graphs_saved: 0, all_graphs_activation_bytes: 0 },
   };
 }

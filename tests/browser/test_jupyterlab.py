@@ -171,6 +171,9 @@ def test_comparison_rows_switch_partitions_and_show_the_diff(notebook_page, arti
     assert "against default" in diff and "now recomputed" in diff
     assert int(diff.split(": ")[1].split()[0]) > 0
     assert widget.locator("g.node.bwd-diff-recomputed").count() > 0
+    listed = widget.locator("tr.bwd-row-recomputed-now")
+    assert listed.count() == int(diff.split(": ")[1].split()[0])
+    assert "recomputed now" in listed.first.text_content()
     assert "bwd-current" in rows.nth(1).get_attribute("class")
     widget.locator("tr.bwd-row").first.click()
     assert "why saved" in widget.locator(".bwd-details").text_content()
