@@ -91,11 +91,6 @@ def write_summary(out: Path, records: list, args) -> None:
     os.replace(temporary, out / "summary.json")
 
 
-def _reason(error) -> str:
-    text = str(error).strip().splitlines()
-    return (f"{type(error).__name__}: {text[0]}" if text else type(error).__name__)[:300]
-
-
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -103,7 +98,7 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.|copyreg")
     from tqdm import tqdm
 
-    from ._errors import BwdWidgetsError
+    from ._errors import BwdWidgetsError, one_line
     from ._partitioners import resolve_partitioner
 
     try:
@@ -125,7 +120,7 @@ def main(argv=None) -> int:
                 try:
                     record = extract_one(name, folder, args)
                 except Exception as error:  # one sample never stops the batch
-                    record = {"name": name, "status": "error", "reason": _reason(error)}
+                    record = {"name": name, "status": "error", "reason": one_line(error)}
                 gc.collect()
             records.append(record)
             line = f"{record['status']:7} {name}"

@@ -23,3 +23,10 @@ class PartitionerError(BwdWidgetsError):
 
 class ExtractionFailed(BwdWidgetsError):
     """Tracing or partitioning failed inside torch; the message names the cause."""
+
+
+def one_line(error: BaseException, limit: int = 300) -> str:
+    """`Type: first line of the message`, for summaries, notes and wrapped errors."""
+    lines = str(error).strip().splitlines()
+    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    return text[:limit]

@@ -17,6 +17,7 @@ from ._errors import (
     ExtractionFailed,
     NoDifferentiableOutputError,
     NothingRequiresGradError,
+    one_line,
 )
 from ._extraction import BackwardExtraction, GraphPair
 from ._partitioners import resolve_partitioner
@@ -32,7 +33,7 @@ NO_GRAD_KEYWORDS = (
 )
 MODES = ("real", "fake")
 TRACE_CACHE_SIZE = 4
-_traces: OrderedDict = OrderedDict()  # trace key -> the extraction whose joint graphs it holds
+_traces: OrderedDict = OrderedDict()  # trace key -> (extraction, model, inputs): the ids in the key stay taken
 
 
 def _trace_key(model, example_inputs, decided, mode, capture_scalars):
@@ -95,14 +96,6 @@ def extract(
     """
     from ._graphnet import GraphNetSample
 
-    recipe = {
-        "model": model,
-        "example_inputs": example_inputs,
-        "mode": mode,
-        "requires_grad": requires_grad,
-        "name": name,
-        "capture_scalars": capture_scalars,
-    }
     input_names = {}
     rule_names = {}
     if isinstance(model, GraphNetSample):
@@ -141,7 +134,7 @@ def extract(
         from ._studio import repartition
 
         _traces.move_to_end(key)
-        again = repartition(_traces[key], resolved)
+        again = repartition(_traces[key][0], resolved)
         again.model_name = name
         return again
 
@@ -172,7 +165,7 @@ def extract(
                 except RuntimeError as error:
                     if not session.graphs or any(c.backward is None for c in session.graphs):
                         raise
-                    notes.append(f"the real backward run failed, so no real backward values are kept: {_one_line(error)}")
+                    notes.append(f"the real backward run failed, so no real backward values are kept: {one_line(error)}")
                     for captured in session.graphs:
                         captured.backward_inputs = None
                 autograd_gradients = {
@@ -183,7 +176,7 @@ def extract(
     except BwdWidgetsError:
         raise
     except Exception as error:
-        raise ExtractionFailed(f"torch could not capture {name}: {_one_line(error)}") from error
+        raise ExtractionFailed(f"torch could not capture {name}: {one_line(error)}") from error
     finally:
         for param_name, param in parameters.items():
             param.requires_grad_(old_flags[param_name])
@@ -204,11 +197,10 @@ def extract(
         seconds=time.perf_counter() - started,
         autograd_gradients=autograd_gradients,
         requires_grad=decided,
-        recipe=recipe,
         notes=notes,
     )
     if key is not None and not notes and key == _trace_key(model, example_inputs, decided, mode, capture_scalars):
-        _traces[key] = extraction
+        _traces[key] = (extraction, model, example_inputs)
         while len(_traces) > TRACE_CACHE_SIZE:
             _traces.popitem(last=False)
     return extraction
@@ -318,7 +310,3 @@ def _faked(model, inputs):
         yield fake_inputs
 
 
-def _one_line(error) -> str:
-    text = str(error).strip().splitlines()
-    first = text[0] if text else type(error).__name__
-    return f"{type(error).__name__}: {first}"[:300]

@@ -103,7 +103,6 @@ class BackwardExtraction:
     seconds: float = 0.0
     autograd_gradients: dict = field(default_factory=dict)  # name -> grad (real mode)
     requires_grad: dict = field(default_factory=dict)  # name -> bool, as decided
-    recipe: dict = field(default_factory=dict, repr=False)  # extract()'s arguments, for rerun()
     notes: list = field(default_factory=list)  # things a user should know, one sentence each
 
     def rerun(self, partitioner="default", memory_budget=None) -> "BackwardExtraction":

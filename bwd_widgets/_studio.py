@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ._capture import CapturedGraph, copy_graph_module
-from ._errors import BwdWidgetsError
+from ._errors import BwdWidgetsError, one_line
 from ._partitioners import resolve_partitioner
 
 DEFAULT_BUDGETS = tuple(i / 10 for i in range(11))
@@ -47,7 +47,6 @@ def _partition_kept_joint(pair, resolved):
 def repartition(extraction, partitioner="default", memory_budget=None):
     """Partition a copy of each kept joint graph again: no tracing, same inputs and names."""
     from ._extract import graph_pair
-    from ._extraction import BackwardExtraction
 
     resolved = resolve_partitioner(partitioner, memory_budget)
     started = time.perf_counter()
@@ -71,20 +70,16 @@ def repartition(extraction, partitioner="default", memory_budget=None):
             try:
                 captured.backward_inputs = replay_backward_inputs(captured, pair)
             except Exception as error:  # the graphs stand; only the real values are missing
-                notes.append(f"could not replay real backward inputs: {type(error).__name__}: {error}"[:300])
+                notes.append(f"could not replay real backward inputs: {one_line(error)}")
         new_pair = graph_pair(pair.index, captured, resolved.name)
         new_pair.work_joint = pair.work_joint
         graphs.append(new_pair)
-    return BackwardExtraction(
+    return dataclasses.replace(
+        extraction,
         graphs=graphs,
         partitioner=resolved.name,
         memory_budget=resolved.memory_budget,
-        mode=extraction.mode,
-        model_name=extraction.model_name,
         seconds=time.perf_counter() - started,
-        autograd_gradients=extraction.autograd_gradients,
-        requires_grad=extraction.requires_grad,
-        recipe=extraction.recipe,
         notes=notes,
     )
 
