@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--root", type=Path, help="folder the --list paths are relative to (default: the list's folder)")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
     parser.add_argument("--partitioner", default="default", help="default or min_cut (default: %(default)s)")
-    parser.add_argument("--budget", type=float, help="activation memory budget in [0, 1] for min_cut")
+    parser.add_argument("--budget", type=float, help="activation memory budget in [0, 1]; implies min_cut")
     parser.add_argument("--mode", choices=("real", "fake"), default="real", help="real runs the model; fake only traces shapes")
     parser.add_argument("--resume", action="store_true", help="skip samples whose output is already complete")
     parser.add_argument("--device", default="cpu", help="device for the sample tensors (default: %(default)s)")
@@ -101,6 +101,8 @@ def main(argv=None) -> int:
     from ._errors import BwdWidgetsError, one_line
     from ._partitioners import resolve_partitioner
 
+    if args.budget is not None and args.partitioner == "default":
+        args.partitioner = "min_cut"
     try:
         resolve_partitioner(args.partitioner, args.budget)
     except BwdWidgetsError as error:

@@ -106,6 +106,13 @@ def test_cli_batch_isolates_failures_and_resumes(conv_bn_dir, tmp_path, capsys):
     assert summary["samples"][0]["status"] == "skipped"
     assert summary["samples"][0]["backward_nodes"] == 17
 
+    low = tmp_path / "low"
+    assert bwd_extract([str(conv_bn_dir), "--out", str(low), "--budget", "0"]) == 0
+    summary = json.loads((low / "summary.json").read_text())
+    assert summary["partitioner"] == "min_cut" and summary["memory_budget"] == 0.0
+    info = json.loads((low / "train_backward" / "conv_bn" / "graph_net.json").read_text())
+    assert info["partitioner"] == "min_cut" and info["memory_budget"] == 0.0
+
 
 def test_cli_rejects_bad_arguments(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
