@@ -32,7 +32,7 @@ NO_GRAD_KEYWORDS = (
     "anchor",
 )
 MODES = ("real", "fake")
-TRACE_CACHE_SIZE = 4
+TRACE_CACHE_SIZE = 2  # in real mode each kept trace holds copies of real values: keep few
 _traces: OrderedDict = OrderedDict()  # trace key -> (extraction, model, inputs): the ids in the key stay taken
 
 
