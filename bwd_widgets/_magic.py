@@ -42,8 +42,6 @@ class BwdMagics(Magics):
         """
         try:
             args = parse_argstring(self.bwd_extract, line)
-        except UsageError:
-            raise
         except SystemExit:
             raise UsageError("bad arguments to %bwd_extract: see %bwd_extract? for the usage") from None
         namespace = self.shell.user_ns

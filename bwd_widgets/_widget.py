@@ -41,7 +41,7 @@ class BackwardGraphWidget(anywidget.AnyWidget):
         self._comparison = comparison
         self._sweep = sweep
         if comparison is not None:
-            self.comparison_rows = _json_rows(comparison.rows)
+            self.comparison_rows = [dict(row) for row in comparison.rows]
             self.compare_index = 0
             extraction = comparison.extractions[0]
         if sweep is not None:
@@ -152,10 +152,6 @@ class BackwardGraphWidget(anywidget.AnyWidget):
             f"BackwardGraph(bw_nodes={len(self.data['nodes'])}, saved={totals['saved']}, "
             f"saved_activation_bytes={totals['saved_activation_bytes']})"
         )
-
-
-def _json_rows(rows) -> list:
-    return [{k: v for k, v in r.items()} for r in rows]
 
 
 def show(extraction_or_model, *example_inputs, **extract_kwargs) -> BackwardGraphWidget:
