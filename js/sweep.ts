@@ -1,12 +1,6 @@
 /** The memory-budget sweep chart: saved activation bytes (x) against recompute FLOPs (y). */
 
-export interface SweepPoint {
-  budget: number;
-  saved_activation_bytes: number;
-  recompute_flops: number;
-  saved: number;
-  pareto: boolean;
-}
+import type { SweepPoint } from "./types";
 
 export interface ChartPoint {
   index: number;

@@ -1,4 +1,8 @@
-/** The payload the kernel sends (bwd_widgets/_graph_data.py: graph_payload). */
+/**
+ * The kernel–browser contract: one interface per Python TypedDict of the payload
+ * (bwd_widgets/views/payload.py and the studio rows), field for field, and each one's
+ * key list. js/test/contract.test.ts checks the key lists against the Python names.
+ */
 
 export type NodeKind = "saved" | "tangent" | "gradient" | "op";
 
@@ -11,7 +15,7 @@ export interface GraphNode {
   dtype: string;
   args: string;
   source: string;
-  line: number;
+  line: number; // 1-based line of its definition in the backward code, 0 if none
   grad_of: string[];
   saved_kind: string;
   recomputed: boolean;
@@ -24,11 +28,11 @@ export interface SavedRow {
   shape: number[];
   dtype: string;
   bytes: number;
-  activation_bytes: number;
+  activation_bytes: number; // what it adds on top of the forward inputs (0 for views of them)
   producer: string;
   module: string;
-  alias_of: string;
-  storage_op: string;
+  alias_of: string; // the value whose memory it shares, "" if none
+  storage_op: string; // the op that made it a view of alias_of
   why: string;
 }
 
@@ -37,8 +41,21 @@ export interface Totals {
   saved_activation_bytes: number;
   saved_input_bytes: number;
   recomputed: number;
-  all_graphs_saved: number;
-  all_graphs_activation_bytes: number;
+}
+
+/** What changed against the partition shown before ("" `against` when nothing to compare). */
+export interface Diff {
+  against: string;
+  recomputed_now: string[];
+  recomputed_rows: SavedRow[];
+  newly_saved: string[];
+}
+
+/** A registered partitioner the selector offers. */
+export interface PartitionerOption {
+  name: string;
+  takes_budget: boolean;
+  description: string;
 }
 
 export interface GraphData {
@@ -48,11 +65,83 @@ export interface GraphData {
   mode: string;
   graph_index: number;
   graph_count: number;
+  partitioners: PartitionerOption[];
   nodes: GraphNode[];
   edges: [string, string][];
   saved: SavedRow[];
   totals: Totals;
   code: { backward: string; forward: string };
   notes: string[];
-  diff: { against: string; recomputed_now: string[]; recomputed_rows: SavedRow[]; newly_saved: string[] };
+  diff: Diff;
 }
+
+/** One row of `bw.compare(...).rows`. */
+export interface ComparisonRow {
+  partition: string;
+  partitioner: string;
+  memory_budget: number | null;
+  saved: number;
+  saved_activation_bytes: number;
+  recomputed: number;
+  recomputed_ops: string[];
+  forward_nodes: number;
+  backward_nodes: number;
+  backward_flops: number;
+  recompute_flops: number;
+}
+
+/** One point of a memory-budget sweep. */
+export interface SweepPoint {
+  budget: number;
+  saved_activation_bytes: number;
+  recompute_flops: number;
+  saved: number;
+  pareto: boolean;
+}
+
+// Key lists. `satisfies` rejects a key the interface lacks; Exact<> (on CONTRACT_KEYS) rejects
+// a list that misses one of the interface's keys. Either fails `npm run typecheck`.
+
+/** `Keys` when it lists every key of T; otherwise a type naming the missing keys, so assigning fails. */
+type Exact<T, Keys extends readonly (keyof T)[]> = [Exclude<keyof T, Keys[number]>] extends [never] ? Keys : { missing_keys: Exclude<keyof T, Keys[number]> };
+
+export const GRAPH_DATA_KEYS = [
+  "model", "partitioner", "memory_budget", "mode", "graph_index", "graph_count", "partitioners", "nodes",
+  "edges", "saved", "totals", "code", "notes", "diff",
+] as const satisfies readonly (keyof GraphData)[];
+export const GRAPH_NODE_KEYS = [
+  "id", "op", "kind", "module", "shape", "dtype", "args", "source", "line", "grad_of", "saved_kind", "recomputed",
+] as const satisfies readonly (keyof GraphNode)[];
+export const SAVED_ROW_KEYS = [
+  "name", "kind", "source", "shape", "dtype", "bytes", "activation_bytes", "producer", "module", "alias_of",
+  "storage_op", "why",
+] as const satisfies readonly (keyof SavedRow)[];
+export const TOTALS_KEYS = ["saved", "saved_activation_bytes", "saved_input_bytes", "recomputed"] as const satisfies readonly (keyof Totals)[];
+export const DIFF_KEYS = ["against", "recomputed_now", "recomputed_rows", "newly_saved"] as const satisfies readonly (keyof Diff)[];
+export const PARTITIONER_OPTION_KEYS = ["name", "takes_budget", "description"] as const satisfies readonly (keyof PartitionerOption)[];
+export const COMPARISON_ROW_KEYS = [
+  "partition", "partitioner", "memory_budget", "saved", "saved_activation_bytes", "recomputed", "recomputed_ops",
+  "forward_nodes", "backward_nodes", "backward_flops", "recompute_flops",
+] as const satisfies readonly (keyof ComparisonRow)[];
+export const SWEEP_POINT_KEYS = ["budget", "saved_activation_bytes", "recompute_flops", "saved", "pareto"] as const satisfies readonly (keyof SweepPoint)[];
+
+/** Every contract type by its Python name, with its key list (checked complete at compile time). */
+export const CONTRACT_KEYS: {
+  GraphData: Exact<GraphData, typeof GRAPH_DATA_KEYS>;
+  GraphNode: Exact<GraphNode, typeof GRAPH_NODE_KEYS>;
+  SavedRow: Exact<SavedRow, typeof SAVED_ROW_KEYS>;
+  Totals: Exact<Totals, typeof TOTALS_KEYS>;
+  Diff: Exact<Diff, typeof DIFF_KEYS>;
+  PartitionerOption: Exact<PartitionerOption, typeof PARTITIONER_OPTION_KEYS>;
+  ComparisonRow: Exact<ComparisonRow, typeof COMPARISON_ROW_KEYS>;
+  SweepPoint: Exact<SweepPoint, typeof SWEEP_POINT_KEYS>;
+} = {
+  GraphData: GRAPH_DATA_KEYS,
+  GraphNode: GRAPH_NODE_KEYS,
+  SavedRow: SAVED_ROW_KEYS,
+  Totals: TOTALS_KEYS,
+  Diff: DIFF_KEYS,
+  PartitionerOption: PARTITIONER_OPTION_KEYS,
+  ComparisonRow: COMPARISON_ROW_KEYS,
+  SweepPoint: SWEEP_POINT_KEYS,
+};

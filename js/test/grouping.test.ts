@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ancestors, buildModuleTree, GROUP_PREFIX, initialExpansion, representative, reveal, toggle, visibleGraph } from "../grouping";
-import { node, transformerData } from "./fixtures";
+import { node, transformerData } from "./synthetic";
 
 describe("module tree", () => {
   it("lists ancestors outermost first", () => {

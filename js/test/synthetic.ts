@@ -1,3 +1,5 @@
+/** Synthetic payloads for unit tests; contract.test.ts runs the real one. */
+
 import type { GraphData, GraphNode } from "../types";
 
 export function node(id: string, module = "", kind: GraphNode["kind"] = "op", extra: Partial<GraphNode> = {}): GraphNode {
@@ -27,6 +29,10 @@ export function transformerData(blocks = 4, opsPerModule = 10): GraphData {
   return {
     model: "T", partitioner: "default", memory_budget: null, mode: "real", graph_index: 0, graph_count: 1,
     nodes, edges, saved: [], code: { backward: "", forward: "" }, notes: [], diff: { against: "", recomputed_now: [], recomputed_rows: [], newly_saved: [] },
-    totals: { saved: 0, saved_activation_bytes: 0, saved_input_bytes: 0, recomputed: 0, all_graphs_saved: 0, all_graphs_activation_bytes: 0 },
+    totals: { saved: 0, saved_activation_bytes: 0, saved_input_bytes: 0, recomputed: 0 },
+    partitioners: [
+      { name: "default", takes_budget: false, description: "torch's default partitioner" },
+      { name: "min_cut", takes_budget: true, description: "min-cut rematerialization under a memory budget" },
+    ],
   };
 }

@@ -1,0 +1,161 @@
+/// <reference types="node" />
+/**
+ * The kernel–browser contract, against the payload the Python side really sends: the
+ * conv + batch-norm reference, written by tests/test_contract.py to fixtures/payload.json.
+ */
+
+import { existsSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { nodeAtLine } from "../code";
+import { buildDot } from "../dot";
+import { formatBytes } from "../format";
+import { GROUP_PREFIX, initialExpansion, visibleGraph } from "../grouping";
+import { partitionerChoices, takesBudget } from "../partitioners";
+import { searchNodes } from "../search";
+import { chartGeometry } from "../sweep";
+import { COLUMNS, savedCells, sortRows } from "../table";
+import { CONTRACT_KEYS, type ComparisonRow, type GraphData, type SweepPoint } from "../types";
+
+type TypeName = keyof typeof CONTRACT_KEYS;
+
+interface Fixture {
+  data: GraphData;
+  comparison_rows: ComparisonRow[];
+  sweep_points: SweepPoint[];
+  keys: Record<TypeName, string[]>;
+}
+
+const FIXTURE = fileURLToPath(new URL("./fixtures/payload.json", import.meta.url));
+const REGENERATE = ".venv/bin/python -m pytest tests/test_contract.py";
+
+function loadFixture(): Fixture {
+  if (!existsSync(FIXTURE)) {
+    throw new Error(`${FIXTURE} is missing. Write it from the Python side first: \`${REGENERATE}\` (scripts/test.sh runs it before vitest).`);
+  }
+  return JSON.parse(readFileSync(FIXTURE, "utf8")) as Fixture;
+}
+
+const fixture = loadFixture();
+const data = fixture.data;
+
+const REFERENCE_NODES = [
+  "primals_1", "primals_2", "primals_4", "primals_5", "primals_6", "convolution", "getitem_1", "getitem_2",
+  "tangents_1", "native_batch_norm_backward", "getitem_3", "getitem_4", "getitem_5", "convolution_backward",
+  "getitem_6", "getitem_7",
+];
+
+const sorted = (keys: readonly string[]) => [...keys].sort();
+
+describe("the TypeScript types mirror the Python TypedDicts", () => {
+  it("names the same types", () => {
+    expect(sorted(Object.keys(fixture.keys))).toEqual(sorted(Object.keys(CONTRACT_KEYS)));
+  });
+
+  for (const name of Object.keys(CONTRACT_KEYS) as TypeName[]) {
+    it(`${name} has exactly the Python fields`, () => {
+      expect(sorted(CONTRACT_KEYS[name]), `js/types.ts ${name} against the Python ${name}`).toEqual(sorted(fixture.keys[name]));
+    });
+  }
+});
+
+describe("the reference payload carries exactly those fields", () => {
+  const expectKeys = (name: TypeName, objects: object[]) => {
+    expect(objects.length, `some ${name} to check`).toBeGreaterThan(0);
+    for (const object of objects) expect(sorted(Object.keys(object)), name).toEqual(sorted(CONTRACT_KEYS[name]));
+  };
+
+  it("in the graph payload and everything nested in it", () => {
+    expectKeys("GraphData", [data]);
+    expectKeys("GraphNode", data.nodes);
+    expectKeys("SavedRow", [...data.saved, ...data.diff.recomputed_rows]);
+    expectKeys("Totals", [data.totals]);
+    expectKeys("Diff", [data.diff]);
+    expectKeys("PartitionerOption", data.partitioners);
+    expect(sorted(Object.keys(data.code))).toEqual(["backward", "forward"]);
+  });
+
+  it("in comparison rows and sweep points", () => {
+    expectKeys("ComparisonRow", fixture.comparison_rows);
+    expectKeys("SweepPoint", fixture.sweep_points);
+  });
+});
+
+describe("the front end's pure modules on the reference payload", () => {
+  it("is the 16-node conv + batch-norm backward graph, consistent with itself", () => {
+    expect(sorted(data.nodes.map((n) => n.id))).toEqual(sorted(REFERENCE_NODES));
+    const ids = new Set(data.nodes.map((n) => n.id));
+    for (const [from, to] of data.edges) expect(ids.has(from) && ids.has(to), `${from} -> ${to}`).toBe(true);
+    const kinds = (kind: string) => data.nodes.filter((n) => n.kind === kind).length;
+    expect([kinds("saved"), kinds("tangent"), kinds("gradient")]).toEqual([8, 1, 4]);
+    expect(data.totals.saved).toBe(data.saved.length);
+    for (const row of data.saved) expect(data.nodes.find((n) => n.id === row.name)?.kind).toBe("saved");
+    expect(data.nodes.find((n) => n.id === "getitem_6")!.grad_of.length).toBeGreaterThan(0);
+    expect(data.diff.recomputed_rows.map((r) => r.name)).toEqual(data.diff.recomputed_now);
+    for (const name of data.diff.newly_saved) expect(data.saved.map((r) => r.name)).toContain(name);
+  });
+
+  it("opens fully when small, and collapses into its modules", () => {
+    const open = visibleGraph(data, initialExpansion(data));
+    expect(open.nodes.map((v) => v.id)).toEqual(data.nodes.map((n) => n.id));
+    expect(open.edges.length).toBe(new Set(data.edges.map(([a, b]) => `${a}>${b}`)).size);
+    const closed = visibleGraph(data, new Set());
+    const topLevel = data.nodes.filter((n) => n.module === "").map((n) => n.id);
+    const modules = [...new Set(data.nodes.map((n) => n.module).filter(Boolean))].map((m) => GROUP_PREFIX + m);
+    expect(sorted(closed.nodes.map((v) => v.id))).toEqual(sorted([...topLevel, ...modules]));
+    const shown = new Set(closed.nodes.map((v) => v.id));
+    for (const [from, to] of closed.edges) expect(shown.has(from) && shown.has(to) && from !== to).toBe(true);
+  });
+
+  it("draws every node with an id by index and its name in the label", () => {
+    const graph = visibleGraph(data, initialExpansion(data));
+    const dot = buildDot(graph);
+    const ids = [...dot.matchAll(/\bid="([^"]*)"/g)].map((m) => m[1]);
+    expect(sorted(ids)).toEqual(sorted(graph.nodes.map((_, i) => `v${i}`)));
+    for (const v of graph.nodes) expect(dot).toContain(`label="${v.id}\\n`);
+    expect(dot.match(/ -> /g)!.length).toBe(graph.edges.length);
+  });
+
+  it("finds nodes by name and by op", () => {
+    expect(searchNodes(data.nodes, "CONVOLUTION").map((n) => n.id).sort()).toEqual(["convolution", "convolution_backward", "getitem_6", "getitem_7"]);
+    expect(searchNodes(data.nodes, "getitem_").length).toBe(7);
+  });
+
+  it("sorts the saved table, and its adds column sums to the activation total", () => {
+    const byBytes = sortRows(data.saved, "bytes", true);
+    expect(byBytes[0].name).toBe("convolution");
+    for (let i = 1; i < byBytes.length; i++) expect(byBytes[i - 1].bytes).toBeGreaterThanOrEqual(byBytes[i].bytes);
+    expect(sortRows(data.saved, "name", false).map((r) => r.name).slice(0, 3)).toEqual(["convolution", "getitem_1", "getitem_2"]);
+    expect(data.saved.reduce((sum, r) => sum + r.activation_bytes, 0)).toBe(data.totals.saved_activation_bytes);
+    const adds = COLUMNS.indexOf("adds");
+    for (const row of data.saved) expect(savedCells(row)[adds]).toBe(formatBytes(row.activation_bytes));
+    for (const row of data.saved.filter((r) => r.kind !== "activation")) expect(row.activation_bytes).toBe(0);
+  });
+
+  it("maps every code line that defines a node back to that node", () => {
+    const lines = data.code.backward.split("\n");
+    for (const n of data.nodes.filter((n) => n.op !== "placeholder")) {
+      expect(lines[n.line - 1]).toContain(`${n.id} = `);
+      expect(nodeAtLine(data.nodes, n.line)).toBe(n.id);
+    }
+  });
+
+  it("offers the registered partitioners, the current one among them", () => {
+    const choices = partitionerChoices(data.partitioners, data.partitioner);
+    expect(choices.every((c) => c.registered)).toBe(true);
+    expect(choices.map((c) => c.name)).toContain(data.partitioner);
+    expect(takesBudget(choices, "default")).toBe(false);
+    expect(takesBudget(choices, "min_cut")).toBe(true);
+  });
+
+  it("charts the sweep and lists the comparison", () => {
+    const chart = chartGeometry(fixture.sweep_points, 300, 150);
+    expect(chart.points.length).toBe(fixture.sweep_points.length);
+    expect(chart.front.split(" ").length).toBe(fixture.sweep_points.filter((p) => p.pareto).length);
+    for (const row of fixture.comparison_rows) {
+      expect(row.partition.startsWith(row.partitioner), row.partition).toBe(true);
+      expect(row.partition.includes("budget"), row.partition).toBe(row.memory_budget !== null);
+      expect(row.recomputed === 0, row.partition).toBe(row.recomputed_ops.length === 0);
+    }
+  });
+});
