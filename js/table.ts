@@ -1,9 +1,17 @@
 /** Sorting the saved-tensor table. */
 
+import { formatBytes, formatShape } from "./format";
 import type { SavedRow } from "./types";
 
-export type SortKey = "name" | "kind" | "shape" | "dtype" | "bytes" | "producer" | "module";
-export const COLUMNS: SortKey[] = ["name", "kind", "shape", "dtype", "bytes", "producer", "module"];
+export type SortKey = "name" | "kind" | "shape" | "dtype" | "bytes" | "adds" | "producer" | "module";
+/** The saved table's columns, by their header text. "adds" is activation_bytes: what the value adds
+ *  to memory on top of the forward inputs (0 B for views of parameters and inputs). */
+export const COLUMNS: SortKey[] = ["name", "kind", "shape", "dtype", "bytes", "adds", "producer", "module"];
+
+/** Columns that sort largest first on their first click. */
+export function descendingFirst(key: SortKey): boolean {
+  return key === "bytes" || key === "adds";
+}
 
 function numericSuffix(name: string): [string, number] {
   const match = /^(.*?)(\d+)$/.exec(name);
@@ -12,6 +20,7 @@ function numericSuffix(name: string): [string, number] {
 
 function compare(a: SavedRow, b: SavedRow, key: SortKey): number {
   if (key === "bytes") return a.bytes - b.bytes;
+  if (key === "adds") return a.activation_bytes - b.activation_bytes;
   if (key === "shape") {
     const sa = a.shape.reduce((x, y) => x * y, 1);
     const sb = b.shape.reduce((x, y) => x * y, 1);
@@ -33,4 +42,26 @@ export function sortRows(rows: SavedRow[], key: SortKey, descending: boolean): S
     .map((row, i) => [row, i] as const)
     .sort(([a, i], [b, j]) => sign * compare(a, b, key) || i - j)
     .map(([row]) => row);
+}
+
+/** A saved value's cells, in COLUMNS order. */
+export function savedCells(row: SavedRow): string[] {
+  const kind = row.kind + (row.alias_of ? " (view)" : "");
+  return [row.name, kind, formatShape(row.shape), row.dtype, formatBytes(row.bytes), formatBytes(row.activation_bytes), row.producer || row.source, row.module];
+}
+
+/** A value the previous partition saved and this one recomputes, in COLUMNS order: it adds nothing now. */
+export function recomputedCells(row: SavedRow): string[] {
+  return [row.name, "recomputed now", formatShape(row.shape), row.dtype, formatBytes(row.bytes), formatBytes(0), row.producer, row.module];
+}
+
+/** The hover text of a saved row: what it shares memory with, then why it is saved. */
+export function savedTitle(row: SavedRow): string {
+  return (row.alias_of ? `${sharesMemory(row)}. ` : "") + row.why;
+}
+
+/** "shares memory with <alias_of> (<storage_op>)", or "" when it is no view. */
+export function sharesMemory(row: SavedRow): string {
+  if (!row.alias_of) return "";
+  return `shares memory with ${row.alias_of}${row.storage_op ? ` (${row.storage_op})` : ""}`;
 }

@@ -1,0 +1,57 @@
+/** The synced state: the widget's traits (bwd_widgets/jupyter/widget.py), typed once. */
+
+import type { AnyModel, Experimental } from "@anywidget/types";
+import type { ComparisonRow, GraphData, SweepPoint } from "./types";
+
+/** Totals of the partition shown before the current one; empty before any switch. */
+export interface PreviousTotals {
+  saved?: number;
+  saved_activation_bytes?: number;
+}
+
+export interface Traits {
+  data: GraphData;
+  selected: string;
+  partitioner: string;
+  memory_budget: number;
+  graph_index: number;
+  busy: boolean;
+  error: string;
+  previous: PreviousTotals;
+  can_rerun: boolean;
+  comparison_rows: ComparisonRow[];
+  compare_index: number;
+  sweep_points: SweepPoint[];
+  sweep_index: number;
+  sweep_progress: string;
+}
+
+export type TraitName = keyof Traits & string;
+export type Model = AnyModel<Traits>;
+
+/** What every pane is built with. */
+export interface PaneContext {
+  model: Model;
+  /** Aborted when the view goes away: pass it to every addEventListener. */
+  signal: AbortSignal;
+  experimental: Experimental | undefined;
+  /** The widget's root element (carries the data-* timings the tests read). */
+  root: HTMLElement;
+  /** Select a node everywhere: sets the `selected` trait and highlights it in every pane. */
+  select(id: string): void;
+}
+
+/** Set a trait and send it to the kernel. */
+export function setTrait<K extends TraitName>(model: Model, name: K, value: Traits[K]): void {
+  model.set(name, value);
+  model.save_changes();
+}
+
+/** Call `callback` on a change of any of `names`, until `signal` aborts. */
+export function watch(model: Model, names: readonly TraitName[], callback: () => void, signal: AbortSignal): void {
+  if (signal.aborted) return;
+  for (const name of names) model.on(`change:${name}`, callback);
+  signal.addEventListener("abort", () => {
+    for (const name of names) model.off(`change:${name}`, callback);
+  }, { once: true });
+}

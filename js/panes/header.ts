@@ -1,0 +1,99 @@
+/** The header: what is shown and its totals, partitioner / budget / graph selectors, busy, errors, notes, diff. */
+
+import { element, show } from "../dom";
+import { formatBytes, formatDelta } from "../format";
+import { setTrait, type PaneContext } from "../model";
+import { partitionerChoices, takesBudget } from "../partitioners";
+import type { GraphData } from "../types";
+import type { Pane } from "./pane";
+
+function titleText(data: GraphData): string {
+  const budget = data.memory_budget != null ? ` (budget ${data.memory_budget})` : "";
+  return `${data.model} \u00B7 ${data.partitioner}${budget} \u00B7 ${data.mode}`;
+}
+
+function diffText(data: GraphData): string {
+  const diff = data.diff;
+  if (!diff?.against) return "";
+  return `against ${diff.against}: ${diff.recomputed_now.length} values now recomputed (dashed outline), ${diff.newly_saved.length} newly saved (outlined rows)`;
+}
+
+export function headerPane({ model, signal }: PaneContext): Pane {
+  const on = { signal };
+  const el = element("div", "bwd-header");
+  const title = element("span", "bwd-title");
+  const stats = element("span", "bwd-stats");
+  const controls = element("span", "bwd-controls");
+  const partitioner = element("select", "bwd-partitioner");
+  const budgetLabel = element("label", "bwd-budget-label", "budget ");
+  const budget = element("input", "bwd-budget");
+  Object.assign(budget, { type: "range", min: "0", max: "1", step: "0.05" });
+  const budgetValue = element("span", "bwd-budget-value");
+  budgetLabel.append(budget, budgetValue);
+  const graphIndex = element("select", "bwd-graph-index");
+  const busy = element("span", "bwd-busy", "partitioning\u2026");
+  const error = element("span", "bwd-error");
+  const notes = element("span", "bwd-notes");
+  const diffLine = element("span", "bwd-diff-line");
+  controls.append(partitioner, budgetLabel, graphIndex, busy);
+  el.append(title, stats, controls, error, notes, diffLine);
+
+  function renderStats(data: GraphData): void {
+    const previous = model.get("previous") ?? {};
+    const totals = data.totals;
+    const savedDelta = previous.saved != null ? formatDelta(totals.saved - previous.saved) : "";
+    const bytesDelta = previous.saved_activation_bytes != null ? formatDelta(totals.saved_activation_bytes - previous.saved_activation_bytes, true) : "";
+    stats.replaceChildren(
+      "saved ", element("span", "bwd-saved-count", String(totals.saved)), savedDelta ? ` (${savedDelta})` : "",
+      " \u00B7 activations ", element("span", "bwd-activation-bytes", formatBytes(totals.saved_activation_bytes)), bytesDelta ? ` (${bytesDelta})` : "",
+      ` \u00B7 ${data.nodes.length} backward nodes \u00B7 ${totals.recomputed} recomputed`,
+    );
+  }
+
+  function renderControls(data: GraphData): void {
+    const canRerun = model.get("can_rerun");
+    const chosen = model.get("partitioner") || data.partitioner;
+    const choices = partitionerChoices(data.partitioners ?? [], data.partitioner, chosen);
+    partitioner.replaceChildren(...choices.map((choice) => {
+      const option = element("option", "", choice.name);
+      option.value = choice.name;
+      option.title = choice.description;
+      option.disabled = !choice.registered;
+      return option;
+    }));
+    partitioner.value = chosen;
+    partitioner.title = choices.find((c) => c.name === chosen)?.description ?? "";
+    partitioner.disabled = !canRerun;
+    const budgetApplies = takesBudget(choices, chosen);
+    const budgetNumber = Number(model.get("memory_budget"));
+    budget.value = String(budgetNumber);
+    budgetValue.textContent = budgetNumber.toFixed(2);
+    budgetLabel.classList.toggle("bwd-disabled", !budgetApplies);
+    budget.disabled = !budgetApplies || !canRerun;
+    graphIndex.replaceChildren(...Array.from({ length: data.graph_count }, (_, i) => {
+      const option = element("option", "", `graph ${i + 1} of ${data.graph_count}`);
+      option.value = String(i);
+      return option;
+    }));
+    graphIndex.value = String(data.graph_index);
+    show(graphIndex, data.graph_count > 1);
+  }
+
+  partitioner.addEventListener("change", () => setTrait(model, "partitioner", partitioner.value), on);
+  budget.addEventListener("input", () => (budgetValue.textContent = Number(budget.value).toFixed(2)), on);
+  budget.addEventListener("change", () => setTrait(model, "memory_budget", Number(budget.value)), on);
+  graphIndex.addEventListener("change", () => setTrait(model, "graph_index", Number(graphIndex.value)), on);
+
+  return {
+    el,
+    update(data) {
+      title.textContent = titleText(data);
+      renderStats(data);
+      renderControls(data);
+      show(busy, model.get("busy"));
+      error.textContent = model.get("error") || "";
+      notes.textContent = (data.notes ?? []).join(" ");
+      diffLine.textContent = diffText(data);
+    },
+  };
+}

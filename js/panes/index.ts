@@ -1,0 +1,18 @@
+/** Every pane, in the order they are laid out in their slot. A new pane: one file, one line here. */
+
+import { codePane } from "./code";
+import { detailsPane } from "./details";
+import { graphPane } from "./graph";
+import { headerPane } from "./header";
+import type { PaneSpec } from "./pane";
+import { savedPane } from "./saved";
+import { studioPane } from "./studio";
+
+export const PANES: readonly PaneSpec[] = [
+  { slot: "top", create: headerPane, traits: ["partitioner", "memory_budget", "graph_index", "busy", "error", "previous", "can_rerun"] },
+  { slot: "main", create: graphPane },
+  { slot: "side", create: studioPane, traits: ["comparison_rows", "compare_index", "sweep_points", "sweep_index", "sweep_progress", "busy", "can_rerun"] },
+  { slot: "side", create: detailsPane },
+  { slot: "side", create: savedPane },
+  { slot: "side", create: codePane },
+];

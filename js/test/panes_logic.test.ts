@@ -1,0 +1,79 @@
+import { describe, expect, it } from "vitest";
+import { detailRows } from "../panes/details";
+import { partitionerChoices, takesBudget } from "../partitioners";
+import { COLUMNS, descendingFirst, recomputedCells, savedCells, savedTitle, sharesMemory, sortRows } from "../table";
+import type { SavedRow } from "../types";
+import { node, transformerData } from "./synthetic";
+
+const REGISTERED = transformerData(1, 1).partitioners;
+
+describe("partitioner selector", () => {
+  it("lists the registered partitioners with their descriptions", () => {
+    const choices = partitionerChoices(REGISTERED, "min_cut");
+    expect(choices.map((c) => [c.name, c.registered])).toEqual([["default", true], ["min_cut", true]]);
+    expect(choices[1].description).toBe(REGISTERED[1].description);
+  });
+
+  it("shows a user's own partition_fn as an extra option instead of lying", () => {
+    const choices = partitionerChoices(REGISTERED, "my_partition", "my_partition");
+    expect(choices.map((c) => c.name)).toEqual(["default", "min_cut", "my_partition"]);
+    expect(choices[2]).toMatchObject({ registered: false, takes_budget: false });
+    expect(choices[2].description).toContain("my_partition");
+  });
+
+  it("enables the budget only for partitioners that take one", () => {
+    const choices = partitionerChoices(REGISTERED, "my_partition");
+    expect(["default", "min_cut", "my_partition", "nope"].map((n) => takesBudget(choices, n))).toEqual([false, true, false, false]);
+  });
+});
+
+const row = (name: string, extra: Partial<SavedRow> = {}): SavedRow => ({
+  name, kind: "activation", source: "", shape: [4, 8], dtype: "float32", bytes: 128, activation_bytes: 128,
+  producer: "aten.relu", module: "mlp", alias_of: "", storage_op: "", why: "relu's backward reads its output", ...extra,
+});
+const view = row("t", { kind: "parameter", source: "fc.weight", producer: "", alias_of: "primals_1", storage_op: "aten.t", activation_bytes: 0, why: "mm's backward needs the weight" });
+
+describe("saved table", () => {
+  it("has an adds column: what each value adds on top of the forward inputs", () => {
+    const cells = savedCells(view);
+    expect(cells.length).toBe(COLUMNS.length);
+    expect(cells[COLUMNS.indexOf("bytes")]).toBe("128 B");
+    expect(cells[COLUMNS.indexOf("adds")]).toBe("0 B");
+    expect(cells[COLUMNS.indexOf("kind")]).toBe("parameter (view)");
+    expect(cells[COLUMNS.indexOf("producer")]).toBe("fc.weight");
+    expect(recomputedCells(row("r"))[COLUMNS.indexOf("adds")]).toBe("0 B");
+  });
+
+  it("sorts by what a value adds, largest first on the first click", () => {
+    const rows = [view, row("a", { activation_bytes: 64 }), row("b", { activation_bytes: 512 })];
+    expect(descendingFirst("adds") && descendingFirst("bytes") && !descendingFirst("name")).toBe(true);
+    expect(sortRows(rows, "adds", true).map((r) => r.name)).toEqual(["b", "a", "t"]);
+  });
+
+  it("says what a view shares memory with, and why it is saved", () => {
+    expect(sharesMemory(view)).toBe("shares memory with primals_1 (aten.t)");
+    expect(sharesMemory(row("x"))).toBe("");
+    expect(sharesMemory(row("y", { alias_of: "x" }))).toBe("shares memory with x");
+    expect(savedTitle(view)).toBe("shares memory with primals_1 (aten.t). mm's backward needs the weight");
+    expect(savedTitle(row("x"))).toBe("relu's backward reads its output");
+  });
+});
+
+describe("details panel", () => {
+  it("shows size, what it adds, shared memory and why for a saved value", () => {
+    const rows = new Map(detailRows(node("t", "fc", "saved", { saved_kind: "parameter" }), view));
+    expect(rows.get("kind")).toBe("saved (parameter)");
+    expect(rows.get("saved")).toBe("128 B \u00B7 fc.weight");
+    expect(rows.get("adds")).toBe("0 B on top of the forward inputs");
+    expect(rows.get("memory")).toBe("shares memory with primals_1 (aten.t)");
+    expect(rows.get("why saved")).toBe("mm's backward needs the weight");
+  });
+
+  it("leaves out what does not apply", () => {
+    const rows = new Map(detailRows(node("mm", "", "op"), undefined));
+    expect(rows.get("module")).toBe("(top level)");
+    expect([...rows.keys()]).not.toContain("memory");
+    expect([...rows.keys()]).not.toContain("source");
+    expect([...rows.keys()]).not.toContain("gradient of");
+  });
+});
