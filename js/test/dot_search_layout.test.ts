@@ -7,7 +7,7 @@ import { LayoutClient, StaleLayout } from "../layout";
 import { searchNodes, visibleMatches } from "../search";
 import { sortRows } from "../table";
 import type { SavedRow } from "../types";
-import { node, transformerData } from "./fixtures";
+import { node, transformerData } from "./synthetic";
 
 describe("DOT", () => {
   it("escapes quotes, backslashes and newlines in labels", () => {
@@ -17,9 +17,14 @@ describe("DOT", () => {
   it("puts no user text in element ids and nests clusters", () => {
     const data = transformerData(1, 2);
     data.nodes[1].module = '<img src=x onerror=alert(1)>';
-    const dot = buildDot(visibleGraph(data, new Set(['<img src=x onerror=alert(1)>', "blocks", "blocks.0", "blocks.0.mlp", "blocks.0.attn"])));
+    const graph = visibleGraph(data, new Set(['<img src=x onerror=alert(1)>', "blocks", "blocks.0", "blocks.0.mlp", "blocks.0.attn"]));
+    const dot = buildDot(graph);
     expect(dot).toMatch(/^digraph backward \{/);
-    for (const match of dot.matchAll(/id="([^"]*)"/g)) expect(match[1]).toMatch(/^v\d+$/);
+    // every visible node has exactly one id, v<its index>, and no other id is emitted
+    const ids = [...dot.matchAll(/\bid="([^"]*)"/g)].map((m) => m[1]);
+    expect(ids.length).toBe(graph.nodes.length);
+    expect(new Set(ids)).toEqual(new Set(graph.nodes.map((_, i) => `v${i}`)));
+    expect(dot).toContain(`v1 [id="v1", label="b0_mlp_0\\naten.mm"`);
     expect(dot).toContain('label="<img src=x onerror=alert(1)>"');
     expect(dot.match(/subgraph cluster_/g)!.length).toBe(5);
     expect(dot).toContain("nslimit=1");

@@ -29,9 +29,9 @@ class Evil(nn.Module):
 
 evil = bw.show(Evil(), torch.randn(2, 4))
 evil""",
-    """comparison = bw.compare(model, tokens, partitioners=["default", 0.0]).widget()
+    """comparison = bw.show(bw.compare(model, tokens, partitioners=["default", 0.0]))
 comparison""",
-    """budgets = bw.sweep(model, tokens, budgets=[0.0, 0.5, 1.0], progress=False).widget()
+    """budgets = bw.show(bw.sweep(model, tokens, budgets=[0.0, 0.5, 1.0], progress=False))
 budgets""",
 ]
 
@@ -60,16 +60,17 @@ def notebook_page(lab, browser, artifacts, conv_bn_dir):
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(notebook, root / "widget_test.ipynb")
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
-    dialogs, errors = [], []
+    dialogs, errors, console = [], [], []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda message: console.append(message) if message.type in ("warning", "error") else None)
     page.goto(f"{url}/lab/tree/widget_test.ipynb")
     page.wait_for_function("window.jupyterapp && window.jupyterapp.shell.currentWidget && window.jupyterapp.shell.currentWidget.sessionContext && window.jupyterapp.shell.currentWidget.sessionContext.session && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=90_000)
     page.wait_for_function("window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.connectionStatus === 'connected'", timeout=90_000)
     page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
     page.wait_for_function("document.querySelectorAll('.bwd-root[data-rendered]').length === 5", timeout=180_000)
     page.screenshot(path=str(artifacts / "jupyterlab-widgets.png"), full_page=True)
-    yield page, dialogs, errors
+    yield page, dialogs, errors, console
     page.close()
 
 
@@ -78,7 +79,7 @@ def _widget(page, index):
 
 
 def test_reference_graph_has_the_expected_nodes(notebook_page, artifacts):
-    page, _, errors = notebook_page
+    page, _, errors, _ = notebook_page
     reference = _widget(page, 0)
     reference.scroll_into_view_if_needed()
     texts = reference.locator(".bwd-svg g.node text").all_text_contents()
@@ -94,7 +95,7 @@ def test_reference_graph_has_the_expected_nodes(notebook_page, artifacts):
 
 
 def test_clicking_a_saved_row_selects_the_node_everywhere(notebook_page, artifacts):
-    page, _, _ = notebook_page
+    page, _, _, _ = notebook_page
     reference = _widget(page, 0)
     reference.locator('tr[data-name="convolution"]').click()
     selected = reference.locator(".bwd-svg g.node.bwd-selected")
@@ -116,7 +117,7 @@ def test_clicking_a_saved_row_selects_the_node_everywhere(notebook_page, artifac
 
 
 def test_min_cut_with_low_budget_changes_the_saved_count(notebook_page, artifacts):
-    page, _, _ = notebook_page
+    page, _, _, _ = notebook_page
     widget = _widget(page, 1)
     widget.scroll_into_view_if_needed()
     before = widget.locator(".bwd-saved-count").text_content()
@@ -134,10 +135,12 @@ def test_min_cut_with_low_budget_changes_the_saved_count(notebook_page, artifact
 
 
 def test_module_names_render_as_text(notebook_page, artifacts):
-    page, dialogs, errors = notebook_page
+    page, dialogs, errors, _ = notebook_page
     widget = _widget(page, 2)
     widget.scroll_into_view_if_needed()
-    page.wait_for_timeout(500)
+    # the module name is drawn (as text) and listed: had it become markup, its img would be in the DOM by now
+    widget.locator(".bwd-svg text", has_text=EVIL).first.wait_for(timeout=10_000)
+    widget.locator(".bwd-table td", has_text=EVIL).first.wait_for(timeout=10_000)
     assert page.locator(".bwd-root img").count() == 0
     assert page.locator("img[src='x']").count() == 0
     shown = widget.locator(".bwd-table td").all_text_contents() + widget.locator(".bwd-svg text").all_text_contents()
@@ -157,7 +160,7 @@ def _wait_rerender(page, index, before):
 
 
 def test_comparison_rows_switch_partitions_and_show_the_diff(notebook_page, artifacts):
-    page, _, errors = notebook_page
+    page, _, errors, _ = notebook_page
     widget = _widget(page, 3)
     widget.scroll_into_view_if_needed()
     rows = widget.locator("tr.bwd-compare-row")
@@ -182,7 +185,7 @@ def test_comparison_rows_switch_partitions_and_show_the_diff(notebook_page, arti
 
 
 def test_sweep_chart_points_show_their_partition(notebook_page, artifacts):
-    page, _, _ = notebook_page
+    page, _, _, _ = notebook_page
     widget = _widget(page, 4)
     widget.scroll_into_view_if_needed()
     points = widget.locator("circle.bwd-sweep-point")
@@ -197,7 +200,7 @@ def test_sweep_chart_points_show_their_partition(notebook_page, artifacts):
 
 
 def test_sweep_button_fills_the_chart_from_the_kernel(notebook_page):
-    page, _, _ = notebook_page
+    page, _, _, _ = notebook_page
     widget = _widget(page, 1)
     widget.scroll_into_view_if_needed()
     widget.locator("button.bwd-sweep-button").click()
@@ -205,3 +208,14 @@ def test_sweep_button_fills_the_chart_from_the_kernel(notebook_page):
         "document.querySelectorAll('.bwd-root')[1].querySelectorAll('circle.bwd-sweep-point').length === 11", timeout=120_000
     )
     assert widget.locator(".bwd-sweep-progress").text_content() == "11/11"
+
+
+def _from_the_widget(message) -> bool:
+    """Our bundle runs from a blob: URL; anywidget's own messages about it name anywidget."""
+    return message.location.get("url", "").startswith("blob:") or "anywidget" in message.text or "bwd" in message.text
+
+
+def test_no_console_warnings_or_errors_from_the_widget(notebook_page):
+    page, _, errors, console = notebook_page
+    assert not errors
+    assert [f"{m.type}: {m.text}" for m in console if _from_the_widget(m)] == []
