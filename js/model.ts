@@ -29,6 +29,13 @@ export interface Traits {
 export type TraitName = keyof Traits & string;
 export type Model = AnyModel<Traits>;
 
+/** The kernel's reply to the `_sweep` command (its progress and points arrive as the sweep_* traits). */
+export interface SweepReply {
+  points: number;
+  interrupted: boolean;
+  error: string;
+}
+
 /** What every pane is built with. */
 export interface PaneContext {
   model: Model;

@@ -2,7 +2,7 @@
 
 import { element, show, svgElement } from "../dom";
 import { formatBytes } from "../format";
-import { setTrait, type Model, type PaneContext } from "../model";
+import { setTrait, type Model, type PaneContext, type SweepReply } from "../model";
 import { chartGeometry } from "../sweep";
 import type { ComparisonRow } from "../types";
 import type { Pane } from "./pane";
@@ -95,7 +95,7 @@ export function studioPane({ model, signal, experimental }: PaneContext): Pane {
     failure.textContent = "";
     renderBar();
     try {
-      await experimental.invoke("_sweep", { budgets: null }, { signal });
+      await experimental.invoke<SweepReply>("_sweep", { budgets: null }, { signal });
     } catch (e) {
       if (!signal.aborted) failure.textContent = `sweep failed: ${String(e)}`;
     } finally {
