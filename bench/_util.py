@@ -10,6 +10,8 @@ from pathlib import Path
 
 import torch
 
+import bwd_widgets as bw
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(ROOT))
@@ -35,10 +37,14 @@ def bare_capture(model, inputs, requires_grad):
         return make_boxed_func(gm.forward)
 
     torch._dynamo.reset()
-    inputs = [t.detach().requires_grad_(flag) if isinstance(t, torch.Tensor) else t for t, flag in zip(inputs, requires_grad)]
+    inputs = [
+        t.detach().requires_grad_(flag) if isinstance(t, torch.Tensor) else t for t, flag in zip(inputs, requires_grad)
+    ]
     compiled = torch.compile(model, backend=aot_autograd(fw_compiler=keep, bw_compiler=keep), dynamic=False)
     out = compiled(*inputs)
-    outs = [o for o in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(o, torch.Tensor) and o.requires_grad]
+    outs = [
+        o for o in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(o, torch.Tensor) and o.requires_grad
+    ]
     torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
     torch._dynamo.reset()
     return graphs
@@ -62,7 +68,14 @@ def median(values):
     return statistics.median(values)
 
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def browser_first_paints(extraction, chromium="/usr/bin/chromium", loads=3) -> list:
@@ -72,13 +85,15 @@ def browser_first_paints(extraction, chromium="/usr/bin/chromium", loads=3) -> l
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
-        page_path = extraction.to_html(Path(folder) / "view.html")
+        page_path = bw.to_html(extraction, Path(folder) / "view.html")
         browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1500, "height": 900})
         paints = []
         for _ in range(loads):
             page.goto(page_path.as_uri())
-            page.wait_for_function("Number(document.querySelector('.bwd-root')?.dataset.rendered || 0) > 0", timeout=60_000)
+            page.wait_for_function(
+                "Number(document.querySelector('.bwd-root')?.dataset.rendered || 0) > 0", timeout=60_000
+            )
             paints.append(int(page.locator(".bwd-root").get_attribute("data-first-paint-ms")))
         browser.close()
     return paints

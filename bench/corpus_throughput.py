@@ -9,9 +9,9 @@ Run: .venv/bin/python bench/corpus_throughput.py
 import tempfile
 import time
 
-from _util import shared
+from bwd_widgets.cli import build_parser, extract_one
 
-from bwd_widgets._cli import build_parser, extract_one
+from _util import shared
 
 GRAPHNET_SECONDS = {  # GraphNet's extractor, measured here on CPU (from the issue)
     "transformers-auto-model/hf-tiny-model-private_tiny-random-DebertaForSequenceClassification": 2.84,
@@ -43,11 +43,15 @@ def main():
                 status = f"error: {error}"
             ours[name] = time.perf_counter() - started
             theirs = GRAPHNET_SECONDS.get(name)
-            print(f"{name[-58:]:58} {ours[name]:6.2f}s  graphnet {f'{theirs:.2f}s' if theirs else 'failed':>8}  {status}")
+            print(
+                f"{name[-58:]:58} {ours[name]:6.2f}s  graphnet {f'{theirs:.2f}s' if theirs else 'failed':>8}  {status}"
+            )
     common = [n for n in names if n in GRAPHNET_SECONDS]
     others = [n for n in names if n not in GRAPHNET_SECONDS]
     total, baseline = sum(ours[n] for n in common), sum(GRAPHNET_SECONDS[n] for n in common)
-    print(f"the {len(common)} samples GraphNet extracts: ours {total:.1f} s, GraphNet {baseline:.1f} s, ratio {total / baseline:.2f} (goal <= 1.0)")
+    print(
+        f"the {len(common)} samples GraphNet extracts: ours {total:.1f} s, GraphNet {baseline:.1f} s, ratio {total / baseline:.2f} (goal <= 1.0)"
+    )
     print(f"the other {len(others)} (GraphNet fails on them): ours {sum(ours[n] for n in others):.1f} s")
     print(f"all {len(names)}: {sum(ours.values()) / len(names):.2f} s per sample")
 

@@ -7,10 +7,11 @@ Goal: at most 1.15x.    Run: .venv/bin/python bench/extract_overhead.py [--repea
 import argparse
 
 import torch
-from _util import bare_capture, median, shared, timed
 
 import bwd_widgets as bw
 from bwd_widgets.examples import MLP, Transformer
+
+from _util import bare_capture, median, shared, timed
 
 
 def cases():
@@ -19,7 +20,12 @@ def cases():
     torch.manual_seed(0)
     yield "conv_bn reference", conv_bn.module, conv_bn.inputs, conv_bn
     yield "MLP, 4 blocks", MLP(width=256, depth=4), [torch.randn(64, 256)], None
-    yield "transformer, 4 blocks", Transformer(width=128, depth=4, heads=4, vocab=512), [torch.randint(0, 512, (4, 64))], None
+    yield (
+        "transformer, 4 blocks",
+        Transformer(width=128, depth=4, heads=4, vocab=512),
+        [torch.randint(0, 512, (4, 64))],
+        None,
+    )
     yield "mobilenet_v2 (GraphNet sample)", mobilenet.module, mobilenet.inputs, mobilenet
 
 
@@ -30,7 +36,8 @@ def main():
     ratios = []
     print(f"{'model':34} {'bare s':>8} {'extract s':>10} {'ratio':>7}")
     for label, model, inputs, sample in cases():
-        def ours():
+
+        def ours(sample=sample, model=model, inputs=inputs):
             if sample is not None:
                 bw.extract(sample, cache=False)
             else:
@@ -41,7 +48,7 @@ def main():
         else:
             flags = [isinstance(t, torch.Tensor) and t.is_floating_point() for t in inputs]
 
-        def bare():
+        def bare(model=model, inputs=inputs, flags=flags):
             bare_capture(model, inputs, flags)
 
         ours(), bare()  # warm-up

@@ -9,10 +9,11 @@ import resource
 import time
 
 import torch
-from _util import timed  # noqa: F401  (sets up the import path)
 
 import bwd_widgets as bw
 from bwd_widgets.examples import big_transformer_on_meta
+
+from _util import timed  # noqa: F401  (sets up the import path)
 
 
 def main():
@@ -35,8 +36,10 @@ def main():
     print(f"seconds: {seconds:.1f} (goal < 30)")
     print(f"peak RSS: {peak:.2f} GB (goal < 2; {rss_before:.2f} GB after importing torch)")
     print(f"forward nodes: {extraction.forward_node_count}, backward nodes: {extraction.backward_node_count}")
-    print(f"saved: {len(extraction.saved_tensors)} values, activations {extraction.saved_activation_bytes / 1e9:.1f} GB, "
-          f"forward inputs kept {extraction.saved_input_bytes / 1e9:.1f} GB")
+    print(
+        f"saved: {len(extraction.saved_tensors)} values, activations {extraction.saved_activation_bytes / 1e9:.1f} GB, "
+        f"forward inputs kept {extraction.saved_input_bytes / 1e9:.1f} GB"
+    )
     print("a real-mode run would need the parameters plus these activations in memory")
 
 

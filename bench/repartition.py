@@ -11,11 +11,12 @@ import argparse
 import time
 
 import torch
-from _util import browser_first_paints, median, timed
 
 import bwd_widgets as bw
-from bwd_widgets._capture import copy_graph_module
+from bwd_widgets.core.trace import copy_graph_module
 from bwd_widgets.examples import Transformer
+
+from _util import browser_first_paints, median, timed
 
 
 def main():
@@ -26,19 +27,20 @@ def main():
         model = Transformer(width=768, depth=12, heads=12, vocab=32000)
         tokens = torch.randint(0, 32000, (8, 512))
     base = bw.extract(model, tokens, mode="fake")
-    pair = base.graphs[0]
-    print(f"joint graph: {sum(1 for _ in pair.joint.graph.nodes)} nodes")
+    partition = base.partitions[0]
+    trace = partition.trace
+    print(f"joint graph: {sum(1 for _ in trace.joint.graph.nodes)} nodes")
     from functorch.compile import min_cut_rematerialization_partition
 
-    def full():
-        bw.extract(model, tokens, mode="fake", partitioner="min_cut", cache=False)
+    def full():  # saved tensors are analysed lazily: ask for them, as any view does
+        return bw.extract(model, tokens, mode="fake", partitioner="min_cut", cache=False).saved_tensors
 
     def again():
-        base.rerun("min_cut")
+        return base.rerun("min_cut").saved_tensors
 
     def bare():
-        joint = copy_graph_module(pair.joint)  # min-cut rewrites node metadata: each call needs a fresh copy
-        return timed(lambda: min_cut_rematerialization_partition(joint, pair.joint_inputs, **pair.partition_kwargs))
+        joint = copy_graph_module(trace.joint)  # min-cut rewrites node metadata: each call needs a fresh copy
+        return timed(lambda: min_cut_rematerialization_partition(joint, trace.joint_inputs, **trace.partition_kwargs))
 
     again(), bare()  # warm-up
     full_times, again_times, bare_times = [], [], []
@@ -49,8 +51,12 @@ def main():
     print(f"full extraction, min-cut: {median(full_times):.2f} s")
     print(f"repartition, min-cut:     {median(again_times):.2f} s")
     print(f"bare partition_fn call:   {median(bare_times):.2f} s")
-    print(f"(a) repartition / full extraction: {median([a / f for a, f in zip(again_times, full_times)]):.2f} (goal <= 0.5)")
-    print(f"(b) repartition / bare partition_fn: {median([a / b for a, b in zip(again_times, bare_times)]):.2f} (goal <= 1.1)")
+    print(
+        f"(a) repartition / full extraction: {median([a / f for a, f in zip(again_times, full_times)]):.2f} (goal <= 0.5)"
+    )
+    print(
+        f"(b) repartition / bare partition_fn: {median([a / b for a, b in zip(again_times, bare_times)]):.2f} (goal <= 1.1)"
+    )
 
     widget = bw.show(base)
     switches = []
@@ -61,14 +67,17 @@ def main():
     widget.memory_budget = 0.3
     widget.partitioner = "min_cut"
     paint = median(browser_first_paints(widget.extraction)) / 1000
-    print(f"(c) widget partitioner switch: kernel {median(switches):.2f} s (repartition + payload), "
-          f"browser {paint:.2f} s (layout and first paint of the new graph), "
-          f"{median(switches) + paint:.2f} s in all (goal < 3)")
+    print(
+        f"(c) widget partitioner switch: kernel {median(switches):.2f} s (repartition + payload), "
+        f"browser {paint:.2f} s (layout and first paint of the new graph), "
+        f"{median(switches) + paint:.2f} s in all (goal < 3)"
+    )
 
     started = time.perf_counter()
-    result = base.sweep(progress=False)
-    print(f"(d) 11-point memory-budget sweep: {time.perf_counter() - started:.1f} s, "
-          f"{len(result.pareto())} Pareto points")
+    result = bw.sweep(base, progress=False)
+    print(
+        f"(d) 11-point memory-budget sweep: {time.perf_counter() - started:.1f} s, {len(result.pareto())} Pareto points"
+    )
 
 
 if __name__ == "__main__":

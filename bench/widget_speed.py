@@ -1,6 +1,6 @@
 """Widget speed on the 32-layer, width-4096 transformer's backward graph (fake mode), in headless Chromium.
 
-Measures the same front end the notebook widget runs, loaded from extraction.to_html():
+Measures the same front end the notebook widget runs, loaded from bw.to_html(extraction, path):
 first paint of the collapsed graph, opening one block, selecting a node, and the
 widget's synced state size. Goals: 2 s, 0.5 s, 100 ms, 3 MB.
 Run: .venv/bin/python bench/widget_speed.py [--depth 32 --width 4096]
@@ -13,11 +13,11 @@ import tempfile
 from pathlib import Path
 
 import torch
-from _util import CHROMIUM_ARGS, ROOT
 
 import bwd_widgets as bw
 from bwd_widgets.examples import big_transformer_on_meta
 
+from _util import CHROMIUM_ARGS, ROOT
 
 RENDERED = "(n) => Number(document.querySelector('.bwd-root').dataset.rendered || 0) > n"
 
@@ -40,7 +40,7 @@ def main():
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
-        page_path = extraction.to_html(Path(folder) / "big.html")
+        page_path = bw.to_html(extraction, Path(folder) / "big.html")
         browser = playwright.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1500, "height": 900})
         paints, opens, selects, reveals = [], [], [], []
@@ -51,7 +51,6 @@ def main():
             paints.append(int(root.get_attribute("data-first-paint-ms")))
             visible = int(root.get_attribute("data-visible-nodes"))
             # open one block: click the collapsed group of blocks.7 (or the first group shown)
-            group = page.locator("g.bwd-group").first
             rendered = int(root.get_attribute("data-rendered"))
             elapsed = page.evaluate(
                 """async ([n]) => {
@@ -65,19 +64,23 @@ def main():
             )
             opens.append(elapsed)
             # select a node that is drawn: highlight in graph, table and code
-            selects.append(page.evaluate(
-                """() => {
+            selects.append(
+                page.evaluate(
+                    """() => {
                     const drawn = [...document.querySelectorAll('g.bwd-node-saved')].map(g => g.querySelector('text').textContent);
                     const row = [...document.querySelectorAll('tr.bwd-row')].find(r => drawn.includes(r.dataset.name));
                     const t = performance.now();
                     row.click();
                     const done = document.querySelector('g.bwd-selected') && document.querySelector('tr.bwd-selected');
                     return done ? performance.now() - t : -1;
-                }"""))
+                }"""
+                )
+            )
             # select a node inside a collapsed block: the view opens it and lays out again
             rendered = int(root.get_attribute("data-rendered"))
-            reveals.append(page.evaluate(
-                """async ([n]) => {
+            reveals.append(
+                page.evaluate(
+                    """async ([n]) => {
                     const rows = [...document.querySelectorAll('tr.bwd-row')];
                     const drawn = new Set([...document.querySelectorAll('g.node text')].map(t => t.textContent));
                     const row = rows.reverse().find(r => !drawn.has(r.dataset.name));
@@ -86,7 +89,9 @@ def main():
                     while (Number(document.querySelector('.bwd-root').dataset.rendered) <= n) await new Promise(r => setTimeout(r, 5));
                     return performance.now() - t;
                 }""",
-                [rendered]))
+                    [rendered],
+                )
+            )
         page.screenshot(path=str(ROOT / "docs" / "widget_big_model.png"))
         browser.close()
     print(f"visible nodes when collapsed: {visible}")

@@ -1,7 +1,17 @@
-"""See what PyTorch autograd does in backward: graphs, saved tensors, partitioners."""
+"""See what PyTorch autograd does in backward: graphs, saved tensors, partitioners.
 
-from ._analysis import GradientOutput, SavedTensor, TensorInfo
-from ._errors import (
+This module is the public façade. Layers, each importing only those below it:
+`core` (torch only) < `extraction`, `graphnet`, `extractor`, `studio` (operations) < `views` < `jupyter`;
+`cli` sits beside the views and uses the operations.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .core.analysis import GradientOutput, SavedTensor, TensorInfo
+from .core.errors import (
     BwdWidgetsError,
     ExtractionFailed,
     NoDifferentiableOutputError,
@@ -9,55 +19,100 @@ from ._errors import (
     PartitionerError,
     SampleError,
 )
-from ._extract import clear_trace_cache, default_requires_grad, extract
-from ._extraction import BackwardExtraction, GraphPair
+from .core.partitioners import Partitioner, partitioner_names, register_partitioner
+from .core.trace import InputSource, Partition, Trace
+from .extraction import BackwardExtraction
+from .extractor import clear_trace_cache, default_requires_grad, extract
+from .graphnet import GraphNetSample, TensorMeta, load_graphnet_sample
+from .studio import Comparison, Sweep, SweepPoint, compare, diff, sweep
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from .jupyter.widget import BackwardGraphWidget
 
 __all__ = [
     "BackwardExtraction",
+    "BackwardGraphWidget",
     "BwdWidgetsError",
+    "Comparison",
     "ExtractionFailed",
     "GradientOutput",
-    "GraphPair",
+    "GraphNetSample",
+    "InputSource",
     "NoDifferentiableOutputError",
     "NothingRequiresGradError",
+    "Partition",
+    "Partitioner",
     "PartitionerError",
     "SampleError",
     "SavedTensor",
+    "Sweep",
+    "SweepPoint",
     "TensorInfo",
+    "TensorMeta",
+    "Trace",
     "clear_trace_cache",
+    "compare",
     "default_requires_grad",
+    "diff",
     "extract",
+    "load_graphnet_sample",
+    "partitioner_names",
+    "register_partitioner",
+    "save_svg",
+    "show",
+    "sweep",
+    "to_dot",
+    "to_html",
 ]
 
-from ._graphnet import GraphNetSample, TensorMeta, load_graphnet_sample  # noqa: E402
-from ._studio import Comparison, Sweep, SweepPoint, compare, diff, repartition, sweep  # noqa: E402
 
-__all__ += [
-    "Comparison", "GraphNetSample", "Sweep", "SweepPoint", "TensorMeta",
-    "compare", "diff", "load_graphnet_sample", "repartition", "sweep",
-]
+def to_dot(extraction: BackwardExtraction, graph_index: int = 0) -> str:
+    """The backward graph as Graphviz DOT text, clustered by module."""
+    from .views.dot import to_dot
+
+    return to_dot(extraction, graph_index)
 
 
-def load_ipython_extension(shell):
+def save_svg(extraction: BackwardExtraction, path: str | Path, graph_index: int = 0) -> Path:
+    """A static SVG through Graphviz's `dot` program (apt install graphviz)."""
+    from .views.dot import save_svg
+
+    return save_svg(extraction, path, graph_index)
+
+
+def to_html(extraction: BackwardExtraction, path: str | Path, graph_index: int = 0) -> Path:
+    """One self-contained HTML file with the same viewer: no kernel, no network."""
+    from .views.html import to_html
+
+    return to_html(extraction, path, graph_index)
+
+
+def show(target: object, *example_inputs: object, **extract_kwargs: object) -> BackwardGraphWidget:
+    """The widget for an extraction, a comparison, a sweep, or `show(model, *inputs, **extract_kwargs)`."""
+    from .jupyter.widget import show
+
+    return show(target, *example_inputs, **extract_kwargs)
+
+
+def load_ipython_extension(shell: InteractiveShell) -> None:
     """`%load_ext bwd_widgets`: registers %bwd_extract and %%bwd_extract."""
-    from ._magic import load
+    from .jupyter.magic import load
 
     load(shell)
 
 
-def unload_ipython_extension(shell):
-    from ._magic import unload
+def unload_ipython_extension(shell: InteractiveShell) -> None:
+    from .jupyter.magic import unload
 
     unload(shell)
 
 
-def __getattr__(name):
-    """The widget imports ipywidgets and the built front end: load it only when asked for."""
-    if name in ("BackwardGraphWidget", "show"):
-        from . import _widget
+def __getattr__(name: str) -> object:
+    """The widget class imports ipywidgets and the built front end: load it only when asked for."""
+    if name == "BackwardGraphWidget":
+        from .jupyter.widget import BackwardGraphWidget
 
-        return getattr(_widget, name)
+        return BackwardGraphWidget
     raise AttributeError(f"module 'bwd_widgets' has no attribute {name!r}")
-
-
-__all__ += ["BackwardGraphWidget", "show"]

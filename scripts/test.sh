@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: set up, then JS unit tests, Python tests
-# (the GraphNet corpus and the real-browser JupyterLab test among them) and the notebooks.
+# The whole test suite, as CI runs it: set up; lint and type checks; the kernel-browser contract
+# fixture, then the front end's unit tests; the Python tests (the GraphNet corpus and the
+# real-browser JupyterLab tests among them); the notebooks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PYTHONUNBUFFERED=1
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+npm run --silent typecheck
+.venv/bin/python -m pytest tests/test_contract.py -q -p no:logging  # writes js/test/fixtures/payload.json
 npx vitest run
 .venv/bin/python -m pytest tests -p no:logging "$@"
 .venv/bin/python -m pytest --nbval-lax --nbval-current-env notebooks/ -p no:logging

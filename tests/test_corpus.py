@@ -3,6 +3,7 @@
 import pytest
 
 import bwd_widgets as bw
+
 from test_graphnet import run_written_sample
 
 
@@ -15,23 +16,16 @@ def _sample_names():
     return [line.strip() for line in listing.read_text().splitlines() if line.strip()]
 
 
-@pytest.fixture(scope="module")
-def corpus_results():
-    return {}
-
-
 @pytest.mark.parametrize("name", _sample_names())
-def test_sample_extracts_and_written_samples_run(name, samples_dir, tmp_path, corpus_results):
+def test_sample_extracts_and_written_samples_run(name, samples_dir, tmp_path):
     try:
         sample = bw.load_graphnet_sample(samples_dir / name)
         extraction = bw.extract(sample, name=name)
     except bw.BwdWidgetsError as error:
-        corpus_results[name] = str(error)
         pytest.fail(f"{name}: {error}")
-    corpus_results[name] = "ok"
     extraction.save_graphnet(tmp_path, name)
-    for pair in extraction.graphs:
-        suffix = "" if len(extraction.graphs) == 1 else f"subgraph_{pair.index}"
-        run_written_sample(tmp_path / "train_backward" / name / suffix, pair.backward)
-        run_written_sample(tmp_path / "train_forward" / name / suffix, pair.forward)
+    for partition in extraction.partitions:
+        suffix = "" if len(extraction.partitions) == 1 else f"subgraph_{partition.index}"
+        run_written_sample(tmp_path / "train_backward" / name / suffix, partition.backward)
+        run_written_sample(tmp_path / "train_forward" / name / suffix, partition.forward)
     assert extraction.saved_tensors and extraction.gradients

@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 import bwd_widgets as bw
+
 from models import MLP
 
 

@@ -1,15 +1,15 @@
 import pytest
 import torch
-from torch import nn
 
 import bwd_widgets as bw
+
 from models import MLP, DataclassOut, DictOut, GraphBreak, ScalarSetting, Transformer
 
 
 def _check_gradients(extraction):
     """Each backward graph, run on the inputs captured in real mode, gives autograd's gradients."""
-    assert len(extraction.graphs) == 1
-    pair = extraction.graphs[0]
+    assert len(extraction.partitions) == 1
+    pair = extraction.partitions[0]
     outputs = pair.backward(*pair.backward_inputs)
     assert len(outputs) == len(pair.gradients)
     for output, gradient in zip(outputs, pair.gradients):
@@ -53,27 +53,29 @@ def test_dataclass_and_dict_outputs():
 
 
 def test_requires_grad_override():
-    extraction = bw.extract(DictOut(), torch.randn(3, 4), torch.tensor(2.0), requires_grad={"x": False, "lin.bias": False})
+    extraction = bw.extract(
+        DictOut(), torch.randn(3, 4), torch.tensor(2.0), requires_grad={"x": False, "lin.bias": False}
+    )
     assert {g.grad_of for g in extraction.gradients} == {"lin.weight", "scale"}
     assert extraction.requires_grad["x"] is False
 
 
 def test_graph_breaks_give_several_pairs_in_order():
     extraction = bw.extract(GraphBreak(), torch.randn(2, 4))
-    assert len(extraction.graphs) >= 2
-    assert [g.index for g in extraction.graphs] == list(range(len(extraction.graphs)))
-    first = {g.grad_of for g in extraction.graphs[0].gradients}
-    last = {g.grad_of for g in extraction.graphs[-1].gradients}
+    assert len(extraction.partitions) >= 2
+    assert [g.index for g in extraction.partitions] == list(range(len(extraction.partitions)))
+    first = {g.grad_of for g in extraction.partitions[0].gradients}
+    last = {g.grad_of for g in extraction.partitions[-1].gradients}
     assert "a.weight" in first and "b.weight" in last
-    assert extraction.summary()["graphs"] == len(extraction.graphs)
+    assert extraction.summary()["graphs"] == len(extraction.partitions)
 
 
 def test_item_stays_in_one_graph_unless_asked_to_break():
     scale = torch.tensor(3.0)
     one = bw.extract(ScalarSetting(), torch.randn(2, 4), scale, requires_grad={"scale": False})
-    assert len(one.graphs) == 1
+    assert len(one.partitions) == 1
     split = bw.extract(ScalarSetting(), torch.randn(2, 4), scale, requires_grad={"scale": False}, capture_scalars=False)
-    assert len(split.graphs) == 2
+    assert len(split.partitions) == 2
     assert torch._dynamo.config.capture_scalar_outputs is False
 
 
@@ -124,7 +126,7 @@ def test_fake_mode_builds_no_real_tensors(how):
     real = bw.extract(Transformer(), torch.randint(0, 64, (2, 16)))
     fake = bw.extract(model, tokens, mode="fake")
     assert fake.mode == "fake"
-    assert fake.graphs[0].backward_inputs is None
+    assert fake.partitions[0].backward_inputs is None
     assert fake.backward_node_count == real.backward_node_count
     assert fake.saved_activation_bytes == real.saved_activation_bytes
     assert [s.name for s in fake.saved_tensors] == [s.name for s in real.saved_tensors]
@@ -137,6 +139,6 @@ def test_a_failing_real_backward_keeps_the_graphs_with_a_note():
     from bwd_widgets.examples import ConvBN
 
     extraction = bw.extract(ConvBN(), torch.randn(2, 3, 8, 8), partitioner="min_cut", memory_budget=0.0)
-    assert extraction.graphs[0].backward_inputs is None
+    assert extraction.partitions[0].backward_inputs is None
     assert len(extraction.notes) == 1 and "real backward run failed" in extraction.notes[0]
     assert extraction.saved_activation_bytes <= bw.extract(ConvBN(), torch.randn(2, 3, 8, 8)).saved_activation_bytes

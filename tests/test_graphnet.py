@@ -4,8 +4,8 @@ import pytest
 import torch
 
 import bwd_widgets as bw
-import bwd_widgets._graphnet as graphnet
-from bwd_widgets._cli import main as bwd_extract
+import bwd_widgets.graphnet as graphnet
+from bwd_widgets.cli import main as bwd_extract
 
 
 def _outputs(gm):
@@ -32,7 +32,11 @@ def test_save_and_reload_reference(conv_bn_dir, tmp_path):
     for split, gm in (("train_forward", extraction.forward), ("train_backward", extraction.backward)):
         folder = tmp_path / split / "conv_bn"
         assert sorted(p.name for p in folder.iterdir()) == [
-            "graph_hash.txt", "graph_net.json", "input_meta.py", "model.py", "weight_meta.py",
+            "graph_hash.txt",
+            "graph_net.json",
+            "input_meta.py",
+            "model.py",
+            "weight_meta.py",
         ]
         info = json.loads((folder / "graph_net.json").read_text())
         assert info["framework"] == "torch" and info["model_name"] == f"conv_bn_{split}"

@@ -12,8 +12,10 @@ def shell():
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "bwd_widgets")
     ip.run_line_magic("load_ext", "bwd_widgets")  # twice is harmless
-    ip.run_cell("import torch\nfrom bwd_widgets.examples import MLP, ConvBN\ntorch.manual_seed(0)\n"
-                "model = MLP(width=8, depth=2)\nx = torch.randn(4, 8)\nconv = ConvBN()\nimage = torch.randn(2, 3, 16, 16)")
+    ip.run_cell(
+        "import torch\nfrom bwd_widgets.examples import MLP, ConvBN\ntorch.manual_seed(0)\n"
+        "model = MLP(width=8, depth=2)\nx = torch.randn(4, 8)\nconv = ConvBN()\nimage = torch.randn(2, 3, 16, 16)"
+    )
     yield ip
     ip.run_line_magic("unload_ext", "bwd_widgets")
 
@@ -33,7 +35,9 @@ def test_line_magic_returns_the_extraction_and_shows_the_widget(shell):
 
 
 def test_line_magic_options(shell, tmp_path):
-    result, captured = _run(shell, f"g = %bwd_extract conv(image) --budget 0.0 --save {tmp_path} --name convbn --no-display")
+    result, captured = _run(
+        shell, f"g = %bwd_extract conv(image) --budget 0.0 --save {tmp_path} --name convbn --no-display"
+    )
     assert result.success and not captured.outputs
     extraction = shell.user_ns["g"]
     assert extraction.partitioner == "min_cut" and extraction.memory_budget == 0.0
@@ -48,34 +52,44 @@ def test_cell_magic_last_expression_and_output(shell):
     extraction = result.result
     assert isinstance(extraction, bw.BackwardExtraction)
     assert any(g.grad_of == "x" for g in extraction.gradients)
-    result, _ = _run(shell, "%%bwd_extract --no-display --output loss\nloss = model(x).square().mean()\nprint('side effect')")
+    result, _ = _run(
+        shell, "%%bwd_extract --no-display --output loss\nloss = model(x).square().mean()\nprint('side effect')"
+    )
     assert result.success and result.result.tangents[0].shape == ()
 
 
-@pytest.mark.parametrize("line, message", [
-    ("%bwd_extract undefined_model(x)", "name 'undefined_model' is not defined"),
-    ("%bwd_extract model(x) --nope", "unrecognized arguments"),
-    ("%bwd_extract model(x) --partitioner greedy", "unknown partitioner"),
-    ("%bwd_extract model", "is not a call"),
-    ("%bwd_extract", "give the forward call"),
-    ("%bwd_extract (lambda t: t * 2)(torch.arange(3))", "no input or parameter requires grad"),
-    ("%%bwd_extract\ny = model(x)", "end the cell with the forward result"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("%bwd_extract undefined_model(x)", "name 'undefined_model' is not defined"),
+        ("%bwd_extract model(x) --nope", "unrecognized arguments"),
+        ("%bwd_extract model(x) --partitioner greedy", "unknown partitioner"),
+        ("%bwd_extract model", "is not a call"),
+        ("%bwd_extract", "give the forward call"),
+        ("%bwd_extract (lambda t: t * 2)(torch.arange(3))", "no input or parameter requires grad"),
+        ("%%bwd_extract\ny = model(x)", "end the cell with the forward result"),
+    ],
+)
 def test_mistakes_print_one_usage_error_line(shell, line, message):
     result, captured = _run(shell, line)
     assert not result.success
     text = captured.stdout + captured.stderr
     assert "UsageError" in text and message in text
     assert "Traceback" not in text
-    assert len([l for l in text.strip().splitlines() if l.strip()]) == 1
+    assert len([line for line in text.strip().splitlines() if line.strip()]) == 1
 
 
 def test_help_shows_usage_and_example(shell):
     with capture_output() as captured:
         shell.run_cell("%bwd_extract?")
     text = captured.stdout
-    for expected in ("%bwd_extract [--partitioner PARTITIONER] [--budget BUDGET] [--fake]", "--no-display",
-                     "--output VAR", "g = %bwd_extract model(x)", "%%bwd_extract --output loss"):
+    for expected in (
+        "%bwd_extract [--partitioner PARTITIONER] [--budget BUDGET] [--fake]",
+        "--no-display",
+        "--output VAR",
+        "g = %bwd_extract model(x)",
+        "%%bwd_extract --output loss",
+    ):
         assert expected in text
 
 

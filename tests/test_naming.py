@@ -1,11 +1,15 @@
-from bwd_widgets._naming import module_path, parse_flat_name, parse_source_name, source_line
+from bwd_widgets.core.naming import module_path, parse_flat_name, parse_source_name, source_line
 
 
 def test_flat_names_as_graphnet_keeps_them():
     assert parse_flat_name("L_self_modules_embeddings_modules_word_embeddings_parameters_weight_") == (
-        "parameter", "embeddings.word_embeddings.weight")
+        "parameter",
+        "embeddings.word_embeddings.weight",
+    )
     assert parse_flat_name("L_self_modules_features_modules_0_modules_1_buffers_running_mean_") == (
-        "buffer", "features.0.1.running_mean")
+        "buffer",
+        "features.0.1.running_mean",
+    )
     assert parse_flat_name("L_x_") == ("input", "x")
     assert parse_flat_name("in_0") == ("input", "in_0")
 

@@ -21,7 +21,12 @@ def reference(conv_bn_dir):
 def test_requires_grad_follows_graphnet_rule(reference):
     _, _, extraction = reference
     assert extraction.requires_grad == {
-        "w_0": False, "w_1": False, "w_2": True, "w_3": True, "w_4": True, "in_0": True,
+        "w_0": False,
+        "w_1": False,
+        "w_2": True,
+        "w_3": True,
+        "w_4": True,
+        "in_0": True,
     }
 
 
@@ -34,8 +39,15 @@ def test_backward_graph_node_for_node(reference):
     ]
     placeholders = [n.name for n in extraction.backward.graph.find_nodes(op="placeholder")]
     assert placeholders == [
-        "primals_1", "primals_2", "primals_4", "primals_5", "primals_6",
-        "convolution", "getitem_1", "getitem_2", "tangents_1",
+        "primals_1",
+        "primals_2",
+        "primals_4",
+        "primals_5",
+        "primals_6",
+        "convolution",
+        "getitem_1",
+        "getitem_2",
+        "tangents_1",
     ]
 
 
@@ -58,8 +70,13 @@ def test_saved_tensors(reference):
     assert saved["primals_5"].source == "conv.weight"
     assert saved["primals_6"].source == "x" and saved["primals_6"].kind == "input"
     by_arg = dict(zip(["w_0", "w_1", "w_2", "w_3", "w_4", "in_0"], sample.inputs))
-    for primal, arg in [("primals_1", "w_0"), ("primals_2", "w_1"), ("primals_4", "w_3"),
-                        ("primals_5", "w_4"), ("primals_6", "in_0")]:
+    for primal, arg in [
+        ("primals_1", "w_0"),
+        ("primals_2", "w_1"),
+        ("primals_4", "w_3"),
+        ("primals_5", "w_4"),
+        ("primals_6", "in_0"),
+    ]:
         tensor = by_arg[arg]
         assert saved[primal].bytes == tensor.numel() * tensor.element_size()
         assert saved[primal].shape == tuple(tensor.shape)
@@ -77,15 +94,17 @@ def test_saved_tensors(reference):
 def test_gradients_name_what_they_differentiate(reference):
     _, _, extraction = reference
     assert [(g.name, g.grad_of) for g in extraction.gradients] == [
-        ("getitem_5", "bn.bias"), ("getitem_4", "bn.weight"),
-        ("getitem_7", "conv.weight"), ("getitem_6", "x"),
+        ("getitem_5", "bn.bias"),
+        ("getitem_4", "bn.weight"),
+        ("getitem_7", "conv.weight"),
+        ("getitem_6", "x"),
     ]
     assert [t.name for t in extraction.tangents] == ["tangents_1"]
 
 
 def test_backward_reproduces_autograd_gradients(reference):
     _, _, extraction = reference
-    pair = extraction.graphs[0]
+    pair = extraction.partitions[0]
     outputs = pair.backward(*pair.backward_inputs)
     expected = [extraction.autograd_gradients[arg] for arg in ("w_2", "w_3", "w_4", "in_0")]
     assert len(outputs) == len(expected)

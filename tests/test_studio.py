@@ -4,7 +4,6 @@ import pytest
 import torch
 
 import bwd_widgets as bw
-import bwd_widgets._studio as studio
 from bwd_widgets.examples import Block, Transformer
 
 
@@ -36,7 +35,7 @@ def test_repartition_equals_a_fresh_extraction_and_replays_real_gradients(transf
     _no_retrace(monkeypatch)
     again = transformer.rerun("min_cut")
     assert str(again.backward.graph) == str(fresh.backward.graph)
-    pair = again.graphs[0]
+    pair = again.partitions[0]
     for output, gradient in zip(pair.backward(*pair.backward_inputs), pair.gradients):
         torch.testing.assert_close(output, transformer.autograd_gradients[gradient.key], rtol=1e-4, atol=1e-5)
 
@@ -50,11 +49,15 @@ def test_min_cut_budget_zero_saves_no_more_than_default_on_a_block():
 
 
 def test_compare_rows_match_separate_extractions(transformer):
-    comparison = transformer.compare(["default", "min_cut", ("min_cut", 0.5), 0.0])
+    comparison = bw.compare(transformer, partitioners=["default", "min_cut", ("min_cut", 0.5), 0.0])
     assert [r["partition"] for r in comparison.rows] == ["default", "min_cut", "min_cut budget 0.5", "min_cut budget 0"]
-    for row, (partitioner, budget) in zip(comparison.rows, [("default", None), ("min_cut", None), ("min_cut", 0.5), ("min_cut", 0.0)]):
+    for row, (partitioner, budget) in zip(
+        comparison.rows, [("default", None), ("min_cut", None), ("min_cut", 0.5), ("min_cut", 0.0)]
+    ):
         torch.manual_seed(0)
-        alone = bw.extract(Transformer(width=64, depth=2), torch.randint(0, 64, (4, 32)), partitioner=partitioner, memory_budget=budget)
+        alone = bw.extract(
+            Transformer(width=64, depth=2), torch.randint(0, 64, (4, 32)), partitioner=partitioner, memory_budget=budget
+        )
         assert row["saved"] == len(alone.saved_tensors)
         assert row["saved_activation_bytes"] == alone.saved_activation_bytes
         assert row["recomputed"] == len(alone.recomputed)
@@ -68,7 +71,7 @@ def test_compare_rows_match_separate_extractions(transformer):
 
 
 def test_diff_names_what_one_saves_and_the_other_recomputes(transformer):
-    comparison = transformer.compare(["default", 0.0])
+    comparison = bw.compare(transformer, partitioners=["default", 0.0])
     d = comparison.diff(0, 1)
     assert "embedding" in d["saved_in_a_recomputed_in_b"]
     assert d["saved_in_b_recomputed_in_a"] == []
@@ -76,7 +79,7 @@ def test_diff_names_what_one_saves_and_the_other_recomputes(transformer):
 
 
 def test_sweep_is_monotone_and_gives_a_pareto_front(transformer):
-    result = transformer.sweep(progress=False)
+    result = bw.sweep(transformer, progress=False)
     assert [p.budget for p in result.points] == [i / 10 for i in range(11)]
     saved = [p.saved_activation_bytes for p in result.points]
     assert saved == sorted(saved), "saved bytes rise with the budget on this model"
@@ -88,7 +91,7 @@ def test_sweep_is_monotone_and_gives_a_pareto_front(transformer):
 
 
 def test_sweep_interrupted_keeps_points_and_restores_the_budget(transformer, monkeypatch):
-    real = studio.repartition
+    real = bw.BackwardExtraction.rerun
     calls = []
 
     def interrupt_on_fourth(extraction, partitioner="default", memory_budget=None):
@@ -98,8 +101,8 @@ def test_sweep_interrupted_keeps_points_and_restores_the_budget(transformer, mon
             raise KeyboardInterrupt
         return real(extraction, partitioner, memory_budget)
 
-    monkeypatch.setattr(studio, "repartition", interrupt_on_fourth)
-    result = transformer.sweep(progress=False)
+    monkeypatch.setattr(bw.BackwardExtraction, "rerun", interrupt_on_fourth)
+    result = bw.sweep(transformer, progress=False)
     assert result.interrupted and [p.budget for p in result.points] == [0.0, 0.1, 0.2]
     assert torch._functorch.config.activation_memory_budget == 1.0
 
@@ -110,17 +113,19 @@ def test_budget_is_restored_after_a_failing_partition(transformer):
         raise RuntimeError("partitioner bug")
 
     with pytest.raises(RuntimeError, match="partitioner bug"):
-        studio.repartition(transformer, broken, 0.3)
+        transformer.rerun(broken, 0.3)
     assert torch._functorch.config.activation_memory_budget == 1.0
     with pytest.raises(bw.PartitionerError):
-        transformer.sweep(budgets=[0.5, 2.0], progress=False)
+        bw.sweep(transformer, budgets=[0.5, 2.0], progress=False)
 
 
 def test_why_saved(transformer, conv_bn_dir):
     min_cut = transformer.rerun("min_cut")
     why = {s.name: s.why for s in min_cut.saved_tensors}
     assert "forward input kept alive" in why["primals_2"]
-    layer_norm_stats = [s for s in min_cut.saved_tensors if s.producer and s.producer.startswith("aten.native_layer_norm[")]
+    layer_norm_stats = [
+        s for s in min_cut.saved_tensors if s.producer and s.producer.startswith("aten.native_layer_norm[")
+    ]
     assert layer_norm_stats and all("reduction op" in s.why for s in layer_norm_stats)
     assert all(s.why.startswith("read by ") for s in min_cut.saved_tensors if s.kind == "activation")
     default = bw.extract(bw.load_graphnet_sample(conv_bn_dir))
@@ -151,11 +156,20 @@ def test_checkpoint_policy_tags_are_reported():
 
 def test_many_repartitions_of_one_joint_match_fresh_ones(transformer):
     """The working joint graph is reused: what one partitioner changes must not leak into the next."""
-    sequence = [("min_cut", 0.0), ("default", None), ("min_cut", None), ("min_cut", 0.5), ("default", None), ("min_cut", 0.0)]
+    sequence = [
+        ("min_cut", 0.0),
+        ("default", None),
+        ("min_cut", None),
+        ("min_cut", 0.5),
+        ("default", None),
+        ("min_cut", 0.0),
+    ]
     results = [transformer.rerun(p, b) for p, b in sequence]
     for (partitioner, budget), result in zip(sequence, results):
         torch.manual_seed(0)
-        fresh = bw.extract(Transformer(width=64, depth=2), torch.randint(0, 64, (4, 32)), partitioner=partitioner, memory_budget=budget)
+        fresh = bw.extract(
+            Transformer(width=64, depth=2), torch.randint(0, 64, (4, 32)), partitioner=partitioner, memory_budget=budget
+        )
         assert str(result.backward.graph) == str(fresh.backward.graph), (partitioner, budget)
         assert str(result.forward.graph) == str(fresh.forward.graph), (partitioner, budget)
     assert str(transformer.joint.graph) == str(results[-1].joint.graph)
@@ -180,7 +194,7 @@ def test_extract_traces_once_per_model_inputs_and_mode(monkeypatch):
     assert len(compiles) == 1, "same model, inputs and mode: partitioned again, not traced"
     fresh = bw.extract(model, x, partitioner="min_cut", memory_budget=0.0, cache=False)
     assert str(again.backward.graph) == str(fresh.backward.graph)
-    pair = again.graphs[0]
+    pair = again.partitions[0]
     for output, gradient in zip(pair.backward(*pair.backward_inputs), pair.gradients):
         torch.testing.assert_close(output, fresh.autograd_gradients[gradient.key])
     compiles.clear()

@@ -1,14 +1,17 @@
 """The widget's kernel side: traits, reruns, repr, exports. The browser side is in tests/browser."""
 
+import base64
 import json
+import re
 import shutil
 
 import pytest
 import torch
 
 import bwd_widgets as bw
-from bwd_widgets._graph_data import graph_payload
 from bwd_widgets.examples import Transformer
+from bwd_widgets.jupyter.widget import STATIC
+from bwd_widgets.views.payload import STATE_DEFAULTS, graph_payload
 
 
 @pytest.fixture(scope="module")
@@ -21,10 +24,23 @@ def test_payload_of_the_reference(reference):
     kinds = {n["id"]: n["kind"] for n in payload["nodes"]}
     assert len(kinds) == 16
     assert [k for k, v in kinds.items() if v == "saved"] == [
-        "primals_1", "primals_2", "primals_4", "primals_5", "primals_6", "convolution", "getitem_1", "getitem_2"]
+        "primals_1",
+        "primals_2",
+        "primals_4",
+        "primals_5",
+        "primals_6",
+        "convolution",
+        "getitem_1",
+        "getitem_2",
+    ]
     assert kinds["tangents_1"] == "tangent"
     gradients = {n["id"]: n["grad_of"] for n in payload["nodes"] if n["kind"] == "gradient"}
-    assert gradients == {"getitem_4": ["bn.weight"], "getitem_5": ["bn.bias"], "getitem_6": ["x"], "getitem_7": ["conv.weight"]}
+    assert gradients == {
+        "getitem_4": ["bn.weight"],
+        "getitem_5": ["bn.bias"],
+        "getitem_6": ["x"],
+        "getitem_7": ["conv.weight"],
+    }
     modules = {n["id"]: n["module"] for n in payload["nodes"]}
     assert modules["convolution_backward"] == "conv" and modules["native_batch_norm_backward"] == "bn"
     lines = payload["code"]["backward"].splitlines()
@@ -34,9 +50,10 @@ def test_payload_of_the_reference(reference):
     assert payload["totals"]["saved_activation_bytes"] == reference.saved_activation_bytes
 
 
-def test_widget_repr_is_deterministic(reference):
-    widget = bw.show(reference)
-    assert repr(widget) == f"BackwardGraph(bw_nodes=16, saved=8, saved_activation_bytes={2 * 8 * 16 * 16 * 4})"
+def test_widget_repr_is_deterministic(reference, conv_bn_dir):
+    expected = f"BackwardGraph(bw_nodes=16, saved=8, saved_activation_bytes={2 * 8 * 16 * 16 * 4})"
+    again = bw.extract(bw.load_graphnet_sample(conv_bn_dir), cache=False)
+    assert repr(bw.show(reference)) == repr(bw.show(again)) == repr(bw.show(reference)) == expected
 
 
 def test_partitioner_traits_rerun_and_keep_the_previous_totals():
@@ -61,13 +78,23 @@ def test_a_failed_rerun_shows_one_line_and_keeps_the_graph():
     assert widget.data is data
 
 
+def _script(text, element_id):
+    start = text.index(f'id="{element_id}">') + len(f'id="{element_id}">')
+    return text[start : text.index("</script>", start)]
+
+
 def test_html_export_is_self_contained(reference, tmp_path):
-    path = reference.to_html(tmp_path / "reference.html")
-    text = path.read_text()
-    assert "http://" not in text.replace("http://www.w3.org", "") and "https://" not in text
-    start = text.index('id="bwd-data">') + len('id="bwd-data">')
-    state = json.loads(text[start:text.index("</script>", start)])
+    text = bw.to_html(reference, tmp_path / "reference.html").read_text()
+    bundle = base64.b64decode(_script(text, "bwd-esm"))
+    assert bundle == (STATIC / "widget.js").read_bytes(), "the page carries the whole built bundle"
+    assert b"WebAssembly" in bundle, "Graphviz's WebAssembly comes inside the bundle, not from the network"
+    outside = re.compile(rb"""(?:src|href)\s*=\s*["']?(?:https?:)?//|import\s*\(\s*["']https?:|fetch\(\s*["']https?:""")
+    for part in (text.encode(), bundle):
+        assert not outside.search(part), outside.search(part)
+    assert not re.search(r"<(script|link)[^>]+(src|href)=", text)
+    state = json.loads(_script(text, "bwd-data"))
     assert len(state["data"]["nodes"]) == 16 and state["can_rerun"] is False
+    assert set(state) == set(STATE_DEFAULTS) | {"data"}
 
 
 def test_html_export_escapes_names(tmp_path):
@@ -76,17 +103,47 @@ def test_html_export_escapes_names(tmp_path):
             return x.sin()
 
     extraction = bw.extract(Model(), torch.randn(3), name="</script><script>alert(1)</script>")
-    text = extraction.to_html(tmp_path / "x.html").read_text()
+    text = bw.to_html(extraction, tmp_path / "x.html").read_text()
     assert "<script>alert(1)" not in text
 
 
 def test_dot_and_svg(reference, tmp_path):
-    dot = reference.to_dot()
-    assert "subgraph cluster_bn" in dot and "subgraph cluster_conv" in dot
+    dot = bw.to_dot(reference)
+    assert sorted(re.findall(r"^\t\tlabel=(\w+)$", dot, re.M)) == ["bn", "conv"]
     assert "grad of conv.weight" in dot
     if shutil.which("dot") is None:
         with pytest.raises(bw.BwdWidgetsError, match="apt install graphviz"):
-            reference.save_svg(tmp_path / "g.svg")
+            bw.save_svg(reference, tmp_path / "g.svg")
     else:
-        svg = reference.save_svg(tmp_path / "g.svg").read_text()
+        svg = bw.save_svg(reference, tmp_path / "g.svg").read_text()
         assert "<svg" in svg and "convolution_backward" in svg
+
+
+HOSTILE = [
+    '<<TABLE><TR><TD HREF="javascript:alert(1)">x</TD></TR></TABLE>>',
+    "ends in a backslash\\",
+    'quote " and\nnewline',
+]
+
+
+def test_hostile_module_names_stay_text_in_dot_and_svg(tmp_path):
+    class Hostile(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            for name in HOSTILE:
+                self.add_module(name, torch.nn.Linear(3, 3))
+
+        def forward(self, x):
+            for name in HOSTILE:
+                x = getattr(self, name)(x).tanh()
+            return x
+
+    extraction = bw.extract(Hostile(), torch.randn(2, 3))
+    modules = {n["module"] for n in graph_payload(extraction)["nodes"]}
+    assert set(HOSTILE) <= modules, "names are shown as written"
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed: apt install graphviz")
+    svg = bw.save_svg(extraction, tmp_path / "hostile.svg").read_text()
+    assert "<a " not in svg and "xlink:href" not in svg and "<script" not in svg
+    assert svg.count("javascript:") == len(re.findall(r"<text[^>]*>[^<]*javascript:", svg)), "only ever as text"
+    assert "&lt;&lt;TABLE&gt;" in svg, "the HTML-like name is drawn as text"

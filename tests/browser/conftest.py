@@ -17,8 +17,14 @@ from shared_data import require
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
-    "--disable-background-networking", "--disable-component-update", "--disable-default-apps",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-default-apps",
 ]
 
 
@@ -59,18 +65,36 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
     config = tmp_path_factory.mktemp("jupyter-config")
     (config / "labconfig").mkdir()
-    (config / "labconfig" / "page_config.json").write_text(json.dumps({
-        "exposeAppInBrowser": True,
-        "disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True},
-    }))
+    (config / "labconfig" / "page_config.json").write_text(
+        json.dumps(
+            {
+                "exposeAppInBrowser": True,
+                "disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True},
+            }
+        )
+    )
     port = _free_port()
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), PYTHONUNBUFFERED="1")
     log = open(root / "lab.log", "w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         "--allow-root", "--ServerApp.token=", "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True",
-         f"--ServerApp.root_dir={root}", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            f"--port={port}",
+            "--ip=127.0.0.1",
+            "--allow-root",
+            "--ServerApp.token=",
+            "--ServerApp.password=",
+            "--ServerApp.disable_check_xsrf=True",
+            f"--ServerApp.root_dir={root}",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 90
@@ -80,7 +104,7 @@ def lab(tmp_path_factory):
             break
         except OSError:
             if process.poll() is not None:
-                raise RuntimeError((root / "lab.log").read_text())
+                raise RuntimeError((root / "lab.log").read_text()) from None
             time.sleep(0.5)
     else:
         process.kill()

@@ -45,9 +45,22 @@ RUN_IN_KERNEL = """async (code) => {
 }"""
 
 REFERENCE_NODES = {
-    "primals_1", "primals_2", "primals_4", "primals_5", "primals_6", "convolution", "getitem_1", "getitem_2",
-    "tangents_1", "native_batch_norm_backward", "getitem_3", "getitem_4", "getitem_5", "convolution_backward",
-    "getitem_6", "getitem_7",
+    "primals_1",
+    "primals_2",
+    "primals_4",
+    "primals_5",
+    "primals_6",
+    "convolution",
+    "getitem_1",
+    "getitem_2",
+    "tangents_1",
+    "native_batch_norm_backward",
+    "getitem_3",
+    "getitem_4",
+    "getitem_5",
+    "convolution_backward",
+    "getitem_6",
+    "getitem_7",
 }
 
 
@@ -65,8 +78,14 @@ def notebook_page(lab, browser, artifacts, conv_bn_dir):
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.on("console", lambda message: console.append(message) if message.type in ("warning", "error") else None)
     page.goto(f"{url}/lab/tree/widget_test.ipynb")
-    page.wait_for_function("window.jupyterapp && window.jupyterapp.shell.currentWidget && window.jupyterapp.shell.currentWidget.sessionContext && window.jupyterapp.shell.currentWidget.sessionContext.session && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=90_000)
-    page.wait_for_function("window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.connectionStatus === 'connected'", timeout=90_000)
+    page.wait_for_function(
+        "window.jupyterapp && window.jupyterapp.shell.currentWidget && window.jupyterapp.shell.currentWidget.sessionContext && window.jupyterapp.shell.currentWidget.sessionContext.session && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel",
+        timeout=90_000,
+    )
+    page.wait_for_function(
+        "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.connectionStatus === 'connected'",
+        timeout=90_000,
+    )
     page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
     page.wait_for_function("document.querySelectorAll('.bwd-root[data-rendered]').length === 5", timeout=180_000)
     page.screenshot(path=str(artifacts / "jupyterlab-widgets.png"), full_page=True)
@@ -108,7 +127,9 @@ def test_clicking_a_saved_row_selects_the_node_everywhere(notebook_page, artifac
     assert page.evaluate(f"({RUN_IN_KERNEL})('print(ref.selected)')").strip() == "convolution"
     # and back: Python sets the selection, the views follow
     page.evaluate(f"({RUN_IN_KERNEL})('ref.selected = \"convolution_backward\"')")
-    page.wait_for_function("document.querySelector('.bwd-root .bwd-details-title')?.textContent === 'convolution_backward'", timeout=10_000)
+    page.wait_for_function(
+        "document.querySelector('.bwd-root .bwd-details-title')?.textContent === 'convolution_backward'", timeout=10_000
+    )
     assert "convolution_backward" in reference.locator(".bwd-line.bwd-selected").text_content()
     # a code line selects its node
     reference.locator(".bwd-line", has_text="getitem_3 = native_batch_norm_backward[0]").click()
@@ -205,7 +226,8 @@ def test_sweep_button_fills_the_chart_from_the_kernel(notebook_page):
     widget.scroll_into_view_if_needed()
     widget.locator("button.bwd-sweep-button").click()
     page.wait_for_function(
-        "document.querySelectorAll('.bwd-root')[1].querySelectorAll('circle.bwd-sweep-point').length === 11", timeout=120_000
+        "document.querySelectorAll('.bwd-root')[1].querySelectorAll('circle.bwd-sweep-point').length === 11",
+        timeout=120_000,
     )
     assert widget.locator(".bwd-sweep-progress").text_content() == "11/11"
 

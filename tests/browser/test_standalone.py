@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from shared_data import require
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,10 +66,20 @@ def _state(fixture):
     conv = next(row for row in data["saved"] if row["name"] == "convolution")
     conv.update(alias_of="primals_6", storage_op="aten.view")  # to see the shared-memory line
     return {
-        "data": data, "selected": "", "partitioner": data["partitioner"], "memory_budget": 1.0,
-        "graph_index": 0, "busy": False, "error": "", "previous": {}, "can_rerun": True,
-        "comparison_rows": fixture["comparison_rows"], "compare_index": 0,
-        "sweep_points": [], "sweep_index": -1, "sweep_progress": "",
+        "data": data,
+        "selected": "",
+        "partitioner": data["partitioner"],
+        "memory_budget": 1.0,
+        "graph_index": 0,
+        "busy": False,
+        "error": "",
+        "previous": {},
+        "can_rerun": True,
+        "comparison_rows": fixture["comparison_rows"],
+        "compare_index": 0,
+        "sweep_points": [],
+        "sweep_index": -1,
+        "sweep_progress": "",
     }
 
 
@@ -82,10 +93,15 @@ def standalone(browser, artifacts):
     page.on("console", lambda m: console.append(f"{m.type}: {m.text}") if m.type in ("warning", "error") else None)
     page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
     page.set_content('<div id="app"></div>')
-    exports = page.evaluate(HARNESS, {
-        "esm": (STATIC / "widget.js").read_text(), "css": (STATIC / "widget.css").read_text(),
-        "state": _state(fixture), "sweepPoints": fixture["sweep_points"],
-    })
+    exports = page.evaluate(
+        HARNESS,
+        {
+            "esm": (STATIC / "widget.js").read_text(),
+            "css": (STATIC / "widget.css").read_text(),
+            "state": _state(fixture),
+            "sweepPoints": fixture["sweep_points"],
+        },
+    )
     assert exports == ["default"], "only `export default { render }`: a bare render export is deprecated"
     page.wait_for_selector(".bwd-root[data-rendered]")
     yield page, fixture, console
@@ -160,7 +176,9 @@ def test_partitioner_selector_lists_the_registry_and_a_custom_one(standalone):
     registered = fixture["data"]["partitioners"]
     options = page.locator("select.bwd-partitioner option")
     assert options.all_text_contents() == [p["name"] for p in registered]
-    assert [options.nth(i).get_attribute("title") for i in range(options.count())] == [p["description"] for p in registered]
+    assert [options.nth(i).get_attribute("title") for i in range(options.count())] == [
+        p["description"] for p in registered
+    ]
     budget_taker = next(p["name"] for p in registered if p["takes_budget"])
     page.locator("select.bwd-partitioner").select_option(budget_taker)
     assert page.evaluate("window.__model.get('partitioner')") == budget_taker
@@ -189,7 +207,10 @@ def test_comparison_and_the_sweep_command(standalone, artifacts):
     page.wait_for_function("document.querySelectorAll('circle.bwd-sweep-point').length > 0")
     assert page.evaluate("window.__log.invokes") == [{"name": "_sweep", "msg": {"budgets": None}, "signal": True}]
     assert page.locator("circle.bwd-sweep-point").count() == len(fixture["sweep_points"])
-    assert page.locator(".bwd-sweep-progress").text_content() == f"{len(fixture['sweep_points'])}/{len(fixture['sweep_points'])}"
+    assert (
+        page.locator(".bwd-sweep-progress").text_content()
+        == f"{len(fixture['sweep_points'])}/{len(fixture['sweep_points'])}"
+    )
     page.locator("circle.bwd-sweep-point").first.dispatch_event("click")
     assert page.evaluate("window.__model.get('sweep_index')") == 0
     page.screenshot(path=str(artifacts / "standalone-studio.png"), full_page=True)

@@ -6,23 +6,31 @@ import ast
 import textwrap
 
 from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ._errors import BwdWidgetsError
+from ..core.errors import BwdWidgetsError
+from ..core.partitioners import partitioner_names
+from ..extractor import extract
+from .widget import BackwardGraphWidget
 
 
 @magics_class
 class BwdMagics(Magics):
     @magic_arguments()
     @argument("call", nargs="*", help="the forward call, e.g. model(x, y) (line magic only)")
-    @argument("--partitioner", default="default", help="default or min_cut (default: default)")
+    @argument("--partitioner", default="default", help=f"one of {', '.join(partitioner_names())} (default: default)")
     @argument("--budget", type=float, default=None, help="activation memory budget in [0, 1]; implies min_cut")
     @argument("--fake", action="store_true", help="fake mode: trace shapes only, run nothing")
     @argument("--save", metavar="DIR", help="also write train_forward/ and train_backward/ GraphNet samples under DIR")
     @argument("--name", help="name of the extraction and of the saved samples (default: the model's class)")
     @argument("--no-display", action="store_true", help="return the extraction without showing the widget")
-    @argument("--output", metavar="VAR", help="cell magic: the variable holding the forward result (default: the last expression)")
+    @argument(
+        "--output",
+        metavar="VAR",
+        help="cell magic: the variable holding the forward result (default: the last expression)",
+    )
     @line_cell_magic
     def bwd_extract(self, line, cell=None):
         """Extract the backward graph of a forward call and show it.
@@ -56,12 +64,14 @@ class BwdMagics(Magics):
                 raise UsageError(f"%%bwd_extract takes options only; put {' '.join(args.call)!r} in the cell")
             model, inputs = _cell_function(cell, namespace, args.output)
         partitioner = "min_cut" if args.budget is not None and args.partitioner == "default" else args.partitioner
-        from ._extract import extract
-
         try:
             extraction = extract(
-                model, *inputs, partitioner=partitioner, memory_budget=args.budget,
-                mode="fake" if args.fake else "real", name=args.name,
+                model,
+                *inputs,
+                partitioner=partitioner,
+                memory_budget=args.budget,
+                mode="fake" if args.fake else "real",
+                name=args.name,
             )
             if args.save:
                 extraction.save_graphnet(args.save, args.name or extraction.model_name)
@@ -70,7 +80,7 @@ class BwdMagics(Magics):
         if not args.no_display:
             from IPython.display import display
 
-            display(extraction.widget())
+            display(BackwardGraphWidget(extraction))
         return extraction
 
 
@@ -115,7 +125,12 @@ def _cell_function(cell, namespace, output):
     assigned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     read = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in assigned and node.id not in read:
+        if (
+            isinstance(node, ast.Name)
+            and isinstance(node.ctx, ast.Load)
+            and node.id not in assigned
+            and node.id not in read
+        ):
             if isinstance(namespace.get(node.id), torch.Tensor):
                 read.append(node.id)
     if output and output not in assigned:
@@ -127,11 +142,11 @@ def _cell_function(cell, namespace, output):
     return scope["bwd_extract_cell"], [namespace[name] for name in read]
 
 
-def load(shell) -> None:
+def load(shell: InteractiveShell) -> None:
     shell.register_magics(BwdMagics)
 
 
-def unload(shell) -> None:
+def unload(shell: InteractiveShell) -> None:
     magics = shell.magics_manager.magics
     magics["line"].pop("bwd_extract", None)
     magics["cell"].pop("bwd_extract", None)

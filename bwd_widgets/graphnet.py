@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from ._errors import SampleError
-from ._naming import parse_flat_name
+from .core.errors import SampleError
+from .core.naming import parse_flat_name
 
 _CUDA_STRING = re.compile(r"""(['"])cuda(?::\d+)?\1""")
 _CUDA_DEVICE = re.compile(r"""device\(type=(['"])cuda\1(?:,\s*index=\d+)?\)""")
@@ -112,7 +112,9 @@ def load_graphnet_sample(path, device: str = "cpu", seed: int = 0) -> GraphNetSa
     parameters = list(inspect.signature(module_class.forward).parameters.values())[1:]
     missing = [p.name for p in parameters if p.name not in by_name]
     if missing:
-        raise SampleError(f"{path} has no tensor meta for argument(s) {', '.join(missing[:5])}: add them to weight_meta.py.")
+        raise SampleError(
+            f"{path} has no tensor meta for argument(s) {', '.join(missing[:5])}: add them to weight_meta.py."
+        )
     ordered = [by_name[p.name] for p in parameters]
     limits = _embedding_limits(code, by_name)
     generator = torch.Generator().manual_seed(seed)
@@ -230,7 +232,13 @@ def meta_class(name: str, value, original_name: str | None = None) -> str:
         lines.append(f"    data = {_list_literal(data) if data is not None else None}")
         lines += extra
     else:
-        lines += ["    shape = []", '    dtype = "torch.int64"', '    device = "cpu"', "    mean = None", "    std = None"]
+        lines += [
+            "    shape = []",
+            '    dtype = "torch.int64"',
+            '    device = "cpu"',
+            "    mean = None",
+            "    std = None",
+        ]
         lines.append(f"    data = [{int(value)}]" if isinstance(value, int) else "    data = None")
     return "\n".join(lines) + "\n"
 
@@ -272,14 +280,14 @@ def save_extraction(extraction, out_dir, name: str) -> dict:
     try:
         written = {}
         for split in ("train_forward", "train_backward"):
-            for pair in extraction.graphs:
-                relative = Path(name) if len(extraction.graphs) == 1 else Path(name) / f"subgraph_{pair.index}"
+            for partition in extraction.partitions:
+                relative = Path(name) if len(extraction.partitions) == 1 else Path(name) / f"subgraph_{partition.index}"
                 if split == "train_forward":
-                    gm, code, real = pair.forward, pair.forward_code, pair.forward_inputs
+                    gm, code, real = partition.forward, partition.forward_code, partition.forward_inputs
                 else:
-                    gm, code, real = pair.backward, pair.backward_code, pair.backward_inputs
+                    gm, code, real = partition.backward, partition.backward_code, partition.backward_inputs
                 names, values = _placeholder_values(gm, real)
-                originals = {f"primals_{i + 1}": source.name for i, source in enumerate(pair.inputs)}
+                originals = {f"primals_{i + 1}": source.name for i, source in enumerate(partition.inputs)}
                 info = {
                     "framework": "torch",
                     "num_devices_required": 1,

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 import torch.fx
 
-from ._naming import module_path, source_line
+from .naming import module_path, source_line
+from .why import why_saved
+
+if TYPE_CHECKING:
+    from .trace import InputSource, Partition
 
 KINDS = ("activation", "parameter", "buffer", "input", "symint")
 
@@ -138,15 +143,14 @@ def node_module(node: torch.fx.Node | None, sources) -> str | None:
     return None
 
 
-def saved_tensors(captured, graph_index=0, partitioner="default") -> list:
-    from ._why import why_saved
-
-    forward_nodes = {n.name: n for n in captured.forward.graph.nodes}
-    joint_nodes = {n.name: n for n in captured.joint.graph.nodes} if captured.joint is not None else {}
-    sources = captured.input_sources
+def saved_tensors(partition: Partition) -> list[SavedTensor]:
+    """One SavedTensor per non-tangent backward placeholder, each storage's bytes counted once."""
+    forward_nodes = {n.name: n for n in partition.forward.graph.nodes}
+    joint_nodes = {n.name: n for n in partition.joint.graph.nodes}
+    sources = partition.inputs
     counted_storages = set()
     saved = []
-    for node in captured.backward.graph.find_nodes(op="placeholder"):
+    for node in partition.backward_with_nones.graph.find_nodes(op="placeholder"):
         if node.name.startswith("tangents_"):
             continue
         value = node.meta.get("val")
@@ -192,30 +196,38 @@ def saved_tensors(captured, graph_index=0, partitioner="default") -> list:
                 module=module,
                 source_line=source_line(producer.meta.get("stack_trace")) if producer is not None else None,
                 users=users,
-                graph_index=graph_index,
+                graph_index=partition.index,
                 alias_of=alias_of,
                 storage_op=storage_op,
                 activation_bytes=activation_bytes,
-                why=why_saved(kind, producer if is_activation else None, users, partitioner, joint_nodes),
+                why=why_saved(kind, producer if is_activation else None, users, partition.partitioner, joint_nodes),
             )
         )
     return saved
 
 
-def tangents(captured) -> list:
+def tangents(backward: torch.fx.GraphModule) -> list[TensorInfo]:
     return [
         tensor_info(n.name, n.meta.get("val"))
-        for n in captured.backward.graph.find_nodes(op="placeholder")
+        for n in backward.graph.find_nodes(op="placeholder")
         if n.name.startswith("tangents_")
     ]
 
 
-def gradients(captured) -> list:
+def recomputed(backward: torch.fx.GraphModule) -> list[tuple[str, str]]:
+    """Forward ops a partitioner placed in backward to recompute them: (node name, op)."""
+    return [
+        (n.name, op_name(n))
+        for n in backward.graph.nodes
+        if n.op == "call_function" and n.meta.get("partitioner_tag") == "is_forward"
+    ]
+
+
+def gradients(backward_with_nones: torch.fx.GraphModule, sources: list[InputSource]) -> list[GradientOutput]:
     """Pair each non-None backward output with the forward input it is the gradient of."""
-    output = captured.backward.graph.output_node()
+    output = backward_with_nones.graph.output_node()
     values = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
     descs = output.meta.get("desc") or [None] * len(values)
-    sources = captured.input_sources
     result = []
     for position, (value, desc) in enumerate(zip(values, descs)):
         if value is None:
@@ -225,4 +237,3 @@ def gradients(captured) -> list:
         info = tensor_info(value.name, value.meta.get("val"))
         result.append(GradientOutput(value.name, source.name, source.kind, source.key, info.shape, info.dtype))
     return result
-

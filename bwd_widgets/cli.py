@@ -11,6 +11,9 @@ import time
 import warnings
 from pathlib import Path
 
+from .core.errors import BwdWidgetsError, one_line
+from .core.partitioners import partitioner_names, resolve_partitioner
+
 EXAMPLE = """example:
   bwd-extract ../shared/graphnet_samples/torchvision/mobilenet_v2 --out out/
   bwd-extract --list ../shared/graphnet_samples/dev_list.txt --out out/ --resume
@@ -27,11 +30,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("samples", nargs="*", type=Path, metavar="SAMPLE_DIR", help="GraphNet sample folders")
     parser.add_argument("--list", type=Path, metavar="FILE", help="a file of sample paths, one a line")
-    parser.add_argument("--root", type=Path, help="folder the --list paths are relative to (default: the list's folder)")
+    parser.add_argument(
+        "--root", type=Path, help="folder the --list paths are relative to (default: the list's folder)"
+    )
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
-    parser.add_argument("--partitioner", default="default", help="default or min_cut (default: %(default)s)")
+    parser.add_argument(
+        "--partitioner", default="default", help=f"one of {', '.join(partitioner_names())} (default: %(default)s)"
+    )
     parser.add_argument("--budget", type=float, help="activation memory budget in [0, 1]; implies min_cut")
-    parser.add_argument("--mode", choices=("real", "fake"), default="real", help="real runs the model; fake only traces shapes")
+    parser.add_argument(
+        "--mode", choices=("real", "fake"), default="real", help="real runs the model; fake only traces shapes"
+    )
     parser.add_argument("--resume", action="store_true", help="skip samples whose output is already complete")
     parser.add_argument("--device", default="cpu", help="device for the sample tensors (default: %(default)s)")
     return parser
@@ -58,7 +67,8 @@ def is_complete(out: Path, name: str) -> bool:
 
 
 def extract_one(name, folder, args) -> dict:
-    from . import extract, load_graphnet_sample
+    from .extractor import extract
+    from .graphnet import load_graphnet_sample
 
     started = time.perf_counter()
     sample = load_graphnet_sample(folder, device=args.device)
@@ -97,9 +107,6 @@ def main(argv=None) -> int:
     samples = collect_samples(args, parser)
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.|copyreg")
     from tqdm import tqdm
-
-    from ._errors import BwdWidgetsError, one_line
-    from ._partitioners import resolve_partitioner
 
     if args.budget is not None and args.partitioner == "default":
         args.partitioner = "min_cut"
@@ -142,5 +149,7 @@ def main(argv=None) -> int:
         progress.close()
     write_summary(args.out, records, args)
     errors = sum(r["status"] == "error" for r in records)
-    print(f"{len(records) - errors} of {len(records)} samples ok; summary in {args.out / 'summary.json'}", file=sys.stderr)
+    print(
+        f"{len(records) - errors} of {len(records)} samples ok; summary in {args.out / 'summary.json'}", file=sys.stderr
+    )
     return 1 if errors else 0

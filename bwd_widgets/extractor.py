@@ -6,21 +6,22 @@ import contextlib
 import dataclasses
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.utils._pytree as pytree
 
-from . import _analysis
-from ._capture import CaptureSession, signature_names
-from ._errors import (
+from .core.capture import CaptureSession, signature_names
+from .core.errors import (
     BwdWidgetsError,
     ExtractionFailed,
     NoDifferentiableOutputError,
     NothingRequiresGradError,
     one_line,
 )
-from ._extraction import BackwardExtraction, GraphPair
-from ._partitioners import resolve_partitioner
+from .core.partitioners import resolve_partitioner
+from .extraction import BackwardExtraction
+from .graphnet import GraphNetSample
 
 NO_GRAD_KEYWORDS = (
     "running_mean",
@@ -32,6 +33,7 @@ NO_GRAD_KEYWORDS = (
     "anchor",
 )
 MODES = ("real", "fake")
+RequiresGrad = bool | dict[str, bool] | Callable[[str, torch.Tensor], bool] | None
 TRACE_CACHE_SIZE = 2  # in real mode each kept trace holds copies of real values: keep few
 _traces: OrderedDict = OrderedDict()  # trace key -> (extraction, model, inputs): the ids in the key stay taken
 
@@ -42,6 +44,7 @@ def _trace_key(model, example_inputs, decided, mode, capture_scalars):
     Identities and version counters: an in-place update of a weight or an input, a
     new shape, another mode, or other requires-grad choices all trace again.
     """
+
     def tensor_key(t):
         return (id(t), t._version, tuple(t.shape), t.dtype, t.device.type)
 
@@ -53,11 +56,13 @@ def _trace_key(model, example_inputs, decided, mode, capture_scalars):
     else:
         code = getattr(model, "__code__", None)
         training = None
-    inputs = tuple(tensor_key(v) if isinstance(v, torch.Tensor) else (type(v).__name__, repr(v)[:100]) for v in example_inputs)
+    inputs = tuple(
+        tensor_key(v) if isinstance(v, torch.Tensor) else (type(v).__name__, repr(v)[:100]) for v in example_inputs
+    )
     return (id(model), id(code), training, tuple(state), inputs, tuple(sorted(decided.items())), mode, capture_scalars)
 
 
-def default_requires_grad(name: str, tensor) -> bool:
+def default_requires_grad(name: str, tensor: object) -> bool:
     """GraphNet's rule: floating-point tensors, except statistics, masks and indices."""
     if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point():
         return False
@@ -65,20 +70,20 @@ def default_requires_grad(name: str, tensor) -> bool:
 
 
 def extract(
-    model,
-    *example_inputs,
-    partitioner="default",
-    memory_budget=None,
-    mode="real",
-    requires_grad=None,
-    name=None,
-    capture_scalars=True,
-    cache=True,
+    model: Callable | GraphNetSample,
+    *example_inputs: object,
+    partitioner: object = "default",
+    memory_budget: float | None = None,
+    mode: str = "real",
+    requires_grad: RequiresGrad = None,
+    name: str | None = None,
+    capture_scalars: bool = True,
+    cache: bool = True,
 ) -> BackwardExtraction:
     """Capture the forward, backward and joint graphs of `model(*example_inputs)`.
 
-    partitioner: "default", "min_cut", a memory budget in [0, 1] (min-cut), or a
-        partition_fn(joint_gm, joint_inputs, *, num_fwd_outputs, ...).
+    partitioner: a registered name ("default", "min_cut"), a memory budget in [0, 1]
+        (min-cut), or a partition_fn(joint_gm, joint_inputs, *, num_fwd_outputs, ...).
     memory_budget: with "min_cut", torch's activation_memory_budget for this call.
     mode: "real" runs forward and backward (real values are kept); "fake" runs
         nothing: shapes only, under FakeTensorMode, for models of any size.
@@ -94,8 +99,6 @@ def extract(
         from the first call instead of tracing again.
     `model` may also be a GraphNetSample from load_graphnet_sample().
     """
-    from ._graphnet import GraphNetSample
-
     input_names = {}
     rule_names = {}
     if isinstance(model, GraphNetSample):
@@ -131,12 +134,8 @@ def extract(
         )
     key = _trace_key(model, example_inputs, decided, mode, capture_scalars) if cache else None
     if key is not None and key in _traces:
-        from ._studio import repartition
-
         _traces.move_to_end(key)
-        again = repartition(_traces[key][0], resolved)
-        again.model_name = name
-        return again
+        return dataclasses.replace(_traces[key][0].rerun(resolved), model_name=name)
 
     session = CaptureSession(resolved, keep_real_inputs=mode == "real", input_names=input_names, signature=signature)
     started = time.perf_counter()
@@ -163,11 +162,14 @@ def extract(
                 try:
                     torch.autograd.backward(differentiable, [torch.ones_like(t) for t in differentiable])
                 except RuntimeError as error:
-                    if not session.graphs or any(c.backward is None for c in session.graphs):
+                    if not session.partitions:
                         raise
-                    notes.append(f"the real backward run failed, so no real backward values are kept: {one_line(error)}")
-                    for captured in session.graphs:
-                        captured.backward_inputs = None
+                    notes.append(
+                        f"the real backward run failed, so no real backward values are kept: {one_line(error)}"
+                    )
+                    for partition in session.partitions:
+                        partition.backward_inputs = None
+                        partition.trace.tangent_values = None
                 autograd_gradients = {
                     n: t.grad
                     for n, t in list(zip(arg_names, inputs)) + list(parameters.items())
@@ -183,21 +185,18 @@ def extract(
             param.grad = old_grads[param_name]
         torch._dynamo.reset()
 
-    graphs = [graph_pair(i, c, resolved.name) for i, c in enumerate(c for c in session.graphs if c.backward is not None)]
-    if not graphs:
+    if not session.partitions:
         raise NoDifferentiableOutputError(
             f"{name} produced no backward graph: no output depends on an input or parameter requiring grad."
         )
+    session.partitions[0].trace.notes.extend(notes)
     extraction = BackwardExtraction(
-        graphs=graphs,
-        partitioner=resolved.name,
-        memory_budget=resolved.memory_budget,
+        partitions=session.partitions,
         mode=mode,
         model_name=name,
         seconds=time.perf_counter() - started,
         autograd_gradients=autograd_gradients,
         requires_grad=decided,
-        notes=notes,
     )
     if key is not None and not notes and key == _trace_key(model, example_inputs, decided, mode, capture_scalars):
         _traces[key] = (extraction, model, example_inputs)
@@ -209,25 +208,6 @@ def extract(
 def clear_trace_cache() -> None:
     """Forget kept traces (they hold the model, its inputs and, in real mode, copies of real values)."""
     _traces.clear()
-
-
-def graph_pair(index, captured, resolved_name) -> GraphPair:
-    return GraphPair(
-        index=index,
-        forward=captured.forward,
-        backward_with_nones=captured.backward,
-        joint=captured.joint,
-        inputs=captured.input_sources,
-        saved_tensors=_analysis.saved_tensors(captured, index, resolved_name),
-        tangents=_analysis.tangents(captured),
-        gradients=_analysis.gradients(captured),
-        forward_inputs=captured.forward_inputs,
-        backward_inputs=captured.backward_inputs,
-        num_fwd_outputs=captured.num_fwd_outputs,
-        joint_inputs=captured.joint_inputs,
-        partition_kwargs=captured.partition_kwargs,
-        partitioner=resolved_name,
-    )
 
 
 def _arg_name(signature, index):
@@ -278,7 +258,7 @@ def _differentiable_outputs(outputs):
 
 
 @contextlib.contextmanager
-def _faked(model, inputs):
+def _faked(model: Callable, inputs: list) -> Iterator[list]:
     """Swap parameters, buffers and inputs for fake tensors: no compute, no memory."""
     from torch._guards import detect_fake_mode
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
@@ -308,5 +288,3 @@ def _faked(model, inputs):
             stack.enter_context(_reparametrize_module(model, fake_state, tie_weights=True))
         stack.enter_context(fake_mode)
         yield fake_inputs
-
-

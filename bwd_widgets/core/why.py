@@ -11,6 +11,9 @@ import functools
 import operator
 
 import torch
+import torch.fx
+
+from .partitioners import Partitioner
 
 
 @functools.lru_cache(maxsize=1)
@@ -48,7 +51,7 @@ def min_cut_ban(node, op_types) -> str | None:
     return None
 
 
-def why_saved(kind, producer, users, partitioner, joint_nodes) -> str:
+def why_saved(kind: str, producer, users: list[str], partitioner: Partitioner, joint_nodes: dict) -> str:
     """One sentence: kept input, checkpoint policy, ban, or the cheapest cut."""
     readers = ", ".join(users[:3]) + (" and others" if len(users) > 3 else "")
     read = f"read by {readers} in backward" if users else "kept for backward"
@@ -64,16 +67,16 @@ def why_saved(kind, producer, users, partitioner, joint_nodes) -> str:
     joint_node = joint_nodes.get(source.name)
     tag = checkpoint_tag(joint_node)
     policy = f" (checkpoint policy: {tag})" if tag else ""
-    if partitioner == "default":
-        return f"{read}; the default partitioner saves every forward value backward reads and recomputes nothing{policy}."
-    if partitioner == "min_cut":
+    if partitioner.why_saved == "default":
+        return f"{read}; the default partitioner saves every forward value backward reads, recomputing only what checkpoint tags ask for{policy}."
+    if partitioner.why_saved == "min_cut":
         ban = min_cut_ban(joint_node or source, _op_types())
         if ban == "marked MUST_SAVE":
             return f"{read}; the checkpoint policy marks it MUST_SAVE, so min-cut never recomputes it."
         if ban is not None:
             return f"{read}; min-cut bans recomputing it: {ban} ({_target_name(source)}){policy}."
         return f"{read}; saving it is part of min-cut's cheapest cut (recomputing it would cost more){policy}."
-    return f"{read}; chosen by the {partitioner} partitioner{policy}."
+    return f"{read}; chosen by the {partitioner.name} partitioner{policy}."
 
 
 def _target_name(node) -> str:

@@ -6,75 +6,59 @@ No analysis happens here: this module only records what torch hands its compiler
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import torch
 import torch.fx
+from functorch.compile import make_boxed_func
 from torch._dynamo.backends.common import aot_autograd
 
-from ._partitioners import Partitioner
-
-
-class InputSource(NamedTuple):
-    """What a forward primal is: kind, human name, and the key autograd's grads use."""
-
-    kind: str  # parameter, buffer or input
-    name: str  # `bn.weight`, or the argument name
-    key: str  # the argument name (inputs) or qualified parameter name
-
-
-@dataclass
-class CapturedGraph:
-    """One Dynamo graph's trip through AOT Autograd."""
-
-    dynamo_graph: torch.fx.GraphModule
-    input_sources: list  # one InputSource per forward primal
-    joint: torch.fx.GraphModule | None = None
-    forward: torch.fx.GraphModule | None = None
-    backward: torch.fx.GraphModule | None = None
-    num_fwd_outputs: int | None = None
-    joint_inputs: list | None = None  # what partition_fn received: a repartition needs them again
-    partition_kwargs: dict = field(default_factory=dict)
-    forward_inputs: list | None = None
-    backward_inputs: list | None = None
+from .naming import parse_source_name
+from .partitioners import Partitioner
+from .trace import InputSource, Partition, Trace
 
 
 @dataclass
 class CaptureSession:
+    """A Dynamo backend that records each compiled region as a Trace and its first Partition."""
+
     partitioner: Partitioner
     keep_real_inputs: bool
-    input_names: dict = field(default_factory=dict)  # local arg name -> (kind, human name)
-    signature: list = field(default_factory=list)
-    graphs: list = field(default_factory=list)
+    input_names: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Local argument name -> (kind, human name), for GraphNet samples."""
+    signature: list[str] = field(default_factory=list)
+    partitions: list[Partition] = field(default_factory=list)
+    _inputs: list[InputSource] = field(default_factory=list)
+    _current: Partition | None = None
 
-    def backend(self):
-        """A Dynamo backend that records each graph and partitions with our partitioner."""
-
+    def backend(self) -> Callable:
         def partition_fn(joint, joint_inputs, *, num_fwd_outputs, **kwargs):
-            current = self.graphs[-1]
-            current.joint = copy_graph_module(joint)
-            current.num_fwd_outputs = num_fwd_outputs
-            current.joint_inputs = joint_inputs
-            current.partition_kwargs = dict(kwargs, num_fwd_outputs=num_fwd_outputs)
-            with self.partitioner.config():
-                return self.partitioner.partition_fn(
-                    joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kwargs
-                )
+            trace = Trace(
+                index=len(self.partitions),
+                joint=joint,
+                joint_inputs=joint_inputs,
+                partition_kwargs=dict(kwargs, num_fwd_outputs=num_fwd_outputs),
+                inputs=self._inputs,
+            )
+            forward, backward = trace.split(self.partitioner)
+            self._current = Partition(trace, self.partitioner, forward, backward)
+            self.partitions.append(self._current)
+            return forward, backward
 
         def fw_compiler(gm, example_inputs):
-            current = self.graphs[-1]
+            current = self._current
+            if current is None:  # an inference graph: nothing needs a gradient here
+                return make_boxed_func(gm.forward)
             current.forward = gm
-            return _boxed(gm, current, "forward_inputs" if self.keep_real_inputs else None)
+            return _recording(gm, self._keep_forward_inputs(current.trace))
 
         def bw_compiler(gm, example_inputs):
-            current = self.graphs[-1]
-            current.backward = gm
-            return _boxed(gm, current, "backward_inputs" if self.keep_real_inputs else None)
+            current = self._current
+            current.backward_with_nones = gm
+            return _recording(gm, self._keep_backward_inputs(current))
 
-        aot_backend = aot_autograd(
-            fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn
-        )
+        aot_backend = aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn)
 
         def backend(gm, example_inputs):
             order = _signature_order(gm, self.signature)
@@ -82,14 +66,36 @@ class CaptureSession:
                 # Dynamo calls the compiled graph in its placeholders' final order.
                 _reorder_placeholders(gm, order)
                 example_inputs = [example_inputs[i] for i in order]
-            self.graphs.append(CapturedGraph(gm, self._sources(gm)))
+            self._inputs = self._sources(gm)
+            self._current = None
             return aot_backend(gm, example_inputs)
 
         return backend
 
-    def _sources(self, gm):
-        from ._naming import parse_source_name
+    def _keep_forward_inputs(self, trace: Trace) -> Callable[[list], None] | None:
+        if not self.keep_real_inputs:
+            return None
 
+        def keep(args: list) -> None:
+            trace.forward_inputs = [_detached_copy(a) for a in args]
+
+        return keep
+
+    def _keep_backward_inputs(self, partition: Partition) -> Callable[[list], None] | None:
+        if not self.keep_real_inputs:
+            return None
+
+        def keep(args: list) -> None:
+            values = [_detached_copy(a) for a in args]
+            partition.backward_inputs = values
+            names = [n.name for n in partition.backward_with_nones.graph.find_nodes(op="placeholder")]
+            partition.trace.tangent_values = {
+                name: value for name, value in zip(names, values) if name.startswith("tangents_")
+            }
+
+        return keep
+
+    def _sources(self, gm: torch.fx.GraphModule) -> list[InputSource]:
         sources = []
         for node in gm.graph.find_nodes(op="placeholder"):
             grapharg = node.meta.get("grapharg")
@@ -106,12 +112,12 @@ class CaptureSession:
         return sources
 
 
-def _boxed(gm, captured, attribute):
-    """Wrap a compiled graph in torch's boxed calling convention, keeping real inputs if asked."""
+def _recording(gm: torch.fx.GraphModule, keep: Callable[[list], None] | None) -> Callable:
+    """Wrap a compiled graph in torch's boxed calling convention, keeping its real inputs if asked."""
 
     def run(args):
-        if attribute is not None:
-            setattr(captured, attribute, [_detached_copy(a) for a in args])
+        if keep is not None:
+            keep(args)
         return gm(*args)
 
     run._boxed_call = True
@@ -122,14 +128,6 @@ def _detached_copy(value):
     if isinstance(value, torch.Tensor):
         return value.detach().clone()
     return value
-
-
-def copy_graph_module(gm):
-    """Min-cut mutates the joint graph it is given: keep an untouched copy (metadata shared)."""
-    graph = torch.fx.Graph()
-    output = graph.graph_copy(gm.graph, {})
-    graph.output(output)
-    return torch.fx.GraphModule(gm, graph)
 
 
 def _signature_order(gm, signature):
@@ -158,15 +156,11 @@ def _reorder_placeholders(gm, order):
     gm.recompile()
 
 
-def signature_names(fn) -> list:
+def signature_names(fn: Callable) -> list[str]:
     """Names of the positional parameters of fn (or of a module's forward)."""
     target = fn.forward if isinstance(fn, torch.nn.Module) else fn
     try:
         parameters = inspect.signature(target).parameters.values()
     except (TypeError, ValueError):
         return []
-    return [
-        p.name
-        for p in parameters
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
-    ]
+    return [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]

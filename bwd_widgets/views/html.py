@@ -7,9 +7,10 @@ import html
 import json
 from pathlib import Path
 
-from ._graph_data import graph_payload
+from ..extraction import BackwardExtraction
+from .payload import STATE_DEFAULTS, WidgetState, graph_payload
 
-STATIC = Path(__file__).parent / "static"
+STATIC = Path(__file__).resolve().parents[1] / "static"
 
 PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>{title}</title><style>{css}</style></head>
@@ -20,7 +21,7 @@ PAGE = """<!doctype html>
 <script type="module">
 const bytes = Uint8Array.from(atob(document.getElementById("bwd-esm").textContent), (c) => c.charCodeAt(0));
 const url = URL.createObjectURL(new Blob([bytes], {{ type: "text/javascript" }}));
-const {{ render }} = await import(url);
+const widget = (await import(url)).default;
 const state = JSON.parse(document.getElementById("bwd-data").textContent);
 const handlers = {{}};
 const model = {{
@@ -28,8 +29,10 @@ const model = {{
   set: (name, value) => {{ state[name] = value; (handlers["change:" + name] || []).forEach((f) => f()); }},
   save_changes: () => {{}},
   on: (event, callback) => {{ (handlers[event] = handlers[event] || []).push(callback); }},
+  off: (event, callback) => {{ handlers[event] = (handlers[event] || []).filter((f) => f !== callback); }},
 }};
-render({{ model, el: document.getElementById("bwd-app") }});
+const experimental = {{ invoke: async () => {{ throw new Error("no kernel in a static page"); }} }};
+widget.render({{ model, el: document.getElementById("bwd-app"), experimental }});
 </script>
 </body></html>
 """
@@ -40,26 +43,21 @@ def _script_safe(text: str) -> str:
     return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
-def html_state(extraction, graph_index: int = 0) -> dict:
-    return {
+def html_state(extraction: BackwardExtraction, graph_index: int = 0) -> WidgetState:
+    """The widget's state for a page with no kernel: nothing can be partitioned again."""
+    state = {
+        **STATE_DEFAULTS,
         "data": graph_payload(extraction, graph_index),
-        "selected": "",
         "partitioner": extraction.partitioner,
-        "memory_budget": extraction.memory_budget if extraction.memory_budget is not None else 1.0,
+        "memory_budget": 1.0 if extraction.memory_budget is None else extraction.memory_budget,
         "graph_index": graph_index,
-        "busy": False,
-        "error": "",
-        "previous": {},
         "can_rerun": False,
-        "comparison_rows": [],
-        "compare_index": -1,
-        "sweep_points": [],
-        "sweep_index": -1,
-        "sweep_progress": "",
     }
+    return WidgetState(**state)
 
 
-def write_html(extraction, path, graph_index: int = 0) -> Path:
+def to_html(extraction: BackwardExtraction, path: str | Path, graph_index: int = 0) -> Path:
+    """One self-contained HTML file with the same viewer: no kernel, no network."""
     path = Path(path)
     page = PAGE.format(
         title=html.escape(f"backward graph of {extraction.model_name}"),

@@ -1,0 +1,111 @@
+"""Human names for graph inputs and module paths (`primals_3` -> `bn.weight`)."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+_FLAT_SEGMENT = re.compile(r"_(modules|parameters|buffers)_")
+_KIND = {"parameters": "parameter", "buffers": "buffer", "modules": "input"}
+
+
+def parse_flat_name(name: str) -> tuple[str, str]:
+    """Read Dynamo's flat argument names, as GraphNet samples keep them.
+
+    `L_self_modules_bn_parameters_weight_` -> ("parameter", "bn.weight"),
+    `L_x_` -> ("input", "x"). Anything else is an input named as it is.
+    """
+    core = name[2:] if name[:2] in ("L_", "l_") else name
+    core = core[:-1] if core.endswith("_") and core != "_" else core
+    if core.startswith("self_"):
+        parts = _FLAT_SEGMENT.split(core[4:])
+        if len(parts) >= 3 and parts[0] == "":
+            return _KIND[parts[-2]], ".".join(parts[2::2])
+    return "input", core
+
+
+_DOTTED = re.compile(r"L\['(\w*)'\]((?:\.\w+)*)")
+_CONTAINERS = {"_modules": "modules", "_parameters": "parameters", "_buffers": "buffers"}
+
+
+def _segments(expression: str) -> list[tuple[str, str]] | None:
+    """Read a Dynamo source expression such as `getattr(L['self'], 'a b')._parameters['weight']`.
+
+    Returns (container, name) pairs: container is `local`, `modules`, `parameters`, `buffers`,
+    `attr` or `item`. Names are Python literals there, so any character survives.
+    """
+    dotted = _DOTTED.fullmatch(expression)
+    if dotted:  # `L['self'].blocks.0.1`: digits after dots are not Python, but plain to read
+        return [("local", dotted.group(1))] + [("attr", part) for part in dotted.group(2).split(".")[1:]]
+    try:
+        tree = ast.parse(expression, mode="eval").body
+    except SyntaxError:
+        return None
+    segments: list[tuple[str, str]] = []
+
+    def walk(node: ast.expr) -> bool:
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            key = str(node.slice.value)
+            if isinstance(node.value, ast.Name) and node.value.id == "L":
+                segments.append(("local", key))
+                return True
+            if isinstance(node.value, ast.Attribute) and node.value.attr in _CONTAINERS:
+                if not walk(node.value.value):
+                    return False
+                segments.append((_CONTAINERS[node.value.attr], key))
+                return True
+            if not walk(node.value):
+                return False
+            segments.append(("item", key))
+            return True
+        if isinstance(node, ast.Attribute):
+            if not walk(node.value):
+                return False
+            segments.append(("attr", node.attr))
+            return True
+        is_getattr = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+        if is_getattr and len(node.args) == 2 and isinstance(node.args[1], ast.Constant):
+            if not walk(node.args[0]):
+                return False
+            segments.append(("attr", str(node.args[1].value)))
+            return True
+        return False
+
+    return segments if walk(tree) and segments and segments[0][0] == "local" else None
+
+
+def parse_source_name(source_name: str) -> tuple[str, str]:
+    """Read a Dynamo source such as `L['self']._modules['l1']._parameters['weight']`."""
+    segments = _segments(source_name)
+    if segments is None:
+        return "input", source_name
+    if len(segments) == 1:
+        return "input", segments[0][1]
+    kind = _KIND.get(segments[-1][0], "input")
+    return kind, ".".join(name for _, name in segments[1:])
+
+
+def module_path(nn_module_stack: dict | None) -> str | None:
+    """The innermost module of an fx `nn_module_stack`, as a dotted path."""
+    if not nn_module_stack:
+        return None
+    path = list(nn_module_stack.values())[-1][0]
+    if not isinstance(path, str):
+        return None
+    segments = _segments(path)
+    if segments is None:
+        return path or None
+    return ".".join(name for _, name in segments[1:]) or None
+
+
+def source_line(stack_trace: str | None) -> str | None:
+    """`file.py:12: code` for the last frame of an fx stack trace."""
+    if not stack_trace:
+        return None
+    lines = [line for line in stack_trace.strip().splitlines() if line.strip()]
+    for i in range(len(lines) - 1, -1, -1):
+        frame = re.match(r'\s*File "([^"]+)", line (\d+)', lines[i])
+        if frame:
+            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            return f"{frame.group(1)}:{frame.group(2)}: {code}".rstrip(": ")
+    return None

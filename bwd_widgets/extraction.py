@@ -1,0 +1,151 @@
+"""The result of an extraction: data and numbers only. Views reach it through `bw.show`, `bw.to_html`, ..."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .core.analysis import GradientOutput, SavedTensor, TensorInfo
+from .core.partitioners import resolve_partitioner
+from .core.trace import Partition
+from .graphnet import save_extraction
+
+
+def _count_nodes(gm: torch.fx.GraphModule) -> int:
+    return sum(1 for _ in gm.graph.nodes)
+
+
+@dataclass(eq=False)
+class BackwardExtraction:
+    """Everything captured for one model, one partitioner, one mode.
+
+    A model with graph breaks has several partitions (one per compiled region), in execution order;
+    the `forward`, `backward` and `joint` shortcuts give the first.
+    """
+
+    partitions: list[Partition]
+    mode: str
+    model_name: str
+    seconds: float = 0.0
+    autograd_gradients: dict[str, torch.Tensor] = field(default_factory=dict)
+    """Gradients eager autograd computed (real mode), by argument or qualified parameter name."""
+    requires_grad: dict[str, bool] = field(default_factory=dict)
+    """Which inputs and parameters were given a gradient, as decided."""
+
+    def rerun(self, partitioner: object = "default", memory_budget: float | None = None) -> BackwardExtraction:
+        """The same model and inputs under another partitioner: each trace is partitioned again, not traced."""
+        resolved = resolve_partitioner(partitioner, memory_budget)
+        started = time.perf_counter()
+        partitions = [p.trace.partition(resolved) for p in self.partitions]
+        return dataclasses.replace(self, partitions=partitions, seconds=time.perf_counter() - started)
+
+    @property
+    def partitioner(self) -> str:
+        return self.partitions[0].partitioner.name
+
+    @property
+    def memory_budget(self) -> float | None:
+        return self.partitions[0].partitioner.memory_budget
+
+    @property
+    def label(self) -> str:
+        """`default`, `min_cut`, or `min_cut budget 0.5`."""
+        return self.partitions[0].partitioner.label
+
+    @property
+    def notes(self) -> list[str]:
+        """Anything worth knowing, one sentence each (a failed real backward run, a replay that failed)."""
+        return [n for p in self.partitions for n in p.trace.notes + p.notes]
+
+    @property
+    def forward(self) -> torch.fx.GraphModule:
+        return self.partitions[0].forward
+
+    @property
+    def backward(self) -> torch.fx.GraphModule:
+        return self.partitions[0].backward
+
+    @property
+    def joint(self) -> torch.fx.GraphModule:
+        return self.partitions[0].joint
+
+    @property
+    def backward_code(self) -> str:
+        return self.partitions[0].backward_code
+
+    @property
+    def forward_code(self) -> str:
+        return self.partitions[0].forward_code
+
+    @property
+    def saved_tensors(self) -> list[SavedTensor]:
+        return [s for p in self.partitions for s in p.saved_tensors]
+
+    @property
+    def tangents(self) -> list[TensorInfo]:
+        return [t for p in self.partitions for t in p.tangents]
+
+    @property
+    def gradients(self) -> list[GradientOutput]:
+        return [d for p in self.partitions for d in p.gradients]
+
+    @property
+    def recomputed(self) -> list[tuple[str, str]]:
+        return [r for p in self.partitions for r in p.recomputed]
+
+    @property
+    def backward_flops(self) -> int:
+        return sum(p.backward_flops for p in self.partitions)
+
+    @property
+    def recompute_flops(self) -> int:
+        return sum(p.recompute_flops for p in self.partitions)
+
+    @property
+    def saved_activation_bytes(self) -> int:
+        return sum(p.saved_activation_bytes for p in self.partitions)
+
+    @property
+    def saved_input_bytes(self) -> int:
+        return sum(p.saved_input_bytes for p in self.partitions)
+
+    @property
+    def forward_node_count(self) -> int:
+        return sum(_count_nodes(p.forward) for p in self.partitions)
+
+    @property
+    def backward_node_count(self) -> int:
+        return sum(_count_nodes(p.backward) for p in self.partitions)
+
+    def summary(self) -> dict:
+        """Plain numbers, for tables, JSON and notebooks."""
+        return {
+            "model": self.model_name,
+            "partitioner": self.partitioner,
+            "memory_budget": self.memory_budget,
+            "mode": self.mode,
+            "graphs": len(self.partitions),
+            "forward_nodes": self.forward_node_count,
+            "backward_nodes": self.backward_node_count,
+            "saved": len(self.saved_tensors),
+            "saved_activations": sum(1 for s in self.saved_tensors if s.is_activation),
+            "recomputed": len(self.recomputed),
+            "saved_activation_bytes": self.saved_activation_bytes,
+            "saved_input_bytes": self.saved_input_bytes,
+        }
+
+    def save_graphnet(self, out_dir: str | Path, name: str | None = None) -> dict[str, Path]:
+        """Write `train_forward/<name>` and `train_backward/<name>` GraphNet samples."""
+        return save_extraction(self, out_dir, name or self.model_name)
+
+    def __repr__(self) -> str:
+        return (
+            f"BackwardExtraction(model={self.model_name!r}, partitioner={self.partitioner!r}, "
+            f"mode={self.mode!r}, graphs={len(self.partitions)}, fw_nodes={self.forward_node_count}, "
+            f"bw_nodes={self.backward_node_count}, saved={len(self.saved_tensors)}, "
+            f"saved_activation_bytes={self.saved_activation_bytes})"
+        )

@@ -1,0 +1,177 @@
+"""Trace once, partition many: compare partitioners, sweep memory budgets, diff two partitions."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .core.partitioners import resolve_partitioner
+from .extraction import BackwardExtraction
+from .extractor import extract
+
+DEFAULT_BUDGETS = tuple(i / 10 for i in range(11))
+
+
+# --- compare ------------------------------------------------------------------
+
+
+PartitionerSpec = object
+"""A registered name, a budget, (name, budget), or a partition_fn."""
+
+
+def _spec(entry: PartitionerSpec) -> tuple:
+    return entry if isinstance(entry, tuple) else (entry, None)
+
+
+def row(extraction: BackwardExtraction) -> dict:
+    """Plain numbers for one partition."""
+    recomputed = extraction.recomputed
+    return {
+        "partition": extraction.label,
+        "partitioner": extraction.partitioner,
+        "memory_budget": extraction.memory_budget,
+        "saved": len(extraction.saved_tensors),
+        "saved_activation_bytes": extraction.saved_activation_bytes,
+        "recomputed": len(recomputed),
+        "recomputed_ops": sorted({op for _, op in recomputed}),
+        "forward_nodes": extraction.forward_node_count,
+        "backward_nodes": extraction.backward_node_count,
+        "backward_flops": extraction.backward_flops,
+        "recompute_flops": extraction.recompute_flops,
+    }
+
+
+@dataclass
+class Comparison:
+    """Partitions of one joint graph, side by side."""
+
+    extractions: list[BackwardExtraction]
+    rows: list[dict] = field(default_factory=list)
+
+    def diff(self, a: int = 0, b: int = 1) -> dict[str, list[str]]:
+        return diff(self.extractions[a], self.extractions[b])
+
+    def __repr__(self) -> str:
+        columns = ("partition", "saved", "saved_activation_bytes", "recomputed", "backward_nodes", "backward_flops")
+        lines = ["  ".join(f"{c:>22}" for c in columns)]
+        lines += ["  ".join(f"{str(r[c]):>22}" for c in columns) for r in self.rows]
+        return "\n".join(lines)
+
+
+def _base(model_or_extraction: object, inputs: tuple, extract_kwargs: dict) -> BackwardExtraction:
+    if isinstance(model_or_extraction, BackwardExtraction):
+        return model_or_extraction
+    return extract(model_or_extraction, *inputs, **extract_kwargs)
+
+
+def compare(
+    model_or_extraction: object,
+    *inputs: object,
+    partitioners: Sequence[PartitionerSpec] = ("default", "min_cut", 0.5, 0.0),
+    **extract_kwargs: object,
+) -> Comparison:
+    """Trace once, then one row per partitioner: saved count and bytes, recomputed ops,
+    node counts, estimated backward FLOPs."""
+    base = _base(model_or_extraction, inputs, extract_kwargs)
+    extractions = [base.rerun(*_spec(entry)) for entry in partitioners]
+    return Comparison(extractions, [row(e) for e in extractions])
+
+
+def diff(a: BackwardExtraction, b: BackwardExtraction) -> dict[str, list[str]]:
+    """What one partition saves that the other recomputes (or does not need), and back."""
+    saved_a = {s.name for s in a.saved_tensors if s.is_activation}
+    saved_b = {s.name for s in b.saved_tensors if s.is_activation}
+    recomputed_a = {name for name, _ in a.recomputed}
+    recomputed_b = {name for name, _ in b.recomputed}
+    return {
+        "saved_in_a_recomputed_in_b": sorted(saved_a & recomputed_b),
+        "saved_in_b_recomputed_in_a": sorted(saved_b & recomputed_a),
+        "saved_only_in_a": sorted(saved_a - saved_b),
+        "saved_only_in_b": sorted(saved_b - saved_a),
+    }
+
+
+# --- sweep --------------------------------------------------------------------
+
+
+@dataclass
+class SweepPoint:
+    budget: float
+    saved_activation_bytes: int
+    recompute_flops: int
+    backward_flops: int
+    saved: int
+    extraction: BackwardExtraction | None = field(repr=False, default=None)
+
+
+@dataclass
+class Sweep:
+    points: list[SweepPoint]
+    interrupted: bool = False
+
+    def pareto(self) -> list[SweepPoint]:
+        """Points no other point beats on both saved bytes and recompute FLOPs."""
+        front = []
+        for p in self.points:
+            dominated = any(
+                q.saved_activation_bytes <= p.saved_activation_bytes
+                and q.recompute_flops <= p.recompute_flops
+                and (q.saved_activation_bytes, q.recompute_flops) != (p.saved_activation_bytes, p.recompute_flops)
+                for q in self.points
+            )
+            if not dominated:
+                front.append(p)
+        return sorted(front, key=lambda p: p.saved_activation_bytes)
+
+    def rows(self) -> list[dict]:
+        return [
+            {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.name != "extraction"} for p in self.points
+        ]
+
+    def __repr__(self) -> str:
+        lines = [f"Sweep({len(self.points)} points{', interrupted' if self.interrupted else ''})"]
+        for p in self.points:
+            lines.append(
+                f"  budget {p.budget:4.2f}: {p.saved_activation_bytes:>14} B saved, {p.recompute_flops:>14} recompute FLOPs"
+            )
+        return "\n".join(lines)
+
+
+def sweep(
+    model_or_extraction: object,
+    *inputs: object,
+    budgets: Sequence[float] | None = None,
+    progress: bool = True,
+    on_point: Callable[[SweepPoint, int, int], None] | None = None,
+    **extract_kwargs: object,
+) -> Sweep:
+    """Min-cut across memory budgets (default 0, 0.1, ..., 1), tracing once.
+
+    Shows a progress bar; Ctrl-C (or the notebook's interrupt) stops the sweep and
+    returns the points done so far. torch's budget is restored after every point.
+    `on_point(point, done, total)` is called after each point (the widget's progress).
+    """
+    from tqdm.auto import tqdm
+
+    budgets = DEFAULT_BUDGETS if budgets is None else tuple(budgets)
+    for budget in budgets:
+        resolve_partitioner("min_cut", budget)  # a bad budget fails before any work
+    base = _base(model_or_extraction, inputs, extract_kwargs)
+    points, interrupted = [], False
+    bar = tqdm(budgets, desc="memory budget sweep", unit="budget", disable=not progress)
+    try:
+        for budget in bar:
+            e = base.rerun("min_cut", budget)
+            points.append(
+                SweepPoint(
+                    budget, e.saved_activation_bytes, e.recompute_flops, e.backward_flops, len(e.saved_tensors), e
+                )
+            )
+            if on_point is not None:
+                on_point(points[-1], len(points), len(budgets))
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        bar.close()
+    return Sweep(points, interrupted)

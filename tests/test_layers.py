@@ -1,0 +1,132 @@
+"""Imports point one way: core < operations < views < jupyter, the CLI beside the views. No cycles.
+
+Every import counts, inside functions too; only those under `if TYPE_CHECKING:` are exempt.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "bwd_widgets"
+OPERATIONS = {"extraction", "graphnet", "extractor", "studio", "examples"}
+LAYER = {"core": 0, "operations": 1, "views": 2, "cli": 2, "jupyter": 3, "facade": 4}
+CORE_MAY_NOT_IMPORT = ("IPython", "ipywidgets", "anywidget", "traitlets", "graphviz", "tqdm")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")[1:]
+    if not parts:
+        return "facade"
+    if parts[0] in ("core", "views", "jupyter", "cli"):
+        return parts[0]
+    if parts[0] == "__main__":
+        return "cli"
+    assert parts[0] in OPERATIONS, f"{module}: put it in a layer (core, an operation, views, jupyter, cli)"
+    return "operations"
+
+
+def _type_checking_nodes(tree: ast.AST) -> set:
+    exempt = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            exempt.update(id(n) for child in node.body for n in ast.walk(child))
+    return exempt
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """Package modules that `module` imports (the package's own modules only)."""
+    tree = ast.parse(path.read_text())
+    exempt = _type_checking_nodes(tree)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in exempt:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "bwd_widgets")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "bwd_widgets":
+                continue
+            for alias in node.names:
+                candidate = f"{target}.{alias.name}"
+                found.add(candidate if candidate in MODULES else target)
+    return {name for name in found if name != module}
+
+
+FILES = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+MODULES = set(FILES)
+GRAPH = {module: _imports(path, module) for module, path in FILES.items()}
+
+
+def _foreign_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_the_walk_sees_the_layers():
+    assert "bwd_widgets.core.capture" in GRAPH and "bwd_widgets.core.trace" in GRAPH["bwd_widgets.core.capture"]
+    assert "bwd_widgets.views.payload" in GRAPH["bwd_widgets.jupyter.widget"]
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH))
+def test_imports_point_down(module):
+    for imported in GRAPH[module]:
+        if imported == "bwd_widgets":
+            pytest.fail(f"{module} imports the package façade: import the module that defines the name")
+        mine, theirs = _layer(module), _layer(imported)
+        if mine == "cli":
+            allowed = ("core", "operations", "cli")
+            assert theirs in allowed, f"{module} imports {imported}: the CLI uses operations only"
+        elif mine == "core":
+            assert theirs == "core", f"{module} (core) imports {imported}"
+        else:
+            assert LAYER[theirs] <= LAYER[mine] and theirs != "cli", f"{module} ({mine}) imports {imported} ({theirs})"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if _layer(m) in ("core", "operations", "views")))
+def test_below_jupyter_nothing_imports_ipython(module):
+    banned = {"IPython", "ipywidgets", "anywidget", "traitlets"}
+    if _layer(module) == "core":
+        banned |= set(CORE_MAY_NOT_IMPORT)
+    assert not _foreign_imports(FILES[module]) & banned
+
+
+def test_no_import_cycle():
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for imported in sorted(GRAPH.get(module, ())):
+            if imported not in GRAPH:
+                continue
+            if state.get(imported) == 1:
+                cycle = path[path.index(imported) :] + [imported]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if imported not in state:
+                visit(imported)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(GRAPH):
+        if module not in state:
+            visit(module)
