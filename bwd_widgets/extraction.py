@@ -12,7 +12,7 @@ import torch
 from .core.analysis import GradientOutput, SavedTensor, TensorInfo
 from .core.partitioners import resolve_partitioner
 from .core.trace import Partition
-from .graphnet import save_extraction
+from .graphnet_writer import save_extraction
 
 
 def _count_nodes(gm: torch.fx.GraphModule) -> int:

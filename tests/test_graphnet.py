@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import bwd_widgets as bw
-import bwd_widgets.graphnet as graphnet
+import bwd_widgets.graphnet_writer as graphnet_writer
 from bwd_widgets.cli import main as bwd_extract
 
 
@@ -49,7 +49,7 @@ def test_save_and_reload_reference(conv_bn_dir, tmp_path):
 
 def test_interrupted_write_leaves_no_partial_sample(conv_bn_dir, tmp_path, monkeypatch):
     extraction = bw.extract(bw.load_graphnet_sample(conv_bn_dir))
-    real_write = graphnet.write_sample
+    real_write = graphnet_writer.write_sample
     calls = []
 
     def failing_write(directory, *args, **kwargs):
@@ -58,7 +58,7 @@ def test_interrupted_write_leaves_no_partial_sample(conv_bn_dir, tmp_path, monke
             raise KeyboardInterrupt
         return real_write(directory, *args, **kwargs)
 
-    monkeypatch.setattr(graphnet, "write_sample", failing_write)
+    monkeypatch.setattr(graphnet_writer, "write_sample", failing_write)
     with pytest.raises(KeyboardInterrupt):
         extraction.save_graphnet(tmp_path, "conv_bn")
     assert list(tmp_path.iterdir()) == []
