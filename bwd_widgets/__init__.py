@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .batch import extract_many
 from .core.analysis import GradientOutput, SavedTensor, TensorInfo
 from .core.errors import (
     BwdWidgetsError,
@@ -57,6 +58,7 @@ __all__ = [
     "default_requires_grad",
     "diff",
     "extract",
+    "extract_many",
     "load_graphnet_sample",
     "partitioner_names",
     "register_partitioner",

@@ -3,22 +3,32 @@
 from __future__ import annotations
 
 import argparse
-import gc
-import json
-import os
+import signal
 import sys
-import time
+import threading
 import warnings
 from pathlib import Path
 
-from .core.errors import BwdWidgetsError, one_line
-from .core.partitioners import partitioner_names, resolve_partitioner
+from .batch import DEFAULT_TIMEOUT, plan, run
+from .core.errors import BwdWidgetsError
+from .core.partitioners import partitioner_names
 
-EXAMPLE = """example:
+EXAMPLE = """examples:
   bwd-extract ../shared/graphnet_samples/torchvision/mobilenet_v2 --out out/
-  bwd-extract --list ../shared/graphnet_samples/dev_list.txt --out out/ --resume
-Writes out/train_forward/<name>/ and out/train_backward/<name>/ GraphNet samples
-and out/summary.json; exits 1 if any sample failed."""
+  bwd-extract --list ../shared/graphnet_samples/dev_list.txt --out out/ --workers 2 --resume
+  bwd-extract --list samples.txt --out out/ --scheduler tcp://10.0.0.5:8786
+Writes out/eval_forward/REL, out/train_forward/REL and out/train_backward/REL (REL: the sample's
+path relative to the samples root) and out/summary.json; exits 1 if any sample failed."""
+
+
+def _positive(kind: type):
+    def parse(text: str):
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+        return value
+
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,7 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("samples", nargs="*", type=Path, metavar="SAMPLE_DIR", help="GraphNet sample folders")
     parser.add_argument("--list", type=Path, metavar="FILE", help="a file of sample paths, one a line")
     parser.add_argument(
-        "--root", type=Path, help="folder the --list paths are relative to (default: the list's folder)"
+        "--root",
+        type=Path,
+        metavar="DIR",
+        help="samples root that output names are relative to (default: the list's folder when it holds "
+        "every sample, else the samples' common parent)",
     )
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
     parser.add_argument(
@@ -41,115 +55,93 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--mode", choices=("real", "fake"), default="real", help="real runs the model; fake only traces shapes"
     )
-    parser.add_argument("--resume", action="store_true", help="skip samples whose output is already complete")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="skip samples whose outputs are complete and made with the same settings",
+    )
     parser.add_argument("--device", default="cpu", help="device for the sample tensors (default: %(default)s)")
+    parser.add_argument("--workers", type=_positive(int), metavar="N", help="worker processes (default: one per core)")
+    parser.add_argument(
+        "--timeout",
+        type=_positive(float),
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help="per sample; a sample past it is stopped and marked timeout (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run on a Dask cluster: a scheduler address, or 'local' for a local cluster of --workers workers",
+    )
     return parser
 
 
-def collect_samples(args, parser) -> list:
-    """(name, folder) pairs: a list entry keeps its relative path as its name."""
-    samples = [(path.resolve().name, path) for path in args.samples]
-    if args.list is not None:
-        if not args.list.is_file():
-            parser.error(f"--list {args.list} is not a file")
-        root = args.root or args.list.parent
-        for line in args.list.read_text().splitlines():
-            line = line.strip()
-            if line and not line.startswith("#"):
-                samples.append((line, root / line))
-    if not samples:
-        parser.error("give at least one SAMPLE_DIR or --list FILE")
-    return samples
+def _status_line(record: dict) -> str:
+    line = f"{record['status']:7} {record['name']}"
+    if record["status"] == "ok":
+        line += (
+            f"  {record['seconds']:.1f}s  fw={record['forward_nodes']} bw={record['backward_nodes']}"
+            f"  saved activations={record['saved_activation_bytes'] / 1e6:.2f} MB"
+        )
+    elif "reason" in record:
+        line += f"  {record['reason']}"
+    return line
 
 
-def is_complete(out: Path, name: str) -> bool:
-    return all((out / split / name).is_dir() for split in ("train_forward", "train_backward"))
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
-def extract_one(name, folder, args) -> dict:
-    from .extractor import extract
-    from .graphnet import load_graphnet_sample
-
-    started = time.perf_counter()
-    sample = load_graphnet_sample(folder, device=args.device)
-    extraction = extract(sample, partitioner=args.partitioner, memory_budget=args.budget, mode=args.mode, name=name)
-    extraction.save_graphnet(args.out, name)
-    summary = extraction.summary()
-    return {
-        "name": name,
-        "status": "ok",
-        "seconds": round(time.perf_counter() - started, 3),
-        "graphs": summary["graphs"],
-        "forward_nodes": summary["forward_nodes"],
-        "backward_nodes": summary["backward_nodes"],
-        "saved": summary["saved"],
-        "saved_activation_bytes": summary["saved_activation_bytes"],
-        "saved_input_bytes": summary["saved_input_bytes"],
-    }
-
-
-def write_summary(out: Path, records: list, args) -> None:
-    summary = {
-        "partitioner": args.partitioner,
-        "memory_budget": args.budget,
-        "mode": args.mode,
-        "counts": {s: sum(r["status"] == s for r in records) for s in ("ok", "error", "skipped")},
-        "samples": records,
-    }
-    temporary = out / ".summary.json.tmp"
-    temporary.write_text(json.dumps(summary, indent=2) + "\n")
-    os.replace(temporary, out / "summary.json")
-
-
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    samples = collect_samples(args, parser)
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.|copyreg")
     from tqdm import tqdm
 
-    if args.budget is not None and args.partitioner == "default":
-        args.partitioner = "min_cut"
+    partitioner = "min_cut" if args.budget is not None and args.partitioner == "default" else args.partitioner
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous_handler = signal.signal(signal.SIGTERM, _interrupt) if in_main_thread else None  # stop like Ctrl-C
     try:
-        resolve_partitioner(args.partitioner, args.budget)
+        batch = plan(
+            args.samples,
+            args.out,
+            list_file=args.list,
+            root=args.root,
+            partitioner=partitioner,
+            memory_budget=args.budget,
+            mode=args.mode,
+            device=args.device,
+            resume=args.resume,
+        )
+        summary = run(
+            batch,
+            workers=args.workers,
+            timeout=args.timeout,
+            scheduler=args.scheduler,
+            resume=args.resume,
+            on_record=lambda record: tqdm.write(_status_line(record), file=sys.stderr),
+        )
     except BwdWidgetsError as error:
-        parser.error(str(error))
-    args.out.mkdir(parents=True, exist_ok=True)
-    previous = {}
-    if args.resume and (args.out / "summary.json").is_file():
-        previous = {r["name"]: r for r in json.loads((args.out / "summary.json").read_text()).get("samples", [])}
-    records = []
-    progress = tqdm(samples, desc="bwd-extract", unit="sample", file=sys.stderr, dynamic_ncols=True)
-    try:
-        for name, folder in progress:
-            progress.set_postfix_str(name[-40:])
-            if args.resume and is_complete(args.out, name):
-                record = dict(previous.get(name, {"name": name}), status="skipped")
-            else:
-                try:
-                    record = extract_one(name, folder, args)
-                except Exception as error:  # one sample never stops the batch
-                    record = {"name": name, "status": "error", "reason": one_line(error)}
-                gc.collect()
-            records.append(record)
-            line = f"{record['status']:7} {name}"
-            if record["status"] == "ok":
-                line += (
-                    f"  {record['seconds']:.1f}s  fw={record['forward_nodes']} bw={record['backward_nodes']}"
-                    f"  saved activations={record['saved_activation_bytes'] / 1e6:.2f} MB"
-                )
-            elif record["status"] == "error":
-                line += f"  {record['reason']}"
-            tqdm.write(line, file=sys.stderr)
-    except KeyboardInterrupt:
-        write_summary(args.out, records, args)
-        print(f"interrupted: {len(records)} of {len(samples)} samples done; rerun with --resume", file=sys.stderr)
-        return 130
+        print(f"bwd-extract: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(
+            f"bwd-extract: error: cannot write to {args.out}: {error.strerror or error}; "
+            "fix that and rerun with --resume.",
+            file=sys.stderr,
+        )
+        return 1
     finally:
-        progress.close()
-    write_summary(args.out, records, args)
-    errors = sum(r["status"] == "error" for r in records)
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous_handler)
+    done = len(summary.records)
+    if summary.interrupted:
+        print(f"interrupted: {done} of {len(batch.jobs)} samples done; rerun with --resume", file=sys.stderr)
+        return 130
+    failed = len(summary.failed)
     print(
-        f"{len(records) - errors} of {len(records)} samples ok; summary in {args.out / 'summary.json'}", file=sys.stderr
+        f"{done - failed} of {done} samples ok; summary in {args.out / 'summary.json'}",
+        file=sys.stderr,
     )
-    return 1 if errors else 0
+    return 1 if failed else 0

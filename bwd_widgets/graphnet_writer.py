@@ -1,18 +1,44 @@
-"""Write GraphNet samples (`model.py`, `weight_meta.py`, `input_meta.py`, `graph_net.json`) of an extraction."""
+"""Write GraphNet samples (`model.py`, `weight_meta.py`, `input_meta.py`, `graph_net.json`) of an extraction.
+
+A user's folders are never touched: names stay inside the output folder, and an existing output is
+replaced only when its `graph_net.json` carries our marker and it holds nothing we did not write.
+All splits of a sample are staged, then swapped in with renames, the old ones deleted last.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import math
+import os
+import re
 import shutil
+import socket
 import tempfile
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
+from .core.errors import BwdWidgetsError
+
 INLINE_DATA_LIMIT = 4096
 INLINE_FLOAT_LIMIT = 64
+MARKER = "bwd_widgets"
+"""The key in `graph_net.json` that says bwd_widgets wrote the folder: name, split, run, settings, files."""
+EVAL_SPLIT = "eval_forward"
+TRAIN_SPLITS = ("train_forward", "train_backward")
+SPLITS = (EVAL_SPLIT, *TRAIN_SPLITS)
+STAGING_PREFIX = ".bwd_widgets_tmp_"
+STAGING_OWNER = ".bwd_widgets_staging.json"
+MIN_FREE_BYTES = 16 * 2**20
+_SUBGRAPH = re.compile(r"subgraph_\d+")
+
+
+class OutputError(BwdWidgetsError):
+    """An output name or folder that would escape the output folder or touch what bwd_widgets did not write."""
 
 
 def _literal(value) -> str:
@@ -74,14 +100,27 @@ def _is_fake(tensor) -> bool:
     return isinstance(tensor, FakeTensor) or tensor.device.type == "meta"
 
 
-def write_sample(directory: Path, code: str, names: list, values: list, original_names: dict, info: dict) -> None:
+def sample_files(code: str, names: list, values: list, original_names: dict) -> dict[str, str]:
+    """The files of one sample but `graph_net.json`, which is written last."""
+    metas = "\n\n".join(meta_class(n, v, original_names.get(n)) for n, v in zip(names, values))
+    return {
+        "model.py": code,
+        "weight_meta.py": metas,
+        "input_meta.py": "",
+        "graph_hash.txt": hashlib.sha256(code.encode()).hexdigest(),
+    }
+
+
+def write_sample(
+    directory: Path, code: str, names: list, values: list, original_names: dict, info: dict, marker: dict | None = None
+) -> None:
     """Write one sample folder; `graph_net.json` last, as GraphNet's completion marker."""
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "model.py").write_text(code)
-    metas = "\n\n".join(meta_class(n, v, original_names.get(n)) for n, v in zip(names, values))
-    (directory / "weight_meta.py").write_text(metas)
-    (directory / "input_meta.py").write_text("")
-    (directory / "graph_hash.txt").write_text(hashlib.sha256(code.encode()).hexdigest())
+    files = sample_files(code, names, values, original_names)
+    for file_name, text in files.items():
+        (directory / file_name).write_text(text)
+    if marker is not None:
+        info = {**info, MARKER: {**marker, "files": sorted(files)}}
     (directory / "graph_net.json").write_text(json.dumps(info, indent=4) + "\n")
 
 
@@ -93,44 +132,261 @@ def _placeholder_values(gm, real_values):
     return names, [n.meta.get("val") for n in placeholders]
 
 
-def save_extraction(extraction, out_dir, name: str) -> dict:
-    """Write train_forward/<name> and train_backward/<name>, atomically.
+# --- names, settings, markers -------------------------------------------------------------------
 
-    Everything is written under a temporary folder inside out_dir and renamed
-    into place at the end: an interruption leaves no partial sample.
+
+def output_name(name: str | os.PathLike) -> str:
+    """A sample's name below each split folder: relative, normalised, never absolute, never `..`."""
+    text = os.fspath(name)
+    if os.path.isabs(text):
+        raise OutputError(
+            f"the sample name {text!r} is an absolute path: give a name relative to the output folder, "
+            f"such as {Path(text).name or 'my_model'!r}."
+        )
+    parts = [part for part in text.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise OutputError(f"the sample name {text!r} contains '..': give a name that stays inside the output folder.")
+    if not parts:
+        raise OutputError(f"the sample name {text!r} names no folder: give a sample name such as 'my_model'.")
+    return "/".join(parts)
+
+
+def settings_of(extraction) -> dict:
+    """What made an output: compared by `--resume`, stored in every marker and in `summary.json`."""
+    return {
+        "partitioner": extraction.partitioner,
+        "memory_budget": extraction.memory_budget,
+        "mode": extraction.mode,
+        "torch": torch.__version__,
+    }
+
+
+def new_stamp(settings: dict) -> dict:
+    """One run token shared by all splits of one write: splits with different tokens were not written together."""
+    return {"run": uuid.uuid4().hex, "settings": dict(settings)}
+
+
+def _marker(graph_net_json: Path) -> dict | None:
+    try:
+        info = json.loads(graph_net_json.read_text())
+    except (OSError, ValueError):
+        return None
+    marker = info.get(MARKER) if isinstance(info, dict) else None
+    return marker if isinstance(marker, dict) else None
+
+
+def owned_markers(folder: Path, name: str, split: str) -> list[dict] | None:
+    """The markers proving that bwd_widgets wrote `folder` as `split/name`, or None when it cannot prove it.
+
+    Proof: a real folder (no links inside) whose `graph_net.json` carries our marker for this name and split
+    and which holds only the files that marker lists, or a folder of `subgraph_N` folders each proven so.
+    """
+    if folder.is_symlink() or not folder.is_dir():
+        return None
+    marker = _marker(folder / "graph_net.json")
+    if marker is None:
+        entries = list(folder.iterdir())
+        found = [owned_markers(e, name, split) if _SUBGRAPH.fullmatch(e.name) else None for e in entries]
+        if not entries or any(m is None for m in found):
+            return None
+        return [m for markers in found for m in markers]
+    if marker.get("name") != name or marker.get("split") != split:
+        return None
+    listed = set(marker.get("files", ())) | {"graph_net.json"}
+    for path in folder.rglob("*"):
+        if path.is_symlink() or (path.is_file() and path.relative_to(folder).as_posix() not in listed):
+            return None
+    return [marker]
+
+
+def is_complete(out_dir: Path, name: str, settings: dict, splits: Sequence[str] = SPLITS) -> bool:
+    """Every split of `name` is ours, written together (one run token), with these settings."""
+    markers = []
+    for split in splits:
+        found = owned_markers(Path(out_dir) / split / name, name, split)
+        if found is None:
+            return False
+        markers += found
+    return len({m.get("run") for m in markers}) == 1 and all(m.get("settings") == settings for m in markers)
+
+
+# --- staging and the swap -----------------------------------------------------------------------
+
+
+@contextmanager
+def staging(out_dir: Path) -> Iterator[Path]:
+    """A fresh folder inside `out_dir` (same file system, so renames are atomic), removed on the way out."""
+    stage = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out_dir))
+    try:
+        (stage / STAGING_OWNER).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
+        yield stage
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def clean_stale_staging(out_dir: Path) -> list[Path]:
+    """Remove staging folders that a killed run of ours left behind (its process on this host is gone)."""
+    removed = []
+    for stage in Path(out_dir).glob(STAGING_PREFIX + "*"):
+        try:
+            owner = json.loads((stage / STAGING_OWNER).read_text())
+            pid, host = int(owner["pid"]), owner["host"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not provably ours
+        if stage.is_symlink() or host != socket.gethostname() or _alive(pid):
+            continue
+        shutil.rmtree(stage, ignore_errors=True)
+        removed.append(stage)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def check_target(out_dir: Path, split: str, name: str) -> Path:
+    """`out_dir/split/name`, or an OutputError if writing there could touch what is not ours."""
+    out_dir = Path(out_dir)
+    target = out_dir / split / name
+    folder = out_dir
+    for part in (split, *name.split("/")[:-1]):
+        folder = folder / part
+        if folder.is_symlink():
+            raise OutputError(
+                f"{folder} is a symbolic link: bwd_widgets writes only inside {out_dir}; remove the link or choose "
+                "another output folder."
+            )
+        if folder.exists() and not folder.is_dir():
+            raise OutputError(f"{folder} is a file: move it away or choose another output folder.")
+        if folder != out_dir / split and _holds_sample(folder):
+            raise OutputError(
+                f"{target} would be inside the sample {folder}: choose a name that is not inside another sample."
+            )
+    if (target.exists() or target.is_symlink()) and owned_markers(target, name, split) is None:
+        raise OutputError(
+            f"{target} holds files bwd_widgets did not write, so it was left alone: move it away or choose another "
+            "output folder."
+        )
+    return target
+
+
+def _holds_sample(folder: Path) -> bool:
+    return (folder / "graph_net.json").exists() or any(folder.glob("subgraph_*/graph_net.json"))
+
+
+def install(out_dir: Path, stage: Path, name: str, splits: Sequence[str]) -> dict[str, Path]:
+    """Swap `stage/split/name` into `out_dir/split/name` for every split: all of them or none.
+
+    Replaced outputs (ours only, checked first) move into the stage and go when the stage is removed.
+    Any failure, an interrupt included, puts every folder back as it was.
     """
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".bwd_widgets_tmp_", dir=out_dir))
+    targets = {split: check_target(out_dir, split, name) for split in splits}
+    for split in splits:
+        if not (stage / split / name).is_dir():
+            raise OutputError(f"nothing was staged for {split}/{name}: the sample's files are incomplete.")
+    undo = []
     try:
-        written = {}
-        for split in ("train_forward", "train_backward"):
-            for partition in extraction.partitions:
-                relative = Path(name) if len(extraction.partitions) == 1 else Path(name) / f"subgraph_{partition.index}"
-                if split == "train_forward":
-                    gm, code, real = partition.forward, partition.forward_code, partition.forward_inputs
-                else:
-                    gm, code, real = partition.backward, partition.backward_code, partition.backward_inputs
-                names, values = _placeholder_values(gm, real)
-                originals = {f"primals_{i + 1}": source.name for i, source in enumerate(partition.inputs)}
-                info = {
-                    "framework": "torch",
-                    "num_devices_required": 1,
-                    "num_nodes_required": 1,
-                    "dynamic": False,
-                    "model_name": f"{Path(name).name}_{split}",
-                    "source": "bwd_widgets",
-                    "partitioner": extraction.partitioner,
-                    "memory_budget": extraction.memory_budget,
-                    "extraction_mode": extraction.mode,
-                }
-                write_sample(staging / split / relative, code, names, values, originals, info)
-            written[split] = out_dir / split / name
-        for split, final in written.items():
-            final.parent.mkdir(parents=True, exist_ok=True)
-            if final.exists():
-                shutil.rmtree(final)
-            (staging / split / name).rename(final)
-        return written
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        for split, target in targets.items():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists() or target.is_symlink():
+                replaced = stage / "replaced" / split
+                replaced.parent.mkdir(parents=True, exist_ok=True)
+                target.rename(replaced)
+                undo.append((replaced, target))
+            (stage / split / name).rename(target)
+            undo.append((target, stage / split / name))
+    except BaseException:
+        for moved, origin in reversed(undo):
+            try:
+                moved.rename(origin)
+            except OSError:
+                continue  # put back all that can be; the stage keeps the rest until it is removed
+        raise
+    return targets
+
+
+# --- writing an extraction ------------------------------------------------------------------------
+
+
+def write_extraction(extraction, folder: Path, name: str, stamp: dict) -> None:
+    """Write `train_forward/<name>` and `train_backward/<name>` under `folder` (a stage), with our marker."""
+    for split in TRAIN_SPLITS:
+        for partition in extraction.partitions:
+            relative = Path(name) if len(extraction.partitions) == 1 else Path(name) / f"subgraph_{partition.index}"
+            if split == "train_forward":
+                gm, code, real = partition.forward, partition.forward_code, partition.forward_inputs
+            else:
+                gm, code, real = partition.backward, partition.backward_code, partition.backward_inputs
+            names, values = _placeholder_values(gm, real)
+            originals = {f"primals_{i + 1}": source.name for i, source in enumerate(partition.inputs)}
+            info = {
+                "framework": "torch",
+                "num_devices_required": 1,
+                "num_nodes_required": 1,
+                "dynamic": False,
+                "model_name": f"{Path(name).name}_{split}",
+            }
+            marker = {"name": name, "split": split, **stamp}
+            write_sample(folder / split / relative, code, names, values, originals, info, marker)
+
+
+def write_eval_copy(folder: Path, name: str, files: dict[str, bytes], stamp: dict) -> None:
+    """`eval_forward/<name>` under `folder`: the input sample's files, our marker added to its `graph_net.json`."""
+    target = folder / EVAL_SPLIT / name
+    info: dict = {}
+    for relative, data in files.items():
+        if relative == "graph_net.json":
+            try:
+                info = json.loads(data)
+            except ValueError:
+                info = {}
+            if not isinstance(info, dict):
+                info = {}
+            continue
+        path = target / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    target.mkdir(parents=True, exist_ok=True)
+    marker = {"name": name, "split": EVAL_SPLIT, **stamp, "files": sorted(r for r in files if r != "graph_net.json")}
+    (target / "graph_net.json").write_text(json.dumps({**info, MARKER: marker}, indent=4) + "\n")
+
+
+def prepare_output(out_dir: str | os.PathLike) -> Path:
+    """Create the output folder, or one OutputError naming why it cannot be written."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise OutputError(f"the output folder {out_dir} is a file: name a folder.")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out_dir):
+            pass
+    except OSError as error:
+        raise OutputError(f"cannot write to the output folder {out_dir}: {error.strerror or error}.") from None
+    free = shutil.disk_usage(out_dir).free
+    if free < MIN_FREE_BYTES:
+        raise OutputError(
+            f"the disk holding {out_dir} is full ({free / 1e6:.1f} MB free): free some space or choose another "
+            "output folder."
+        )
+    return out_dir
+
+
+def save_extraction(extraction, out_dir, name: str) -> dict[str, Path]:
+    """Write train_forward/<name> and train_backward/<name>, together or not at all.
+
+    `name` must stay inside `out_dir`; an existing output is replaced only if bwd_widgets wrote it.
+    """
+    name = output_name(name)
+    out_dir = prepare_output(out_dir)
+    for split in TRAIN_SPLITS:
+        check_target(out_dir, split, name)
+    with staging(out_dir) as stage:
+        write_extraction(extraction, stage, name, new_stamp(settings_of(extraction)))
+        return install(out_dir, stage, name, TRAIN_SPLITS)

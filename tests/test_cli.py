@@ -1,45 +1,183 @@
 """`bwd-extract`: the batch command line."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
 from bwd_widgets.cli import main as bwd_extract
+from bwd_widgets.graphnet_writer import STAGING_OWNER, is_complete
+
+from test_batch import checksums, summary_of, tiny_sample
 
 
 def test_cli_batch_isolates_failures_and_resumes(conv_bn_dir, tmp_path, capsys):
     broken = tmp_path / "broken"
     broken.mkdir()
     out = tmp_path / "out"
-    assert bwd_extract([str(conv_bn_dir), str(broken), "--out", str(out)]) == 1
-    summary = json.loads((out / "summary.json").read_text())
+    assert bwd_extract([str(conv_bn_dir), str(broken), "--out", str(out), "--workers", "1"]) == 1
+    root = os.path.commonpath([conv_bn_dir.parent, broken.parent])  # names are relative to the common parent
+    conv_bn, broken_name = os.path.relpath(conv_bn_dir, root), os.path.relpath(broken, root)
+    summary = summary_of(out)
     status = {r["name"]: r for r in summary["samples"]}
-    assert status["conv_bn"]["status"] == "ok" and status["conv_bn"]["backward_nodes"] == 17
-    assert status["conv_bn"]["saved_activation_bytes"] == 2 * 8 * 16 * 16 * 4
-    assert status["broken"]["status"] == "error" and "model.py" in status["broken"]["reason"]
-    assert "\n" not in status["broken"]["reason"]
-    assert (out / "train_backward" / "conv_bn" / "graph_net.json").is_file()
-    assert not (out / "train_backward" / "broken").exists()
+    assert status[conv_bn]["status"] == "ok" and status[conv_bn]["backward_nodes"] == 17
+    assert status[conv_bn]["saved_activation_bytes"] == 2 * 8 * 16 * 16 * 4
+    assert status[broken_name]["status"] == "error" and "model.py" in status[broken_name]["reason"]
+    assert "\n" not in status[broken_name]["reason"]
+    assert summary["counts"] == {"ok": 1, "error": 1, "crash": 0, "timeout": 0, "skipped": 0}
+    assert is_complete(out, conv_bn, summary["settings"])
+    assert not any(
+        (out / split / broken_name).exists() for split in ("eval_forward", "train_forward", "train_backward")
+    )
     err = capsys.readouterr().err
-    assert "ok      conv_bn" in err and "error   broken" in err
+    assert f"ok      {conv_bn}" in err and f"error   {broken_name}" in err
 
-    assert bwd_extract([str(conv_bn_dir), "--out", str(out), "--resume"]) == 0
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["samples"][0]["status"] == "skipped"
-    assert summary["samples"][0]["backward_nodes"] == 17
+    # a resume skips what is complete with the same settings, keeps its figures, retries failures
+    assert bwd_extract([str(conv_bn_dir), str(broken), "--out", str(out), "--resume", "--workers", "1"]) == 1
+    status = {r["name"]: r for r in summary_of(out)["samples"]}
+    assert status[conv_bn]["status"] == "skipped"
+    assert status[conv_bn]["backward_nodes"] == 17
+    assert status[broken_name]["status"] == "error"
 
-    low = tmp_path / "low"
-    assert bwd_extract([str(conv_bn_dir), "--out", str(low), "--budget", "0"]) == 0
-    summary = json.loads((low / "summary.json").read_text())
-    assert summary["partitioner"] == "min_cut" and summary["memory_budget"] == 0.0
-    info = json.loads((low / "train_backward" / "conv_bn" / "graph_net.json").read_text())
-    assert info["partitioner"] == "min_cut" and info["memory_budget"] == 0.0
+    # another budget: the resume redoes it, and every output says how it was made; --root keeps the names
+    command = [str(conv_bn_dir), "--root", root, "--out", str(out), "--budget", "0", "--resume", "--workers", "1"]
+    assert bwd_extract(command) == 0
+    summary = summary_of(out)
+    assert summary["settings"]["partitioner"] == "min_cut" and summary["settings"]["memory_budget"] == 0.0
+    record = {r["name"]: r for r in summary["samples"]}[conv_bn]
+    assert record["status"] == "ok" and record["settings"] == summary["settings"]
+    info = json.loads((out / "train_backward" / conv_bn / "graph_net.json").read_text())
+    assert info["bwd_widgets"]["settings"] == summary["settings"]
 
 
-def test_cli_rejects_bad_arguments(tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        bwd_extract(["--out", str(tmp_path)])
-    assert exit_info.value.code == 2
-    with pytest.raises(SystemExit):
-        bwd_extract([str(tmp_path), "--out", str(tmp_path), "--partitioner", "nope"])
-    assert "unknown partitioner" in capsys.readouterr().err
+def test_cli_resume_redoes_torn_writes_and_cleans_stale_staging(tmp_path):
+    first, second = tiny_sample(tmp_path / "s" / "first"), tiny_sample(tmp_path / "s" / "second")
+    out = tmp_path / "out"
+    command = [str(first), str(second), "--out", str(out), "--workers", "1"]
+    assert bwd_extract(command) == 0
+    # as if killed between two renames: one split from another write
+    graph_net = out / "train_backward" / "first" / "graph_net.json"
+    info = json.loads(graph_net.read_text())
+    info["bwd_widgets"]["run"] = "another-write"
+    graph_net.write_text(json.dumps(info))
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = out / ".bwd_widgets_tmp_killed"
+    stale.mkdir()
+    (stale / STAGING_OWNER).write_text(json.dumps({"pid": int(finished.stdout), "host": os.uname().nodename}))
+
+    assert bwd_extract([*command, "--resume"]) == 0
+    status = {r["name"]: r["status"] for r in summary_of(out)["samples"]}
+    assert status == {"first": "ok", "second": "skipped"}
+    assert is_complete(out, "first", summary_of(out)["settings"])
+    assert not stale.exists()
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["{samples}/a", "--out", "{samples}/a/out"], "is inside the input sample"),
+        (["{samples}/a", "--out", "{file}"], "is a file"),
+        (["{out}/train_forward/a", "--out", "{out}"], "which this batch writes"),
+        (["{samples}/a", "{samples}/a/../a", "--out", "{out}"], "is listed twice"),
+        (["{samples}/a", "{samples}/a/inner", "--out", "{out}"], "is inside the sample"),
+        (["{samples}/a", "--root", "{samples}/b", "--out", "{out}"], "is not inside the samples root"),
+        (["--out", "{out}"], "no samples given"),
+        (["--list", "{samples}/missing.txt", "--out", "{out}"], "is not a file"),
+        (["{samples}/a", "--out", "{out}", "--partitioner", "nope"], "unknown partitioner"),
+        (["{samples}/a", "--out", "{foreign}"], "not a summary that bwd-extract wrote"),
+        (["{samples}/a", "--out", "{corrupt}", "--resume"], "not a summary that bwd-extract wrote"),
+        (["{samples}/a", "--out", "{file}/below"], "cannot write to the output folder"),
+    ],
+)
+def test_cli_refuses_bad_input_in_one_line_before_any_work(tmp_path, capsys, arguments, message):
+    samples = tmp_path / "samples"
+    tiny_sample(samples / "a")
+    tiny_sample(samples / "b")
+    tiny_sample(samples / "a" / "inner")
+    out = tmp_path / "out"
+    tiny_sample(out / "train_forward" / "a")
+    (tmp_path / "file").write_text("a file")
+    for name, text in (("foreign", '{"samples": []}'), ("corrupt", "{not json")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(text)
+    before = checksums(tmp_path)
+    paths = {key: tmp_path / key for key in ("out", "file", "foreign", "corrupt")}
+    argv = [a.format(samples=samples, **paths) for a in arguments]
+    assert bwd_extract(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and err.startswith("bwd-extract: error: ") and len(err.splitlines()) == 1
+    assert checksums(tmp_path) == before, "nothing may be written before the batch starts"
+
+
+def test_cli_rejects_malformed_options(tmp_path, capsys):
+    for option in (["--workers", "0"], ["--timeout", "-1"], ["--mode", "both"]):
+        with pytest.raises(SystemExit) as exit_info:
+            bwd_extract([str(tmp_path), "--out", str(tmp_path / "out"), *option])
+        assert exit_info.value.code == 2
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_crash_and_timeout_cost_one_sample_each(tmp_path):
+    samples = tmp_path / "samples"
+    for name in ("good_1", "good_2"):
+        tiny_sample(samples / name)
+    tiny_sample(samples / "aborts", prelude="import os\nos.abort()")
+    tiny_sample(samples / "hangs", prelude="import time\ntime.sleep(10**6)")
+    tiny_sample(samples / "exits", prelude="import sys\nsys.exit(3)")
+    tiny_sample(samples / "exits_hard", prelude="import os\nos._exit(7)")
+    out = tmp_path / "out"
+    names = ["good_1", "aborts", "hangs", "exits", "exits_hard", "good_2"]
+    code = bwd_extract([str(samples / n) for n in names] + ["--out", str(out), "--workers", "2", "--timeout", "30"])
+    assert code == 1
+    records = {r["name"]: r for r in summary_of(out)["samples"]}
+    assert {n: r["status"] for n, r in records.items()} == {
+        "good_1": "ok",
+        "aborts": "crash",
+        "hangs": "timeout",
+        "exits": "crash",
+        "exits_hard": "crash",
+        "good_2": "ok",
+    }
+    assert "SIGABRT" in records["aborts"]["reason"]
+    assert "sys.exit(3)" in records["exits"]["reason"]
+    assert "exited with code 7" in records["exits_hard"]["reason"]
+    assert "30 s timeout" in records["hangs"]["reason"]
+    assert all("\n" not in r.get("reason", "") for r in records.values())
+    for name in ("good_1", "good_2"):
+        assert is_complete(out, name, summary_of(out)["settings"])
+    for name in ("aborts", "hangs", "exits", "exits_hard"):
+        assert not (out / "train_forward" / name).exists()
+
+
+def test_killed_batch_keeps_its_summary_and_resume_finishes_it(tmp_path):
+    names = [f"slow_{i}" for i in range(5)]
+    for name in names:
+        tiny_sample(tmp_path / "samples" / name, prelude="import time\ntime.sleep(1)")
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "bwd_widgets", *(str(tmp_path / "samples" / n) for n in names), "--out", str(out)]
+    batch = subprocess.Popen(
+        [*command, "--workers", "1"], stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        while batch.poll() is None and not ((out / "summary.json").exists() and summary_of(out)["samples"]):
+            time.sleep(0.1)
+    finally:
+        if batch.poll() is None:
+            os.killpg(batch.pid, signal.SIGKILL)  # the batch and its worker, as an out-of-memory kill would
+        batch.wait()
+    done = {r["name"]: r for r in summary_of(out)["samples"]}
+    assert 1 <= len(done) < len(names), "killed mid-batch"
+    assert all(r["status"] == "ok" for r in done.values())
+
+    resumed = subprocess.run([*command, "--workers", "1", "--resume"], capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    records = {r["name"]: r for r in summary_of(out)["samples"]}
+    assert sorted(records) == sorted(names)
+    for name, record in done.items():
+        assert records[name]["status"] == "skipped" and records[name]["seconds"] == record["seconds"]
+    assert all(records[n]["status"] == "ok" for n in names if n not in done)
+    assert not list(out.glob(".bwd_widgets_*"))

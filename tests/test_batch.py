@@ -1,0 +1,346 @@
+"""Batch extraction and GraphNet output paths: inputs never touched, outputs only where named, all-or-nothing.
+
+Tiny samples built in tmp_path keep these fast; each batch starts real worker processes.
+"""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+import bwd_widgets as bw
+import bwd_widgets.batch as batch
+import bwd_widgets.graphnet_writer as graphnet_writer
+from bwd_widgets.cli import main as bwd_extract
+from bwd_widgets.graphnet_writer import SPLITS, OutputError
+
+MODEL = """import torch
+{prelude}
+
+class GraphModule(torch.nn.Module):
+    def forward(self, w_0: torch.Tensor, in_0: torch.Tensor):
+        return (torch.nn.functional.linear(in_0, w_0).relu(),)
+"""
+
+META = """class Program_weight_tensor_meta_w_0:
+    name = "w_0"
+    shape = [4, 4]
+    dtype = "torch.float32"
+    device = "cpu"
+    mean = 0.0
+    std = 0.5
+    data = None
+
+
+class Program_weight_tensor_meta_in_0:
+    name = "in_0"
+    shape = [2, 4]
+    dtype = "torch.float32"
+    device = "cpu"
+    mean = 0.0
+    std = 1.0
+    data = None
+"""
+
+
+def tiny_sample(folder: Path, prelude: str = "") -> Path:
+    """A GraphNet sample of one linear layer; `prelude` runs when its model.py is imported."""
+    folder.mkdir(parents=True)
+    (folder / "model.py").write_text(MODEL.format(prelude=prelude))
+    (folder / "weight_meta.py").write_text(META)
+    (folder / "input_meta.py").write_text("")
+    (folder / "graph_net.json").write_text(json.dumps({"framework": "torch", "model_name": folder.name}))
+    return folder
+
+
+def checksums(*folders: Path, skip: Path | None = None) -> dict[str, str]:
+    """Every file and folder under `folders` (links not followed), with a checksum for files."""
+    found = {}
+    for folder in folders:
+        for path in sorted(folder.rglob("*")):
+            if skip is not None and (path == skip or skip in path.parents):
+                continue
+            found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "folder"
+    return found
+
+
+def summary_of(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_inputs_by_absolute_dotdot_and_symlink_paths_extract_and_stay_untouched(tmp_path, conv_bn_dir):
+    samples = tmp_path / "samples"
+    tiny_sample(samples / "a" / "net")
+    tiny_sample(samples / "b" / "net")  # same folder name, another output
+    tiny_sample(tmp_path / "elsewhere" / "real")
+    (samples / "c").mkdir()
+    (samples / "c" / "linked").symlink_to(tmp_path / "elsewhere" / "real")
+    tiny_sample(samples / "d" / "absolute")
+    listing = tmp_path / "lists" / "dev" / "list.txt"
+    listing.parent.mkdir(parents=True)
+    listing.write_text(
+        f"../../samples/a/net\n../../samples/b/net\n# a comment\n\n../../samples/c/linked\n{samples / 'd' / 'absolute'}\n"
+    )
+    out = tmp_path / "out"
+    before = checksums(tmp_path, conv_bn_dir)
+
+    assert bwd_extract(["--list", str(listing), "--out", str(out), "--workers", "2"]) == 0
+    assert bwd_extract([str(conv_bn_dir), "--out", str(out), "--workers", "1"]) == 0
+
+    assert checksums(tmp_path, conv_bn_dir, skip=out) == before, (
+        "an input changed, or something was written outside --out"
+    )
+    names = ["a/net", "b/net", "c/linked", "d/absolute"]
+    assert [(r["name"], r["status"]) for r in summary_of(out)["samples"]] == [("conv_bn", "ok")]
+    for name in [*names, "conv_bn"]:
+        assert graphnet_writer.is_complete(out, name, summary_of(out)["settings"]), name
+        assert sorted(p.name for p in (out / "train_backward" / name).iterdir()) == [
+            "graph_hash.txt",
+            "graph_net.json",
+            "input_meta.py",
+            "model.py",
+            "weight_meta.py",
+        ]
+    assert (out / "eval_forward" / "conv_bn" / "model.py").read_bytes() == (conv_bn_dir / "model.py").read_bytes()
+    backward = bw.load_graphnet_sample(out / "train_backward" / "a" / "net")
+    with torch.no_grad():
+        gradients = backward.module(*backward.inputs)
+    assert [tuple(g.shape) for g in gradients] == [(4, 4), (2, 4)]
+    assert sorted(p.name for p in out.iterdir()) == ["eval_forward", "summary.json", "train_backward", "train_forward"]
+
+
+def test_save_graphnet_refuses_names_that_escape_and_folders_it_did_not_write(conv_bn_dir, tmp_path):
+    extraction = bw.extract(bw.load_graphnet_sample(conv_bn_dir))
+    out = tmp_path / "out"
+    out.mkdir()
+    before = checksums(tmp_path)
+    for name in ("../escape", "a/../../escape", str(tmp_path / "absolute"), ".", "./"):
+        with pytest.raises(OutputError) as error:
+            extraction.save_graphnet(out, name)
+        assert isinstance(error.value, bw.BwdWidgetsError) and "\n" not in str(error.value)
+    assert checksums(tmp_path) == before
+
+    mine = out / "train_forward" / "mine"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("the user's own file")
+    with pytest.raises(OutputError, match="did not write"):
+        extraction.save_graphnet(out, "mine")
+    assert (mine / "notes.txt").read_text() == "the user's own file"
+    assert not (out / "train_backward" / "mine").exists(), "no split may appear without the other"
+
+    written = extraction.save_graphnet(out, "./nested//conv_bn")
+    assert written["train_backward"] == out / "train_backward" / "nested" / "conv_bn"
+    first = json.loads((written["train_backward"] / "graph_net.json").read_text())["bwd_widgets"]["run"]
+    extraction.save_graphnet(out, "nested/conv_bn")  # ours: replaced
+    second = json.loads((written["train_backward"] / "graph_net.json").read_text())["bwd_widgets"]["run"]
+    assert first != second
+    (written["train_backward"] / "extra.txt").write_text("added by hand")
+    with pytest.raises(OutputError, match="did not write"):
+        extraction.save_graphnet(out, "nested/conv_bn")
+    assert (written["train_backward"] / "extra.txt").is_file()
+    with pytest.raises(OutputError, match="inside the sample"):
+        extraction.save_graphnet(out, "nested/conv_bn/deeper")
+    assert not list(out.glob(".bwd_widgets_tmp_*"))
+
+
+def test_magic_refuses_save_names_that_escape(tmp_path):
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "bwd_widgets")
+    shell.run_cell(
+        "import torch\nfrom bwd_widgets.examples import MLP\nmodel = MLP(width=8, depth=1)\nx = torch.randn(2, 8)"
+    )
+    out = tmp_path / "out"
+    for name, sentence in (
+        ("../escape", "contains '..'"),
+        ("/tmp/escape", "is an absolute path"),
+        (".", "names no folder"),
+    ):
+        with capture_output() as captured:
+            shell.run_cell(f"g = %bwd_extract model(x) --save {out} --name {name} --no-display")
+        text = captured.stdout + captured.stderr
+        assert sentence in text and "Traceback" not in text
+        assert len([line for line in text.strip().splitlines() if line.strip()]) == 1
+    assert not (tmp_path / "train_forward").exists() and not Path("/tmp/escape").exists()
+    assert not list(out.rglob("model.py"))
+
+
+def _owned_output(folder: Path, name: str, split: str, stamp: dict, text: str) -> None:
+    """An output folder as bwd_widgets writes it: files listed in the marker of its graph_net.json."""
+    folder.mkdir(parents=True)
+    (folder / "model.py").write_text(text)
+    marker = {"name": name, "split": split, **stamp, "files": ["model.py"]}
+    (folder / "graph_net.json").write_text(json.dumps({"bwd_widgets": marker}))
+
+
+def test_install_puts_every_split_back_when_one_swap_fails(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    old = graphnet_writer.new_stamp({"mode": "old"})
+    for split in SPLITS:
+        _owned_output(out / split / "net", "net", split, old, "old")
+    before = checksums(out)
+    real_rename = Path.rename
+
+    failures = []
+
+    def failing_rename(self, target):
+        if Path(target) == out / "train_backward" / "net" and not failures:
+            failures.append(self)  # an interrupt as the last split's new folder moves in
+            raise KeyboardInterrupt
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", failing_rename)
+    new = graphnet_writer.new_stamp({"mode": "new"})
+    with pytest.raises(KeyboardInterrupt), graphnet_writer.staging(out) as stage:
+        for split in SPLITS:
+            _owned_output(stage / split / "net", "net", split, new, "new")
+        graphnet_writer.install(out, stage, "net", SPLITS)
+    assert failures and checksums(out) == before
+    assert not list(out.glob(".bwd_widgets_tmp_*"))
+
+    monkeypatch.setattr(Path, "rename", real_rename)
+    with graphnet_writer.staging(out) as stage:
+        for split in SPLITS:
+            _owned_output(stage / split / "net", "net", split, new, "new")
+        graphnet_writer.install(out, stage, "net", SPLITS)
+    assert graphnet_writer.is_complete(out, "net", {"mode": "new"})
+    assert all((out / split / "net" / "model.py").read_text() == "new" for split in SPLITS)
+    assert not list(out.glob(".bwd_widgets_tmp_*"))
+
+
+def test_stale_staging_of_a_dead_run_is_cleaned_and_nothing_else(tmp_path):
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(finished.stdout)
+    out = tmp_path / "out"
+    stale, live, foreign = (out / f".bwd_widgets_tmp_{n}" for n in ("stale", "live", "foreign"))
+    for folder, pid in ((stale, dead_pid), (live, os.getpid())):
+        folder.mkdir(parents=True)
+        owner = {"pid": pid, "host": os.uname().nodename}
+        (folder / graphnet_writer.STAGING_OWNER).write_text(json.dumps(owner))
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("not ours")
+    assert graphnet_writer.clean_stale_staging(out) == [stale]
+    assert live.is_dir() and (foreign / "keep.txt").is_file() and not stale.exists()
+
+
+def test_extract_many_returns_the_summary_as_a_table_on_workers_and_a_local_dask_cluster(tmp_path):
+    first = tiny_sample(tmp_path / "samples" / "first")
+    broken = tmp_path / "samples" / "broken"
+    broken.mkdir()
+    summary = bw.extract_many([first, broken], tmp_path / "out", workers=1, progress=False)
+    assert summary.counts["ok"] == 1 and summary.counts["error"] == 1
+    assert [r["name"] for r in summary.failed] == ["broken"]
+    table = repr(summary).splitlines()
+    assert table[0].split()[:3] == ["name", "status", "seconds"]
+    assert table[1].split()[:2] == ["first", "ok"] and table[2].split()[:2] == ["broken", "error"]
+    assert "1 ok, 1 error" in table[-1]
+
+    on_dask = bw.extract_many([first], tmp_path / "dask_out", workers=1, client="local", progress=False)
+    assert [(r["name"], r["status"]) for r in on_dask.records] == [("first", "ok")]
+    assert graphnet_writer.is_complete(tmp_path / "dask_out", "first", on_dask.settings)
+
+
+def _dask(*args: str, log: Path) -> subprocess.Popen:
+    dask = Path(sys.executable).with_name("dask")
+    return subprocess.Popen([str(dask), *args], stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def test_dask_cluster_loses_a_worker_mid_batch_and_writes_every_sample_once(tmp_path, monkeypatch):
+    from distributed import Client
+
+    names = [f"s{i}" for i in range(6)]
+    for name in names:
+        tiny_sample(tmp_path / "samples" / name, prelude="import time\ntime.sleep(2)")
+    scheduler_file = tmp_path / "scheduler.json"
+    started = [
+        _dask(
+            "scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--no-dashboard",
+            "--scheduler-file",
+            str(scheduler_file),
+            log=tmp_path / "scheduler.log",
+        )
+    ]
+    installs = []
+    real_install = batch.install
+
+    def counting_install(out, stage, name, splits):
+        installs.append(name)
+        return real_install(out, stage, name, splits)
+
+    monkeypatch.setattr(batch, "install", counting_install)
+    try:
+        for _ in range(300):
+            if scheduler_file.exists() and scheduler_file.stat().st_size:
+                break
+            time.sleep(0.1)
+        address = json.loads(scheduler_file.read_text())["address"]
+        workers = {}
+        for label in ("w0", "w1"):
+            workers[label] = _dask(
+                "worker",
+                address,
+                "--nworkers",
+                "1",
+                "--nthreads",
+                "1",
+                "--name",
+                label,
+                "--host",
+                "127.0.0.1",
+                "--no-dashboard",
+                log=tmp_path / f"{label}.log",
+            )
+            started.append(workers[label])
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+            out = tmp_path / "out"
+            outcome = {}
+            runner = threading.Thread(
+                target=lambda: outcome.setdefault(
+                    "code",
+                    bwd_extract(
+                        [str(tmp_path / "samples" / n) for n in names] + ["--out", str(out), "--scheduler", address]
+                    ),
+                )
+            )
+            runner.start()
+            killed = None
+            while killed is None and runner.is_alive():
+                busy = {w: keys for w, keys in client.processing().items() if keys}
+                done = len(summary_of(out)["samples"]) if (out / "summary.json").exists() else 0
+                if done >= 1 and busy:
+                    address_of_busy = next(iter(busy))
+                    killed = client.scheduler_info()["workers"][address_of_busy]["name"]
+                    _stop(workers[killed])
+                time.sleep(0.2)
+            runner.join(timeout=600)
+        assert killed is not None, "the batch ended before a worker could be killed mid-batch"
+        assert outcome["code"] == 0
+        assert sorted(installs) == names, "every sample written exactly once"
+        records = summary_of(out)["samples"]
+        assert sorted((r["name"], r["status"]) for r in records) == [(n, "ok") for n in names]
+        for name in names:
+            assert graphnet_writer.is_complete(out, name, summary_of(out)["settings"])
+    finally:
+        for process in reversed(started):
+            _stop(process)
