@@ -1,13 +1,20 @@
-"""Read and write GraphNet samples (`model.py`, `weight_meta.py`, `input_meta.py`, `graph_net.json`)."""
+"""Read GraphNet samples (`model.py`, `weight_meta.py`, `input_meta.py`).
+
+A sample is code: loading one runs its `model.py`, so load only samples you trust. The metas are
+data and are read without running them (a literal parser over the class bodies).
+"""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import math
+import os
 import re
 import types
 import uuid
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -34,23 +41,47 @@ class TensorMeta:
     min_val: float | None = None
     max_val: float | None = None
     original_name: str | None = None
-    stride: list | None = None  # only for non-contiguous tensors; GraphNet's own loader ignores it
+    stride: list | None = None
+    """Only for non-contiguous tensors; GraphNet's own loader ignores it."""
 
 
-@dataclass
+@dataclass(eq=False)
 class GraphNetSample:
-    """A loaded sample: the module, built inputs, and what each argument is."""
+    """A loaded sample: the module, what each argument is, and its inputs, built on first use."""
 
     name: str
     path: Path
     module: torch.nn.Module
-    inputs: list
-    metas: list
-    original_names: dict = field(default_factory=dict)  # argument -> original (Dynamo) name
-    input_sources: dict = field(default_factory=dict)  # argument -> (kind, human name)
+    metas: list[TensorMeta]
+    original_names: dict[str, str] = field(default_factory=dict)
+    """Argument -> original (Dynamo) name."""
+    input_sources: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Argument -> (kind, human name)."""
+    device: str = "cpu"
+    seed: int = 0
+    notes: list[str] = field(default_factory=list)
+    """What was odd in the metas and how the inputs were built instead, one sentence each."""
+    symints: frozenset[str] = frozenset()
+    """Arguments annotated `torch.SymInt`: plain ints, not tensors."""
+    index_limits: dict[str, int] = field(default_factory=dict)
 
-    def __repr__(self):
-        return f"GraphNetSample(name={self.name!r}, inputs={len(self.inputs)}, path={str(self.path)!r})"
+    @cached_property
+    def inputs(self) -> list:
+        """Real inputs: exact `data` where recorded, else random values with the recorded mean and std."""
+        generator = torch.Generator().manual_seed(self.seed)
+        return [
+            _symint(meta)
+            if meta.name in self.symints
+            else build_tensor(meta, self.device, generator, self.index_limits.get(meta.name))
+            for meta in self.metas
+        ]
+
+    def meta_inputs(self) -> list:
+        """Inputs on the meta device: shapes and dtypes only, no memory (fake mode)."""
+        return [_symint(m) if m.name in self.symints else _meta_tensor(m) for m in self.metas]
+
+    def __repr__(self) -> str:
+        return f"GraphNetSample(name={self.name!r}, inputs={len(self.metas)}, path={str(self.path)!r})"
 
 
 def map_device_strings(code: str, device: str) -> str:
@@ -59,26 +90,107 @@ def map_device_strings(code: str, device: str) -> str:
     return _CUDA_STRING.sub(lambda m: f"{m.group(1)}{device}{m.group(1)}", code)
 
 
-def read_metas(path: Path) -> list:
-    namespace = {}
+def _read_text(path: Path) -> str:
     try:
-        exec(compile(path.read_text(), str(path), "exec"), namespace)
-    except Exception as error:
-        raise SampleError(f"{path} could not be read: {type(error).__name__}: {error}") from None
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SampleError(f"{path} is not UTF-8 text: save it as UTF-8.") from None
+
+
+def _literal(node: ast.expr, where: str) -> object:
+    """A Python literal, or `float('inf')` as GraphNet writes non-finite numbers; nothing runs."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "float"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):
+        return float(node.args[0].value)
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        raise SampleError(f"{where} is not a literal value: metas hold data only (numbers, strings, lists).") from None
+
+
+def read_metas(path: Path, notes: list[str] | None = None) -> list[TensorMeta]:
+    """The tensor metas in a `weight_meta.py` / `input_meta.py`, read as data, never run.
+
+    Metas that would build the wrong tensor are refused; a non-finite mean or std (GraphNet records
+    them for tensors holding infinities) builds standard values instead, with a line in `notes`.
+    """
+    try:
+        tree = ast.parse(_read_text(path), filename=str(path))
+    except SyntaxError as error:
+        raise SampleError(f"{path} is not valid Python (line {error.lineno}): fix the meta file.") from None
     metas = []
-    for value in namespace.values():
-        if isinstance(value, type) and hasattr(value, "name") and hasattr(value, "shape"):
-            fields = {k: getattr(value, k) for k in TensorMeta.__dataclass_fields__ if hasattr(value, k)}
-            metas.append(TensorMeta(**fields))
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        values = {}
+        for statement in node.body:
+            if (
+                isinstance(statement, ast.Assign)
+                and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)
+            ):
+                key = statement.targets[0].id
+                if key in TensorMeta.__dataclass_fields__:
+                    values[key] = _literal(statement.value, f"{path.name}: {node.name}.{key}")
+        if "name" in values and "shape" in values:
+            metas.append(_checked(TensorMeta(**{"dtype": "torch.float32", **values}), path, notes))
     return metas
 
 
-def load_graphnet_sample(path, device: str = "cpu", seed: int = 0) -> GraphNetSample:
-    """Load a GraphNet sample folder and build inputs for every forward argument.
+def _checked(meta: TensorMeta, path: Path, notes: list[str] | None) -> TensorMeta:
+    """Refuse metas that would silently build the wrong tensor."""
+    where = f"{path.name}: {meta.name}"
+    shape = meta.shape
+    if not isinstance(shape, (list, tuple)) or not all(isinstance(s, int) and not isinstance(s, bool) for s in shape):
+        raise SampleError(f"{where} has shape {shape!r}: a shape is a list of whole numbers.")
+    if any(s < 0 for s in shape):
+        raise SampleError(f"{where} has a negative size in shape {list(shape)}: sizes are 0 or more.")
+    dtype = _dtype(str(meta.dtype))
+    for field_name in ("mean", "std", "min_val", "max_val"):
+        value = getattr(meta, field_name)
+        if value is None:
+            continue
+        if not isinstance(value, (int, float)):
+            raise SampleError(f"{where} has {field_name} = {value!r}: it must be a number.")
+        if field_name in ("mean", "std") and not math.isfinite(value):
+            fallback = 0.0 if field_name == "mean" else 1.0
+            setattr(meta, field_name, fallback)
+            if notes is not None:
+                notes.append(
+                    f"{where} has {field_name} = {value}: its values were built with {field_name} {fallback:g}."
+                )
+        elif field_name in ("min_val", "max_val") and isinstance(value, float) and math.isnan(value):
+            raise SampleError(f"{where} has {field_name} = nan: it must be a number.")
+    if meta.std is not None and meta.std < 0:
+        raise SampleError(f"{where} has std = {meta.std}: a standard deviation is 0 or more.")
+    if meta.min_val is not None and meta.max_val is not None and meta.min_val > meta.max_val:
+        raise SampleError(f"{where} has min_val {meta.min_val} above max_val {meta.max_val}: swap them.")
+    if meta.data is not None:
+        if not isinstance(meta.data, (list, tuple)) or not all(
+            isinstance(v, (int, float, bool)) or (dtype.is_complex and isinstance(v, complex)) for v in meta.data
+        ):
+            raise SampleError(f"{where} has data that is not a list of numbers: fix or remove it.")
+        if len(meta.data) != math.prod(shape):
+            raise SampleError(
+                f"{where} has {len(meta.data)} data values for shape {list(shape)} ({math.prod(shape)} elements): "
+                "fix the data or remove it."
+            )
+    return meta
 
-    Exact `data` where recorded, else random values with the recorded mean and
-    std; integers inside `min_val`/`max_val` and the embedding tables they index;
-    `cuda` device strings mapped to `device`.
+
+def load_graphnet_sample(path: str | Path, device: str = "cpu", seed: int = 0) -> GraphNetSample:
+    """Load a GraphNet sample folder; its inputs are built when first used.
+
+    This runs the sample's `model.py` (a sample is code: load only samples you trust). Inputs get
+    exact `data` where recorded, else random values with the recorded mean and std; integers stay
+    inside `min_val`/`max_val` and the embedding tables they index; `cuda` device strings are
+    mapped to `device`.
     """
     path = Path(path)
     if not path.is_dir():
@@ -86,22 +198,23 @@ def load_graphnet_sample(path, device: str = "cpu", seed: int = 0) -> GraphNetSa
     for required in ("model.py", "weight_meta.py"):
         if not (path / required).is_file():
             raise SampleError(f"{path} has no {required}: a GraphNet sample needs model.py and weight_meta.py.")
-    code = map_device_strings((path / "model.py").read_text(), device)
-    module_name = f"bwd_widgets_sample_{uuid.uuid4().hex[:8]}"
-    namespace = types.ModuleType(module_name)
+    code = map_device_strings(_read_text(path / "model.py"), device)
+    namespace = types.ModuleType(f"bwd_widgets_sample_{uuid.uuid4().hex[:8]}")
     namespace.__file__ = str(path / "model.py")
     try:
         exec(compile(code, str(path / "model.py"), "exec"), namespace.__dict__)
         module_class = namespace.GraphModule
         module = module_class()
     except Exception as error:
+        first = str(error).splitlines()[0] if str(error) else ""
         raise SampleError(
-            f"{path / 'model.py'} could not be imported ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}): "
+            f"{path / 'model.py'} could not be imported ({type(error).__name__}: {first}): "
             "check that it defines class GraphModule(torch.nn.Module)."
         ) from None
-    metas = read_metas(path / "weight_meta.py")
+    notes: list[str] = []
+    metas = read_metas(path / "weight_meta.py", notes)
     if (path / "input_meta.py").is_file():
-        metas += read_metas(path / "input_meta.py")
+        metas += read_metas(path / "input_meta.py", notes)
     by_name = {m.name: m for m in metas}
     parameters = list(inspect.signature(module_class.forward).parameters.values())[1:]
     missing = [p.name for p in parameters if p.name not in by_name]
@@ -110,29 +223,25 @@ def load_graphnet_sample(path, device: str = "cpu", seed: int = 0) -> GraphNetSa
             f"{path} has no tensor meta for argument(s) {', '.join(missing[:5])}: add them to weight_meta.py."
         )
     ordered = [by_name[p.name] for p in parameters]
-    limits = _embedding_limits(code, by_name)
-    generator = torch.Generator().manual_seed(seed)
-    inputs = []
-    for parameter, meta in zip(parameters, ordered):
-        if parameter.annotation is torch.SymInt or parameter.annotation == "torch.SymInt":
-            inputs.append(int(meta.data[0]) if meta.data else 1)
-        else:
-            inputs.append(build_tensor(meta, device, generator, limits.get(meta.name)))
     original_names = {m.name: m.original_name or m.name for m in ordered}
     return GraphNetSample(
         name=path.name,
         path=path,
         module=module.train(),
-        inputs=inputs,
         metas=ordered,
         original_names=original_names,
         input_sources={n: parse_flat_name(o) for n, o in original_names.items()},
+        device=device,
+        seed=seed,
+        notes=[n for n in notes if n.split(":")[1].split(" has ")[0].strip() in original_names],
+        symints=frozenset(p.name for p in parameters if p.annotation in (torch.SymInt, "torch.SymInt")),
+        index_limits=_embedding_limits(code, by_name),
     )
 
 
-def _embedding_limits(code, metas) -> dict:
+def _embedding_limits(code: str, metas: dict[str, TensorMeta]) -> dict[str, int]:
     """Arguments passed straight to `embedding(ids, table)` must stay below the table's rows."""
-    limits = {}
+    limits: dict[str, int] = {}
     for ids, table in _EMBEDDING_CALL.findall(code):
         if ids in metas and table in metas and metas[table].shape:
             rows = int(metas[table].shape[0])
@@ -147,7 +256,34 @@ def _dtype(name: str) -> torch.dtype:
     return dtype
 
 
-def build_tensor(meta: TensorMeta, device, generator, index_limit=None) -> torch.Tensor:
+def _symint(meta: TensorMeta) -> int:
+    return int(meta.data[0]) if meta.data else 1
+
+
+def _meta_tensor(meta: TensorMeta) -> torch.Tensor:
+    dtype, shape = _dtype(meta.dtype), list(meta.shape)
+    if meta.stride is not None and len(meta.stride) == len(shape):
+        return torch.empty_strided(shape, [int(s) for s in meta.stride], dtype=dtype, device="meta")
+    return torch.empty(shape, dtype=dtype, device="meta")
+
+
+def _memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def build_tensor(
+    meta: TensorMeta, device: str, generator: torch.Generator, index_limit: int | None = None
+) -> torch.Tensor:
+    needed = math.prod(meta.shape) * _dtype(meta.dtype).itemsize
+    memory = _memory_bytes()
+    if memory is not None and needed > memory:
+        raise SampleError(
+            f"{meta.name} would need {needed / 2**30:.1f} GiB, more than this machine's "
+            f"{memory / 2**30:.1f} GiB: extract it with mode='fake'."
+        )
     tensor = _build_values(meta, device, generator, index_limit)
     if meta.stride is None or list(meta.stride) == list(tensor.stride()) or tensor.numel() == 0:
         return tensor
@@ -157,13 +293,13 @@ def build_tensor(meta: TensorMeta, device, generator, index_limit=None) -> torch
     return torch.empty_strided(tensor.shape, stride, dtype=tensor.dtype, device=tensor.device).copy_(tensor)
 
 
-def _build_values(meta: TensorMeta, device, generator, index_limit=None) -> torch.Tensor:
+def _build_values(
+    meta: TensorMeta, device: str, generator: torch.Generator, index_limit: int | None = None
+) -> torch.Tensor:
     dtype = _dtype(meta.dtype)
-    shape = [int(s) for s in meta.shape]
+    shape = list(meta.shape)
     if meta.data is not None:
-        data = torch.tensor(meta.data, dtype=dtype)
-        if data.numel() == math.prod(shape):
-            return data.reshape(shape).to(device)
+        return torch.tensor(meta.data, dtype=dtype).reshape(shape).to(device)
     if dtype == torch.bool:
         return (torch.rand(shape, generator=generator) < 0.5).to(device)
     if dtype.is_floating_point or dtype.is_complex:
@@ -173,8 +309,8 @@ def _build_values(meta: TensorMeta, device, generator, index_limit=None) -> torc
         if meta.min_val is not None or meta.max_val is not None:
             values = values.clamp(meta.min_val, meta.max_val)
         return values.to(dtype).to(device)
-    low = int(meta.min_val) if meta.min_val is not None else 0
-    high = int(meta.max_val) + 1 if meta.max_val is not None else low + 2
+    low = int(meta.min_val) if meta.min_val is not None and math.isfinite(meta.min_val) else 0
+    high = int(meta.max_val) + 1 if meta.max_val is not None and math.isfinite(meta.max_val) else low + 2
     if index_limit is not None:
         high = min(high, index_limit)
         low = min(low, high - 1)

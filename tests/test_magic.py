@@ -68,6 +68,8 @@ def test_cell_magic_last_expression_and_output(shell):
         ("%bwd_extract", "give the forward call"),
         ("%bwd_extract (lambda t: t * 2)(torch.arange(3))", "no input or parameter requires grad"),
         ("%%bwd_extract\ny = model(x)", "end the cell with the forward result"),
+        ('%bwd_extract model(x) --name "unclosed', "close every quote"),
+        ("%bwd_extract model(x) stray --fake", "is not a call"),
     ],
 )
 def test_mistakes_print_one_usage_error_line(shell, line, message):
@@ -100,3 +102,47 @@ def test_unload_removes_the_magics():
     assert "bwd_extract" not in ip.magics_manager.magics["line"]
     ip.run_line_magic("load_ext", "bwd_widgets")
     assert "bwd_extract" in ip.magics_manager.magics["line"]
+
+
+def test_cell_magic_sees_module_parameters_rebinding_and_leaves_names_defined(shell):
+    result, _ = _run(shell, "%%bwd_extract --no-display\nmodel(torch.randn(4, 8)).sum()")
+    assert result.success, result.error_in_exec
+    assert {g.grad_of for g in result.result.gradients} >= {"model.blocks.0.0.weight", "model.head.bias"}
+    shell.user_ns.pop("doubled", None)
+    result, _ = _run(shell, "%%bwd_extract --no-display --output loss\nx = x * 2\ndoubled = x\nloss = model(x).sum()")
+    assert result.success, result.error_in_exec
+    assert {g.grad_of for g in result.result.gradients} >= {"x", "model.head.weight"}
+    assert "doubled" in shell.user_ns and "loss" in shell.user_ns, "names the cell assigns exist afterwards"
+    shell.run_cell("x = x / 2")
+
+
+def test_options_are_checked_before_the_call_runs(shell):
+    shell.run_cell("calls = []\ndef counted(t):\n    calls.append(1)\n    return model\n")
+    for options, message in (("--budget 2", "[0, 1]"), ("--partitioner nonsense", "unknown partitioner")):
+        result, captured = _run(shell, f"%bwd_extract counted(x)(x) {options}")
+        assert not result.success and message in captured.stdout + captured.stderr
+    assert shell.user_ns["calls"] == []
+
+
+def test_negative_numbers_and_strings_in_the_call(shell):
+    shell.run_cell("def scaled(t, k, label):\n    return (t * k).sin()\n")
+    result, _ = _run(shell, "g = %bwd_extract scaled(x, -1, 'a --b') --no-display")
+    assert result.success, result.error_in_exec
+    assert shell.user_ns["g"].backward_node_count > 0
+
+
+def test_a_failed_save_is_one_line_and_keeps_the_extraction(shell, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    result, captured = _run(shell, f"g2 = %bwd_extract model(x) --save {blocker} --no-display")
+    assert result.success, "the extraction is returned even when saving fails"
+    assert isinstance(shell.user_ns["g2"], bw.BackwardExtraction)
+    lines = [line for line in captured.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("bwd_extract: not saved:") and "Traceback" not in captured.stderr
+
+
+def test_saving_twice_without_a_name_never_replaces_a_sample(shell, tmp_path):
+    for _ in range(2):
+        result, _ = _run(shell, f"%bwd_extract model(x) --save {tmp_path} --no-display")
+        assert result.success
+    assert sorted(p.name for p in (tmp_path / "train_backward").iterdir()) == ["model", "model_2"]

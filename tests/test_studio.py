@@ -14,10 +14,13 @@ def transformer():
 
 
 def _no_retrace(monkeypatch):
+    from bwd_widgets.core.capture import CaptureSession
+
     def fail(*args, **kwargs):
         raise AssertionError("a repartition must not trace again")
 
-    monkeypatch.setattr(torch, "compile", fail)
+    monkeypatch.setattr(CaptureSession, "compile_fx", fail)
+    monkeypatch.setattr(CaptureSession, "compile_dynamo", fail)
 
 
 def test_default_repartition_of_the_reference_equals_the_extractor(conv_bn_dir, monkeypatch):
@@ -176,16 +179,18 @@ def test_many_repartitions_of_one_joint_match_fresh_ones(transformer):
 
 
 def test_extract_traces_once_per_model_inputs_and_mode(monkeypatch):
+    from bwd_widgets.core.capture import CaptureSession
     from bwd_widgets.examples import MLP
 
     compiles = []
-    real_compile = torch.compile
+    for route in ("compile_fx", "compile_dynamo"):
+        real = getattr(CaptureSession, route)
 
-    def counting(*args, **kwargs):
-        compiles.append(1)
-        return real_compile(*args, **kwargs)
+        def counting(self, *args, real=real, **kwargs):
+            compiles.append(1)
+            return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(torch, "compile", counting)
+        monkeypatch.setattr(CaptureSession, route, counting)
     torch.manual_seed(0)
     model, x = MLP(width=16, depth=3), torch.randn(4, 16)
     bw.extract(model, x)

@@ -223,6 +223,14 @@ def recomputed(backward: torch.fx.GraphModule) -> list[tuple[str, str]]:
     ]
 
 
+def random_ops(graph: torch.fx.GraphModule, names: set[str]) -> list[str]:
+    """The distinct random ops (by torch's own list) among the named nodes of graph."""
+    from .why import op_types
+
+    kinds = op_types()
+    return sorted({op_name(n) for n in graph.graph.nodes if n.name in names and kinds.is_random(n)})
+
+
 def gradients(backward_with_nones: torch.fx.GraphModule, sources: list[InputSource]) -> list[GradientOutput]:
     """Pair each non-None backward output with the forward input it is the gradient of."""
     output = backward_with_nones.graph.output_node()

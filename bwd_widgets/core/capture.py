@@ -1,27 +1,42 @@
-"""Capture forward, backward and joint fx graphs through torch.compile + AOT Autograd.
+"""Capture forward, backward and joint fx graphs through AOT Autograd, after torch.fx or Dynamo.
 
 No analysis happens here: this module only records what torch hands its compilers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Callable
+import re
+import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
+import torch.utils.checkpoint
 from functorch.compile import make_boxed_func
 from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.aot_autograd import aot_module_simplified
 
 from .naming import parse_source_name
 from .partitioners import Partitioner
 from .trace import InputSource, Partition, Trace
 
 
+class NotForFx(Exception):
+    """The fx route could not keep this model's meaning (hooks, checkpoints, grad-mode changes...)."""
+
+
 @dataclass
 class CaptureSession:
-    """A Dynamo backend that records each compiled region as a Trace and its first Partition."""
+    """Records each compiled region as a Trace and its first Partition, by one of two routes.
+
+    `compile_fx` traces an nn.Module with torch.fx and hands it straight to AOT Autograd, as GraphNet's
+    own extractor does (no bytecode tracing); `compile_dynamo` goes through Dynamo, which reads any
+    Python. Both end in the same compilers, so a region looks the same whichever route captured it.
+    """
 
     partitioner: Partitioner
     keep_real_inputs: bool
@@ -29,10 +44,16 @@ class CaptureSession:
     """Local argument name -> (kind, human name), for GraphNet samples."""
     signature: list[str] = field(default_factory=list)
     partitions: list[Partition] = field(default_factory=list)
+    rng_state: torch.Tensor | None = None
+    """The CPU generator's state before the real forward: replays draw the same random numbers."""
     _inputs: list[InputSource] = field(default_factory=list)
     _current: Partition | None = None
+    _mutable: list[tuple[torch.Tensor, torch.Tensor, int]] = field(default_factory=list)
+    _recording: bool = True
 
-    def backend(self) -> Callable:
+    def compilers(self) -> dict[str, Callable]:
+        """The fw/bw compilers and partition_fn that record what AOT Autograd hands them."""
+
         def partition_fn(joint, joint_inputs, *, num_fwd_outputs, **kwargs):
             trace = Trace(
                 index=len(self.partitions),
@@ -51,51 +72,107 @@ class CaptureSession:
             if current is None:  # an inference graph: nothing needs a gradient here
                 return make_boxed_func(gm.forward)
             current.forward = gm
-            return _recording(gm, self._keep_forward_inputs(current.trace))
+            return self._recorded(gm, CaptureSession._keep_forward_inputs, current)
 
         def bw_compiler(gm, example_inputs):
             current = self._current
             current.backward_with_nones = gm
-            return _recording(gm, self._keep_backward_inputs(current))
+            return self._recorded(gm, CaptureSession._keep_backward_inputs, current)
 
-        aot_backend = aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn)
+        return {"fw_compiler": fw_compiler, "bw_compiler": bw_compiler, "partition_fn": partition_fn}
 
+    def compile_dynamo(self, model: Callable) -> Callable:
         def backend(gm, example_inputs):
             order = _signature_order(gm, self.signature)
             if order is not None:
                 # Dynamo calls the compiled graph in its placeholders' final order.
                 _reorder_placeholders(gm, order)
                 example_inputs = [example_inputs[i] for i in order]
-            self._inputs = self._sources(gm)
+            self._inputs = self._dynamo_sources(gm)
             self._current = None
-            return aot_backend(gm, example_inputs)
+            return aot_autograd(**self.compilers())(gm, example_inputs)
 
-        return backend
+        return torch.compile(model, backend=backend, dynamic=False, isolate_recompiles=True)
 
-    def _keep_forward_inputs(self, trace: Trace) -> Callable[[list], None] | None:
-        if not self.keep_real_inputs:
-            return None
+    def compile_fx(self, module: torch.nn.Module, inputs: list) -> Callable:
+        """Trace with torch.fx (module paths and source lines kept), then AOT Autograd; raises NotForFx."""
+        gm = fx_trace(module)
+        names = self.signature  # not the placeholders': torch.fx renames `input` to `input_1`
+        self._inputs = (
+            [InputSource("parameter", n, n) for n, _ in gm.named_parameters(remove_duplicate=False)]
+            + [InputSource("buffer", n, n) for n, _ in gm.named_buffers(remove_duplicate=False)]
+            + [InputSource(*self.input_names.get(n, ("input", n)), n) for n in names]
+        )
+        self._current = None
+        output = gm.graph.output_node()
+        leaves, spec = pytree.tree_flatten(output.args[0])
+        traced = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.fx.Node)]
+        output.args = (tuple(leaves[i] for i in traced),)  # AOT Autograd wants a flat tuple out
+        gm.recompile()
+        compiled = aot_module_simplified(gm, inputs, **self.compilers())
 
-        def keep(args: list) -> None:
-            trace.forward_inputs = [_detached_copy(a) for a in args]
+        def run(*args):
+            values = list(leaves)
+            for i, value in zip(traced, compiled(*args)):
+                values[i] = value
+            return pytree.tree_unflatten(values, spec)
 
-        return keep
+        return run
 
-    def _keep_backward_inputs(self, partition: Partition) -> Callable[[list], None] | None:
-        if not self.keep_real_inputs:
-            return None
+    def finish(self) -> None:
+        """Stop recording: compiled callables that outlive the capture (Dynamo's cache) keep nothing alive."""
+        self._recording = False
+        self._current = None
 
-        def keep(args: list) -> None:
-            values = [_detached_copy(a) for a in args]
-            partition.backward_inputs = values
-            names = [n.name for n in partition.backward_with_nones.graph.find_nodes(op="placeholder")]
-            partition.trace.tangent_values = {
-                name: value for name, value in zip(names, values) if name.startswith("tangents_")
-            }
+    def restore_mutated(self) -> None:
+        """Put back buffers and inputs the real forward changed in place (batch-norm statistics...)."""
+        with torch.no_grad():
+            for tensor, before, version in self._mutable:
+                if tensor._version != version:
+                    tensor.copy_(before)
+        self._mutable.clear()
 
-        return keep
+    def _recorded(self, gm: torch.fx.GraphModule, keep: Callable, partition: Partition) -> Callable:
+        """Torch's boxed calling convention around gm, keeping its real inputs while recording."""
+        session = weakref.ref(self)
+        target = weakref.ref(partition)
 
-    def _sources(self, gm: torch.fx.GraphModule) -> list[InputSource]:
+        def run(args):
+            owner, current = session(), target()
+            if owner is not None and current is not None and owner._recording and owner.keep_real_inputs:
+                keep(owner, args, current)
+            return gm(*args)
+
+        run._boxed_call = True
+        return run
+
+    def _keep_forward_inputs(self, args: list, partition: Partition) -> None:
+        """Parameters and inputs requiring grad are kept by reference (autograd forbids changing them in
+        place during the run; their version counters show any change after); anything else is copied,
+        since the forward may change it in place (running statistics)."""
+        values, versions = [], []
+        for value in args:
+            if isinstance(value, torch.Tensor):
+                versions.append(value._version)
+                if not (value.requires_grad and value.is_leaf):
+                    copy = value.detach().clone()
+                    self._mutable.append((value, copy, value._version))
+                    value = copy
+            else:
+                versions.append(None)
+            values.append(value)
+        trace = partition.trace
+        trace.forward_inputs, trace.forward_versions, trace.rng_state = values, versions, self.rng_state
+
+    def _keep_backward_inputs(self, args: list, partition: Partition) -> None:
+        """By reference: autograd lets go of its saved values after backward; these are the same tensors."""
+        partition.backward_inputs = list(args)
+        names = [n.name for n in partition.backward_with_nones.graph.find_nodes(op="placeholder")]
+        partition.trace.tangent_values = {
+            name: value for name, value in zip(names, args) if name.startswith("tangents_")
+        }
+
+    def _dynamo_sources(self, gm: torch.fx.GraphModule) -> list[InputSource]:
         sources = []
         for node in gm.graph.find_nodes(op="placeholder"):
             grapharg = node.meta.get("grapharg")
@@ -105,6 +182,9 @@ class CaptureSession:
                 continue
             kind, name = parse_source_name(source.name)
             local = getattr(source, "local_name", None)
+            positional = re.fullmatch(r"L\['args'\]\[(\d+)\]", source.name)
+            if positional and int(positional.group(1)) < len(self.signature):
+                local = name = self.signature[int(positional.group(1))]  # a built-in module's forward(*args)
             key = name if local is None else local
             if local is not None and local in self.input_names:
                 kind, name = self.input_names[local]
@@ -112,22 +192,108 @@ class CaptureSession:
         return sources
 
 
-def _recording(gm: torch.fx.GraphModule, keep: Callable[[list], None] | None) -> Callable:
-    """Wrap a compiled graph in torch's boxed calling convention, keeping its real inputs if asked."""
+class _Tracer(torch.fx.Tracer):
+    """torch.fx's tracer with source lines, refusing what it would silently get wrong."""
 
-    def run(args):
-        if keep is not None:
-            keep(args)
-        return gm(*args)
+    def __init__(self) -> None:
+        super().__init__()
+        self.record_stack_traces = True
+        self._modes = _modes()
 
-    run._boxed_call = True
-    return run
+    def create_proxy(self, *args, **kwargs):
+        if _modes() != self._modes:
+            raise NotForFx("grad mode or autocast changes inside forward")
+        return super().create_proxy(*args, **kwargs)
 
 
-def _detached_copy(value):
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    return value
+def _modes() -> tuple:
+    return (torch.is_grad_enabled(), torch.is_autocast_enabled("cpu"), torch.is_autocast_enabled("cuda"))
+
+
+def _refuse(what: str) -> Callable:
+    def refuse(*args, **kwargs):
+        raise NotForFx(what)
+
+    return refuse
+
+
+def fx_eligible(model: object, inputs: list) -> bool:
+    """torch.fx keeps the meaning of plain modules over tensors: no hooks, no compiled parts, no *args."""
+    if not isinstance(model, torch.nn.Module) or not inputs or "forward" in vars(model):
+        return False  # torch.fx traces the class's forward, not one patched onto the instance
+    if not all(isinstance(v, torch.Tensor) for v in inputs):
+        return False
+    try:
+        parameters = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if len(parameters) != len(inputs) or any(
+        p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters
+    ):
+        return False
+    hooks = torch.nn.modules.module
+    if hooks._global_forward_hooks or hooks._global_forward_pre_hooks or hooks._global_backward_hooks:
+        return False
+    for module in model.modules():
+        if isinstance(module, torch._dynamo.eval_frame.OptimizedModule):
+            return False
+        if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks:
+            return False
+        if getattr(module, "_backward_pre_hooks", None):
+            return False
+    return True
+
+
+def fx_trace(module: torch.nn.Module) -> torch.fx.GraphModule:
+    tracer = _Tracer()
+    patches = [
+        (torch.utils.checkpoint, "checkpoint", _refuse("activation checkpointing")),
+        (torch._dynamo, "graph_break", _refuse("an explicit graph break")),
+    ]
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    try:
+        for owner, name, replacement in patches:
+            setattr(owner, name, replacement)
+        graph = tracer.trace(module)
+    except NotForFx:
+        raise
+    except Exception as error:  # control flow on values, unpacked shapes...: Dynamo reads those
+        raise NotForFx(f"torch.fx cannot trace it ({type(error).__name__})") from error
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+    for node in graph.nodes:
+        target = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+        changes_input = node.args and isinstance(node.args[0], torch.fx.Node) and node.args[0].op == "placeholder"
+        if (
+            node.op in ("call_method", "call_function")
+            and target.endswith("_")
+            and not target.startswith("_")
+            and changes_input
+        ):
+            raise NotForFx("an input changed in place")  # eager autograd's rules for that need Dynamo
+    return torch.fx.GraphModule(tracer.root, graph, class_name=type(module).__name__)
+
+
+@contextlib.contextmanager
+def own_dynamo_entries() -> Iterator[None]:
+    """Dynamo keeps compiled code on the code objects it traced. Afterwards, drop the entries this
+    capture added to code nobody had compiled before, and never reset the session: the user's own
+    compiled models must not recompile."""
+    from torch._C._dynamo import eval_frame
+    from torch._dynamo import convert_frame
+
+    def counts() -> dict:
+        live = (weak() for weak in convert_frame.input_codes.seen)
+        return {code: eval_frame._get_total_cache_entry_count(code) for code in live if code is not None}
+
+    before = counts()
+    try:
+        yield
+    finally:
+        for code, count in counts().items():
+            if count and not before.get(code):
+                eval_frame.reset_code(code)
 
 
 def _signature_order(gm, signature):

@@ -30,3 +30,43 @@ def one_line(error: BaseException, limit: int = 300) -> str:
     lines = str(error).strip().splitlines()
     text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
     return text[:limit]
+
+
+_WRAPPERS = ("when making fake tensor call", "Dynamo failed to run", "backend='", "While executing")
+
+
+def describe_failure(error: BaseException) -> str:
+    """The cause a user can act on, in one line: the innermost error torch wrapped, and where in the
+    user's code it happened (torch's own wrappers say only "RuntimeError when making fake tensor call")."""
+    chain, seen = [], set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    meaningful = [e for e in chain if str(e).strip() and not any(w in str(e).splitlines()[0] for w in _WRAPPERS)]
+    cause = meaningful[-1] if meaningful else chain[-1]
+    text = one_line(cause, limit=240)
+    where = _user_location(chain)
+    return f"{text} (at {where})" if where else text
+
+
+def _user_location(chain: list[BaseException]) -> str | None:
+    """The last frame outside torch and this package: where the user's code was when it failed."""
+    import re
+    import traceback
+
+    from .naming import is_library_file
+
+    for error in chain:
+        found = re.findall(r'File "([^"]+)", line (\d+), in \w+\n\s+(.+)', str(error))
+        user = [f for f in found if not is_library_file(f[0])]
+        if user:
+            path, line, code = user[-1]
+            return f"{path}:{line}: {code.strip()}"
+    for error in reversed(chain):
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if not is_library_file(f.filename)]
+        if frames:
+            frame = frames[-1]
+            return f"{frame.filename}:{frame.lineno}: {(frame.line or '').strip()}"
+    return None

@@ -3,7 +3,23 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
+
+import torch
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_USER_FACING = {os.path.join(_PACKAGE_DIR, "examples.py")}
+
+
+def is_library_file(path: str) -> bool:
+    """Torch's files and this package's (its example models excepted): not where a user's code is."""
+    if path.startswith("<frozen") or f"{os.sep}site-packages{os.sep}" in path:
+        return True
+    path = os.path.abspath(path) if not path.startswith("<") else path
+    return path.startswith(_TORCH_DIR) or (path.startswith(_PACKAGE_DIR) and path not in _USER_FACING)
+
 
 _FLAT_SEGMENT = re.compile(r"_(modules|parameters|buffers)_")
 _KIND = {"parameters": "parameter", "buffers": "buffer", "modules": "input"}
@@ -46,8 +62,8 @@ def _segments(expression: str) -> list[tuple[str, str]] | None:
     def walk(node: ast.expr) -> bool:
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
             key = str(node.slice.value)
-            if isinstance(node.value, ast.Name) and node.value.id == "L":
-                segments.append(("local", key))
+            if isinstance(node.value, ast.Name) and node.value.id in ("L", "G"):
+                segments.append(("local" if node.value.id == "L" else "global", key))
                 return True
             if isinstance(node.value, ast.Attribute) and node.value.attr in _CONTAINERS:
                 if not walk(node.value.value):
@@ -71,7 +87,7 @@ def _segments(expression: str) -> list[tuple[str, str]] | None:
             return True
         return False
 
-    return segments if walk(tree) and segments and segments[0][0] == "local" else None
+    return segments if walk(tree) and segments and segments[0][0] in ("local", "global") else None
 
 
 def parse_source_name(source_name: str) -> tuple[str, str]:
@@ -82,7 +98,8 @@ def parse_source_name(source_name: str) -> tuple[str, str]:
     if len(segments) == 1:
         return "input", segments[0][1]
     kind = _KIND.get(segments[-1][0], "input")
-    return kind, ".".join(name for _, name in segments[1:])
+    start = 0 if segments[0][0] == "global" else 1  # a global module keeps its own name: `model.fc.weight`
+    return kind, ".".join(name for _, name in segments[start:])
 
 
 def module_path(nn_module_stack: dict | None) -> str | None:
@@ -99,13 +116,13 @@ def module_path(nn_module_stack: dict | None) -> str | None:
 
 
 def source_line(stack_trace: str | None) -> str | None:
-    """`file.py:12: code` for the last frame of an fx stack trace."""
+    """`file.py:12: code` for the innermost frame of an fx stack trace outside torch and this package."""
     if not stack_trace:
         return None
     lines = [line for line in stack_trace.strip().splitlines() if line.strip()]
     for i in range(len(lines) - 1, -1, -1):
         frame = re.match(r'\s*File "([^"]+)", line (\d+)', lines[i])
-        if frame:
-            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        if frame and not is_library_file(frame.group(1)):
+            code = lines[i + 1].strip() if i + 1 < len(lines) and not lines[i + 1].lstrip().startswith("File ") else ""
             return f"{frame.group(1)}:{frame.group(2)}: {code}".rstrip(": ")
     return None

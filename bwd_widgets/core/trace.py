@@ -55,9 +55,13 @@ class Trace:
     inputs: list[InputSource]
     """One per forward primal."""
     forward_inputs: list | None = None
-    """Real values of the forward primals (real mode)."""
+    """Real values of the forward primals (real mode): parameters by reference, the rest copied."""
+    forward_versions: list[int | None] | None = None
+    """Version counters of the forward inputs when captured: a later in-place change shows."""
     tangent_values: dict[str, Any] | None = None
     """Real tangents autograd used, by placeholder name (real mode)."""
+    rng_state: torch.Tensor | None = None
+    """The CPU generator's state before the real forward: a replay draws the same dropout masks."""
     notes: list[str] = field(default_factory=list)
     _work: torch.fx.GraphModule | None = field(default=None, repr=False)
 
@@ -66,12 +70,25 @@ class Trace:
         resolved = resolve_partitioner(partitioner)
         forward, backward = self.split(resolved)
         result = Partition(self, resolved, forward, backward)
+        result.note_random_recompute()
         if self.forward_inputs is not None and self.tangent_values is not None:
-            try:
-                result.backward_inputs = result.replay_backward_inputs()
-            except Exception as error:  # the graphs stand; only the real values are missing
-                result.notes.append(f"could not replay real backward inputs: {one_line(error)}")
+            if self.inputs_changed():
+                result.notes.append(
+                    "a weight or input changed in place since the extraction: real backward values not replayed."
+                )
+            else:
+                try:
+                    result.backward_inputs = result.replay_backward_inputs()
+                except Exception as error:  # the graphs stand; only the real values are missing
+                    result.notes.append(f"could not replay real backward inputs: {one_line(error)}")
         return result
+
+    def inputs_changed(self) -> bool:
+        """Whether a forward input kept by reference was changed in place after the capture."""
+        return any(
+            version is not None and value._version != version
+            for value, version in zip(self.forward_inputs or [], self.forward_versions or [])
+        )
 
     def split(self, resolved: Partitioner) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
         """Run the partitioner on this trace's own working copy, then put back what it changed.
@@ -159,6 +176,11 @@ class Partition:
         return analysis.recomputed(self.backward)
 
     @cached_property
+    def recomputed_random_ops(self) -> list[str]:
+        """Random ops (dropout...) recomputed in backward: their numbers are drawn again there."""
+        return analysis.random_ops(self.backward, {name for name, _ in self.recomputed})
+
+    @cached_property
     def node_flops(self) -> dict[str, int]:
         """FLOPs of each backward node, by torch's FLOP counter on fake tensors."""
         from .flops import node_flops
@@ -185,10 +207,21 @@ class Partition:
         """Forward inputs (parameters, buffers, user inputs) kept alive for backward."""
         return sum(s.bytes for s in self.saved_tensors if not s.is_activation)
 
+    def note_random_recompute(self) -> None:
+        """Say so when the partitioner recomputes a random op: the extraction must not look exact."""
+        random = self.recomputed_random_ops
+        if random:
+            self.notes.append(
+                f"{self.partitioner.name} recomputes random op(s) {', '.join(random)} in backward: the backward "
+                "draws new random numbers, so its gradients differ from eager autograd's."
+            )
+
     def replay_backward_inputs(self) -> list:
         """Run this forward graph on the real forward inputs: its saved outputs, plus the tangents
         autograd used, are the real inputs of this backward graph."""
-        with torch.no_grad():
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            if self.trace.rng_state is not None:
+                torch.set_rng_state(self.trace.rng_state)
             outputs = self.forward(*self.trace.forward_inputs)
         output_nodes = self.forward.graph.output_node().args[0]
         by_name = {node.name: value for node, value in zip(output_nodes, outputs) if isinstance(node, torch.fx.Node)}

@@ -17,7 +17,7 @@ from .partitioners import Partitioner
 
 
 @functools.lru_cache(maxsize=1)
-def _op_types():
+def op_types():
     from torch._functorch.partitioners import get_default_op_list
 
     return get_default_op_list()
@@ -70,7 +70,7 @@ def why_saved(kind: str, producer, users: list[str], partitioner: Partitioner, j
     if partitioner.why_saved == "default":
         return f"{read}; the default partitioner saves every forward value backward reads, recomputing only what checkpoint tags ask for{policy}."
     if partitioner.why_saved == "min_cut":
-        ban = min_cut_ban(joint_node or source, _op_types())
+        ban = min_cut_ban(joint_node or source, op_types())
         if ban == "marked MUST_SAVE":
             return f"{read}; the checkpoint policy marks it MUST_SAVE, so min-cut never recomputes it."
         if ban is not None:

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import ast
+import builtins
+import keyword
+import re
+import sys
 import textwrap
+from pathlib import Path
 
+import torch
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ..core.errors import BwdWidgetsError
-from ..core.partitioners import partitioner_names
+from ..core.errors import BwdWidgetsError, one_line
+from ..core.partitioners import partitioner_names, resolve_partitioner
+from ..extraction import BackwardExtraction
 from ..extractor import extract
 from .widget import BackwardGraphWidget
 
@@ -24,7 +31,7 @@ class BwdMagics(Magics):
     @argument("--budget", type=float, default=None, help="activation memory budget in [0, 1]; implies min_cut")
     @argument("--fake", action="store_true", help="fake mode: trace shapes only, run nothing")
     @argument("--save", metavar="DIR", help="also write train_forward/ and train_backward/ GraphNet samples under DIR")
-    @argument("--name", help="name of the extraction and of the saved samples (default: the model's class)")
+    @argument("--name", help="name of the extraction and of the saved samples (default: the called name)")
     @argument("--no-display", action="store_true", help="return the extraction without showing the widget")
     @argument(
         "--output",
@@ -32,7 +39,7 @@ class BwdMagics(Magics):
         help="cell magic: the variable holding the forward result (default: the last expression)",
     )
     @line_cell_magic
-    def bwd_extract(self, line, cell=None):
+    def bwd_extract(self, line: str, cell: str | None = None) -> BackwardExtraction:
         """Extract the backward graph of a forward call and show it.
 
         Examples::
@@ -46,24 +53,35 @@ class BwdMagics(Magics):
             h = encoder(x)
             loss = decoder(h).square().mean()
 
-        Returns the BackwardExtraction, so `g = %bwd_extract model(x)` keeps it.
+        Returns the BackwardExtraction, so `g = %bwd_extract model(x)` keeps it. The cell magic
+        extracts the cell as a function of the tensors and modules it reads, then runs the cell
+        once more so that the names it assigns exist afterwards.
         """
+        call, options = _split_call(line) if cell is None else ("", line)
         try:
-            args = parse_argstring(self.bwd_extract, line)
+            args = parse_argstring(self.bwd_extract, options)
         except SystemExit:
             raise UsageError("bad arguments to %bwd_extract: see %bwd_extract? for the usage") from None
+        except ValueError as error:
+            raise UsageError(f"could not read the options ({error}): close every quote") from None
+        if args.call:
+            where = "the call goes first, e.g. %bwd_extract model(x) --fake" if cell is None else "put it in the cell"
+            raise UsageError(f"unexpected {' '.join(args.call)!r}: {where}")
+        partitioner = "min_cut" if args.budget is not None and args.partitioner == "default" else args.partitioner
+        try:
+            resolve_partitioner(partitioner, args.budget)
+        except BwdWidgetsError as error:
+            raise UsageError(str(error)) from None
         namespace = self.shell.user_ns
         if cell is None:
-            if not args.call:
+            if not call:
                 raise UsageError("give the forward call to extract, e.g. %bwd_extract model(x)")
             if args.output:
                 raise UsageError("--output is for the cell magic %%bwd_extract")
-            model, inputs = _evaluate_call(" ".join(args.call), namespace)
+            model, inputs, called = _evaluate_call(call, namespace)
         else:
-            if args.call:
-                raise UsageError(f"%%bwd_extract takes options only; put {' '.join(args.call)!r} in the cell")
-            model, inputs = _cell_function(cell, namespace, args.output)
-        partitioner = "min_cut" if args.budget is not None and args.partitioner == "default" else args.partitioner
+            model, inputs = _cell_module(cell, namespace, args.output)
+            called = "cell"
         try:
             extraction = extract(
                 model,
@@ -73,10 +91,12 @@ class BwdMagics(Magics):
                 mode="fake" if args.fake else "real",
                 name=args.name,
             )
-            if args.save:
-                extraction.save_graphnet(args.save, args.name or extraction.model_name)
         except BwdWidgetsError as error:
             raise UsageError(str(error)) from None
+        if cell is not None and not args.fake:
+            self.shell.ex(cell)  # the names the cell assigns exist afterwards, as if it had run
+        if args.save:
+            _save(extraction, Path(args.save), args.name or _free_name(Path(args.save), called))
         if not args.no_display:
             from IPython.display import display
 
@@ -84,16 +104,56 @@ class BwdMagics(Magics):
         return extraction
 
 
-def _evaluate(node, namespace):
+def _save(extraction: BackwardExtraction, out: Path, name: str) -> None:
+    """Write the samples; a failure is one line on stderr and the extraction is still returned."""
+    try:
+        written = extraction.save_graphnet(out, name)
+    except (BwdWidgetsError, OSError) as error:
+        message = str(error) if isinstance(error, BwdWidgetsError) else one_line(error)
+        print(f"bwd_extract: not saved: {message}", file=sys.stderr)
+        return
+    print(f"saved {', '.join(str(path) for path in written.values())}", file=sys.stderr)
+
+
+def _free_name(out: Path, called: str) -> str:
+    """The called name, numbered when an earlier --save already used it: never replace a sample."""
+    base = re.sub(r"[^\w.-]+", "_", called).strip("._") or "model"
+    name, number = base, 1
+    while (out / "train_backward" / name).exists() or (out / "train_forward" / name).exists():
+        number += 1
+        name = f"{base}_{number}"
+    return name
+
+
+def _split_call(line: str) -> tuple[str, str]:
+    """`model(x, -1) --budget 0.5` -> ("model(x, -1)", "--budget 0.5"): options start at the first
+    `-` word outside brackets and quotes, so the call may hold negative numbers and strings."""
+    depth, quote = 0, ""
+    for i, char in enumerate(line):
+        if quote:
+            if char == quote and line[i - 1] != "\\":
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == "-" and depth == 0 and (i == 0 or line[i - 1].isspace()):
+            return line[:i].strip(), line[i:]
+    return line.strip(), ""
+
+
+def _evaluate(node: ast.expr, namespace: dict) -> object:
     try:
         return eval(compile(ast.Expression(node), "<bwd_extract>", "eval"), namespace)
     except NameError as error:
         raise UsageError(f"{error}: define it in a cell before %bwd_extract") from None
     except Exception as error:
-        raise UsageError(f"could not evaluate {ast.unparse(node)!r}: {type(error).__name__}: {error}") from None
+        raise UsageError(f"could not evaluate {ast.unparse(node)!r}: {one_line(error)}") from None
 
 
-def _evaluate_call(text, namespace):
+def _evaluate_call(text: str, namespace: dict) -> tuple[object, list, str]:
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError:
@@ -103,43 +163,45 @@ def _evaluate_call(text, namespace):
         raise UsageError(f"{text!r} is not a call: write it as model(x, y)")
     if call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
         raise UsageError("pass the inputs positionally, e.g. model(x, y)")
-    return _evaluate(call.func, namespace), [_evaluate(a, namespace) for a in call.args]
+    called = ast.unparse(call.func)
+    return _evaluate(call.func, namespace), [_evaluate(a, namespace) for a in call.args], called
 
 
-def _cell_function(cell, namespace, output):
-    """The cell as a function of the tensors it reads, returning its forward result."""
-    import torch
-
+def _cell_module(cell: str, namespace: dict, output: str | None) -> tuple[torch.nn.Module, list]:
+    """The cell as a module: its forward takes the tensors the cell reads, and the modules it reads
+    are registered as submodules, so their parameters get gradients too."""
     try:
         tree = ast.parse(cell)
     except SyntaxError as error:
         raise UsageError(f"the cell has a syntax error: {error.msg} (line {error.lineno})") from None
     if not tree.body:
         raise UsageError("the cell is empty: write the forward computation in it")
+    assigned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    if output and output not in assigned:
+        raise UsageError(f"--output {output}: the cell never assigns {output}")
     if output:
         tree.body.append(ast.Return(ast.Name(output, ast.Load())))
     elif isinstance(tree.body[-1], ast.Expr):
         tree.body[-1] = ast.Return(tree.body[-1].value)
     else:
         raise UsageError("end the cell with the forward result as an expression, or name it with --output VAR")
-    assigned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    read = []
+    loaded = []
     for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Name)
-            and isinstance(node.ctx, ast.Load)
-            and node.id not in assigned
-            and node.id not in read
-        ):
-            if isinstance(namespace.get(node.id), torch.Tensor):
-                read.append(node.id)
-    if output and output not in assigned:
-        raise UsageError(f"--output {output}: the cell never assigns {output}")
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in loaded:
+            if node.id in namespace and not hasattr(builtins, node.id):
+                loaded.append(node.id)
+    tensors = [n for n in loaded if isinstance(namespace[n], torch.Tensor) and not keyword.iskeyword(n)]
+    modules = {n: namespace[n] for n in loaded if isinstance(namespace[n], torch.nn.Module)}
     body = textwrap.indent(ast.unparse(ast.Module(tree.body, type_ignores=[])), "    ")
-    source = f"def bwd_extract_cell({', '.join(read)}):\n{body}\n"
-    scope = {}
-    exec(compile(source, "<%%bwd_extract cell>", "exec"), namespace, scope)
-    return scope["bwd_extract_cell"], [namespace[name] for name in read]
+    scope: dict = {}
+    exec(
+        compile(f"def forward(self, {', '.join(tensors)}):\n{body}\n", "<%%bwd_extract cell>", "exec"), namespace, scope
+    )
+    cell_module = type("Cell", (torch.nn.Module,), {"forward": scope["forward"]})()
+    for name, module in modules.items():
+        if not hasattr(torch.nn.Module, name):
+            cell_module.add_module(name, module)
+    return cell_module, [namespace[n] for n in tensors]
 
 
 def load(shell: InteractiveShell) -> None:
