@@ -1,59 +1,185 @@
-"""Seconds per sample of the batch extraction over the 16 shared GraphNet samples.
+"""The 16 shared GraphNet samples: ours against GraphNet's own extractor, live; and batch throughput.
 
-Real mode, default partitioner, one process, torch import excluded: the same loop
-`bwd-extract` runs (load, extract, write both samples). Compared with GraphNet's own
-backward graph extractor as measured on this machine (seconds inside the process).
-Run: .venv/bin/python bench/corpus_throughput.py
+--race-peer: per sample, GraphNet's backward graph extractor (../shared/peer/run_backward_extractor.py,
+    `--cuda-metas-to-cpu`) and ours, each in a fresh process per sample, alternating which goes first,
+    both timed inside the process with imports excluded (ours: plan, read, load, extract, write all three
+    splits, as one batch sample does). Prints per-sample seconds, the ratio over the samples both
+    extract (sum and median of per-sample ratios) and how many each extracts. `--rounds 3` gives
+    medians over three alternating rounds.
+--workers-throughput: the whole batch (`bwd_widgets.batch.run`, worker start-up included, the client's
+    imports not) with 1 worker, 2 workers and a local Dask cluster of 2 workers; samples per minute for
+    each and the speed-up over one worker (goal: 2 workers >= 1.7x on a 2-core machine).
+
+Run: .venv/bin/python bench/corpus_throughput.py --race-peer --workers-throughput --rounds 3
 """
 
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 
-from bwd_widgets.cli import build_parser, extract_one
+import bwd_widgets.batch as batch
 
-from _util import shared
+from _util import ROOT, shared
 
-GRAPHNET_SECONDS = {  # GraphNet's extractor, measured here on CPU (from the issue)
-    "transformers-auto-model/hf-tiny-model-private_tiny-random-DebertaForSequenceClassification": 2.84,
-    "transformers-auto-model/hf-tiny-model-private_tiny-random-LEDForSequenceClassification": 1.99,
-    "timm/test_byobnet.r160_in1k": 2.07,
-    "transformers-auto-model/hf-tiny-model-private_tiny-random-TimesformerForVideoClassification": 5.32,
-    "timm/rexnet_100.nav_in1k": 7.62,
-    "timm/semnasnet_075.rmsp_in1k": 4.95,
-    "timm/test_efficientnet.r160_in1k": 1.61,
-    "torchvision/mobilenet_v2": 5.57,
-    "torchvision/lraspp_mobilenet_v3_large": 7.70,
-    "mmpose/simcc_mobilenetv2": 4.02,
-    "mmpose/rtmpose-t": 5.02,
-}
+PEER = ROOT.parent / "shared" / "peer" / "run_backward_extractor.py"
+SAMPLE_TIMEOUT = 900
 
 
-def main():
+def sample_names(root: Path) -> list[str]:
+    return [line.strip() for line in (root / "dev_list.txt").read_text().splitlines() if line.strip()]
+
+
+# --- one sample of ours, in this process (the runner the race starts per sample) -------------------
+
+
+def run_ours_once(root: Path, name: str, out: Path) -> None:
+    """Time one sample as a batch worker and the client do it, after the imports; print RESULT."""
+    started = time.perf_counter()
+    planned = batch.plan([root / name], out, root=root)
+    request = batch.make_request(planned, planned.jobs[0])
+    result = batch.run_sample(request)
+    if result["status"] == "ok":
+        batch.store(planned.out, request, result)
+    seconds = time.perf_counter() - started
+    record = {"name": name, "status": result["status"], "seconds": seconds, "reason": result.get("reason", "")}
+    print("RESULT " + json.dumps(record), flush=True)
+
+
+def _in_fresh_process(command: list[str], name: str) -> dict:
+    """RESULT of one process; none (an abort, a signal) is a crash."""
+    try:
+        finished = subprocess.run(command, capture_output=True, text=True, timeout=SAMPLE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return {"name": name, "status": "timeout", "seconds": None, "reason": f"over {SAMPLE_TIMEOUT} s"}
+    for line in finished.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])
+    tail = (finished.stderr.strip().splitlines() or [""])[-1][:160]
+    return {"name": name, "status": "crash", "seconds": None, "reason": f"exit {finished.returncode}: {tail}"}
+
+
+def race(root: Path, names: list[str], rounds: int) -> None:
+    ours: dict[str, list[dict]] = {n: [] for n in names}
+    peer: dict[str, list[dict]] = {n: [] for n in names}
+    with tempfile.TemporaryDirectory(prefix="bwd_race_") as scratch:
+        for round_index in range(rounds):
+            print(f"round {round_index + 1} of {rounds}", flush=True)
+            for index, name in enumerate(names):
+                commands = {
+                    "ours": [sys.executable, __file__, "--one", str(root), name, f"{scratch}/ours_{round_index}"],
+                    "peer": [
+                        sys.executable,
+                        str(PEER),
+                        str(root),
+                        name,
+                        f"{scratch}/peer_{round_index}",
+                        "--cuda-metas-to-cpu",
+                    ],
+                }
+                order = ["ours", "peer"] if (index + round_index) % 2 == 0 else ["peer", "ours"]
+                for who in order:
+                    result = _in_fresh_process(commands[who], name)
+                    (ours if who == "ours" else peer)[name].append(result)
+                o, p = ours[name][-1], peer[name][-1]
+                print(f"  {name[-60:]:60} ours {_cell(o):>9}  graphnet {_cell(p):>9}", flush=True)
+    report(names, ours, peer, rounds)
+
+
+def _cell(result: dict) -> str:
+    return f"{result['seconds']:.2f} s" if result["status"] == "ok" else result["status"]
+
+
+def _median_ok(results: list[dict]) -> float | None:
+    """Median seconds over rounds, for a sample extracted in every round."""
+    if any(r["status"] != "ok" for r in results):
+        return None
+    return statistics.median(r["seconds"] for r in results)
+
+
+def report(names: list[str], ours: dict, peer: dict, rounds: int) -> None:
+    print(f"\nper sample, median of {rounds} round(s), seconds inside the process, imports excluded")
+    print(f"{'sample':60} {'ours':>8} {'graphnet':>9} {'ratio':>7}")
+    both, ratios = [], []
+    for name in names:
+        o, p = _median_ok(ours[name]), _median_ok(peer[name])
+        ratio = f"{o / p:.2f}" if o is not None and p is not None else ""
+        reason = "" if p is not None else f"  graphnet: {peer[name][-1]['reason'][:70]}"
+        if o is None:
+            reason += f"  ours: {ours[name][-1]['reason'][:70]}"
+        print(
+            f"{name[-60:]:60} {'-' if o is None else f'{o:.2f}':>8} {'-' if p is None else f'{p:.2f}':>9} {ratio:>7}{reason}"
+        )
+        if o is not None and p is not None:
+            both.append((o, p))
+            ratios.append(o / p)
+    extracted_ours = sum(_median_ok(ours[n]) is not None for n in names)
+    extracted_peer = sum(_median_ok(peer[n]) is not None for n in names)
+    print(f"extracted: ours {extracted_ours} of {len(names)}, graphnet {extracted_peer} of {len(names)}")
+    if both:
+        total_ours, total_peer = sum(o for o, _ in both), sum(p for _, p in both)
+        print(
+            f"the {len(both)} both extract: ours {total_ours:.1f} s, graphnet {total_peer:.1f} s, "
+            f"ratio (sum) {total_ours / total_peer:.2f}, median per-sample ratio {statistics.median(ratios):.2f}"
+        )
+
+
+# --- batch throughput -------------------------------------------------------------------------------
+
+
+def throughput(root: Path, names: list[str], rounds: int) -> None:
+    setups = {
+        "1 worker": {"workers": 1},
+        "2 workers": {"workers": 2},
+        "Dask local, 2 workers": {"workers": 2, "scheduler": "local"},
+    }
+    seconds: dict[str, list[float]] = {label: [] for label in setups}
+    with tempfile.TemporaryDirectory(prefix="bwd_throughput_") as scratch:
+        for round_index in range(rounds):
+            labels = list(setups) if round_index % 2 == 0 else list(reversed(setups))
+            for label in labels:
+                out = Path(scratch) / f"{label.replace(' ', '_').replace(',', '')}_{round_index}"
+                planned = batch.plan([root / n for n in names], out, root=root)
+                started = time.perf_counter()
+                summary = batch.run(planned, progress=False, **setups[label])
+                seconds[label].append(time.perf_counter() - started)
+                ok = summary.counts["ok"]
+                print(
+                    f"round {round_index + 1}: {label:22} {seconds[label][-1]:6.1f} s, {ok} of {len(names)} ok",
+                    flush=True,
+                )
+    one = statistics.median(seconds["1 worker"])
+    print(f"\nthe {len(names)} samples, median of {rounds} round(s), wall seconds of the whole batch")
+    for label in setups:
+        wall = statistics.median(seconds[label])
+        print(f"{label:22} {wall:6.1f} s  {len(names) / wall * 60:5.1f} samples/min  speed-up {one / wall:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--race-peer", action="store_true", help="ours against GraphNet's extractor, per sample")
+    parser.add_argument("--workers-throughput", action="store_true", help="batch samples/min, 1 and 2 workers, Dask")
+    parser.add_argument("--rounds", type=int, default=1, help="alternating rounds; medians are reported")
+    parser.add_argument("--one", nargs=3, metavar=("ROOT", "NAME", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        root, name, out = args.one
+        run_ours_once(Path(root), name, Path(out))
+        return
     root = shared("graphnet_samples")
-    names = [line.strip() for line in (root / "dev_list.txt").read_text().splitlines() if line.strip()]
-    with tempfile.TemporaryDirectory() as out:
-        args = build_parser().parse_args(["--out", out, "x"])
-        ours = {}
-        for name in names:
-            started = time.perf_counter()
-            try:
-                record = extract_one(name, root / name, args)
-                status = f"ok, {record['graphs']} graph(s)"
-            except Exception as error:
-                status = f"error: {error}"
-            ours[name] = time.perf_counter() - started
-            theirs = GRAPHNET_SECONDS.get(name)
-            print(
-                f"{name[-58:]:58} {ours[name]:6.2f}s  graphnet {f'{theirs:.2f}s' if theirs else 'failed':>8}  {status}"
-            )
-    common = [n for n in names if n in GRAPHNET_SECONDS]
-    others = [n for n in names if n not in GRAPHNET_SECONDS]
-    total, baseline = sum(ours[n] for n in common), sum(GRAPHNET_SECONDS[n] for n in common)
-    print(
-        f"the {len(common)} samples GraphNet extracts: ours {total:.1f} s, GraphNet {baseline:.1f} s, ratio {total / baseline:.2f} (goal <= 1.0)"
-    )
-    print(f"the other {len(others)} (GraphNet fails on them): ours {sum(ours[n] for n in others):.1f} s")
-    print(f"all {len(names)}: {sum(ours.values()) / len(names):.2f} s per sample")
+    names = sample_names(root)
+    if not (args.race_peer or args.workers_throughput):
+        args.race_peer = args.workers_throughput = True
+    if args.race_peer:
+        race(root, names, args.rounds)
+    if args.workers_throughput:
+        throughput(root, names, args.rounds)
 
 
 if __name__ == "__main__":

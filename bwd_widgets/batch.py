@@ -155,7 +155,7 @@ def plan(
     device: str = "cpu",
     resume: bool = False,
 ) -> Batch:
-    """Name every sample and check every path; raise one-sentence errors before anything is written."""
+    """Name every sample and check every path; one-sentence errors, and nothing written (`run` creates `out`)."""
     if mode not in ("real", "fake"):
         raise BatchError(f"unknown mode {mode!r}: use 'real' or 'fake'.")
     if not isinstance(partitioner, str):
@@ -202,7 +202,6 @@ def plan(
                     "choose another output folder."
                 )
     previous = _read_previous(out, resume) if out.is_dir() else {}
-    prepare_output(out)
     return Batch(out, samples_root, jobs, settings, device, previous)
 
 
@@ -585,6 +584,7 @@ class DaskPool:
             raise BatchError("Dask is not installed: pip install 'bwd_widgets[dask]'.") from None
         self.timeout = timeout
         self.own: list = []
+        self.futures: list = []
         if isinstance(scheduler, Client):
             self.client = scheduler
         elif scheduler == "local":
@@ -606,7 +606,13 @@ class DaskPool:
                     "`dask scheduler`, or pass --scheduler local."
                 ) from None
             self.own = [self.client]
-        self.futures: list = []
+        try:
+            self.client.wait_for_workers(1, timeout=60)
+        except TimeoutError:
+            self.close()
+            raise BatchError(
+                f"the Dask cluster at {scheduler} has no workers: start some with `dask worker`."
+            ) from None
 
     def results(self, requests: Iterator[dict], count: int) -> Iterator[dict]:
         from distributed import as_completed
@@ -654,6 +660,14 @@ class DaskPool:
 # --- the batch ------------------------------------------------------------------------------------
 
 
+def _expected_work(job: Job) -> int:
+    """The size of a sample's model.py: a cheap guess at how long it takes."""
+    try:
+        return (job.folder / "model.py").stat().st_size
+    except OSError:
+        return 0
+
+
 def run(
     batch: Batch,
     *,
@@ -675,6 +689,11 @@ def run(
     workers = workers or cores()
     out, settings = batch.out, batch.settings
     pool = DaskPool(scheduler, workers, timeout) if scheduler is not None else LocalPool(workers, timeout)
+    try:
+        prepare_output(out)
+    except OutputError:
+        pool.close()
+        raise
     clean_stale_staging(out)
     records: dict[str, dict] = dict(batch.previous)
     job_names = [job.name for job in batch.jobs]
@@ -707,6 +726,7 @@ def run(
             continue
         todo.append(job)
 
+    todo.sort(key=_expected_work, reverse=True)  # the longest first: workers finish closer together
     in_flight: dict[str, dict] = {}
 
     def requests() -> Iterator[dict]:

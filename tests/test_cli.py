@@ -91,6 +91,7 @@ def test_cli_resume_redoes_torn_writes_and_cleans_stale_staging(tmp_path):
         (["{samples}/a", "--out", "{foreign}"], "not a summary that bwd-extract wrote"),
         (["{samples}/a", "--out", "{corrupt}", "--resume"], "not a summary that bwd-extract wrote"),
         (["{samples}/a", "--out", "{file}/below"], "cannot write to the output folder"),
+        (["{samples}/a", "--out", "{out}", "--scheduler", "tcp://127.0.0.1:1"], "cannot reach the Dask scheduler"),
     ],
 )
 def test_cli_refuses_bad_input_in_one_line_before_any_work(tmp_path, capsys, arguments, message):
