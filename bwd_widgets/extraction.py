@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from .core import memory
 from .core.analysis import GradientOutput, SavedTensor, TensorInfo
 from .core.partitioners import resolve_partitioner
 from .core.trace import Partition
@@ -120,6 +121,27 @@ class BackwardExtraction:
     @property
     def backward_node_count(self) -> int:
         return sum(_count_nodes(p.backward) for p in self.partitions)
+
+    def memory_by_module(self) -> dict[str, int]:
+        """Saved activation bytes per module ("" for the top level), largest first; they sum to
+        `saved_activation_bytes`."""
+        return memory.bytes_by_module(self.saved_tensors)
+
+    def memory_timeline(self) -> list[dict]:
+        """Activation memory alive after each op, `{"phase", "node", "live_bytes", "graph"}`, as AOT
+        Autograd runs forward and backward (each value dropped after its last use), on top of the
+        forward inputs and tangents."""
+        return memory.timeline(self.partitions)
+
+    @property
+    def peak(self) -> memory.MemoryPeak:
+        """Where activation memory peaks: `live_bytes`, `phase`, `node`, `module`, `graph`, `step`."""
+        return memory.peak(self.partitions)
+
+    @property
+    def peak_activation_bytes(self) -> int:
+        """The highest point of `memory_timeline()`: what lowering memory has to lower."""
+        return self.peak.live_bytes
 
     def summary(self) -> dict:
         """Plain numbers, for tables, JSON and notebooks."""

@@ -16,6 +16,7 @@ import torch.fx
 from . import analysis
 from .codegen import graphnet_code, without_none_outputs
 from .errors import one_line
+from .memory import MemoryProfile, profile
 from .partitioners import Partitioner, resolve_partitioner
 
 
@@ -186,6 +187,11 @@ class Partition:
         from .flops import node_flops
 
         return node_flops(self.backward)
+
+    @cached_property
+    def memory(self) -> MemoryProfile:
+        """Activation memory after each forward and backward op (a liveness walk of both graphs)."""
+        return profile(self)
 
     @property
     def backward_flops(self) -> int:

@@ -1,0 +1,207 @@
+"""Activation memory over time: a liveness walk of a partition's forward and backward graphs.
+
+The walk follows the graphs as AOT Autograd runs them: ops in graph order, each value dropped after
+its last use (the generated code's `x = None`), saved values handed from forward to backward and
+dropped after their last use there. What it counts is the memory the graphs allocate on top of their
+inputs: forward inputs (parameters, buffers, user inputs) and tangents are not counted; views count
+the storage they share once; gradients stay alive to the end of backward. Storages are told apart by
+the fake tensors' own storages, so `view`, `t` and `_unsafe_view` share memory exactly as at run time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+import torch.fx
+
+from .analysis import SavedTensor, node_module
+
+if TYPE_CHECKING:
+    from .trace import Partition
+
+FORWARD = "forward"
+BACKWARD = "backward"
+
+
+@dataclass(frozen=True)
+class MemoryPeak:
+    """Where activation memory is highest: after which op, in which phase and module."""
+
+    live_bytes: int
+    phase: str
+    node: str
+    module: str
+    graph: int
+    step: int
+    """Index of this op in `memory_timeline()`."""
+
+
+@dataclass(frozen=True)
+class MemoryProfile:
+    """One partition's timeline: `{"phase", "node", "live_bytes"}` after each op, forward then backward."""
+
+    timeline: list[dict]
+    forward_steps: int
+    saved_bytes: int
+    """Bytes alive between forward and backward: the saved activations' storages, each once."""
+    modules: dict[str, str]
+    """Module path of each op in the timeline (by node name), for the peak."""
+
+
+def _storage_ids(value: object) -> list[int | None]:
+    """The fake storage behind each tensor of a node's value (None for non-tensors)."""
+    values = value if isinstance(value, (tuple, list)) else (value,)
+    ids: list[int | None] = []
+    for v in values:
+        try:
+            ids.append(v.untyped_storage()._cdata if isinstance(v, torch.Tensor) else None)
+        except Exception:  # a tensor without storage (a sparse or nested value): count it as its own
+            ids.append(None)
+    return ids
+
+
+def _storage_bytes(value: object) -> list[int]:
+    values = value if isinstance(value, (tuple, list)) else (value,)
+    sizes = []
+    for v in values:
+        if not isinstance(v, torch.Tensor):
+            sizes.append(0)
+            continue
+        try:
+            sizes.append(int(v.untyped_storage().nbytes()))
+        except Exception:
+            sizes.append(int(v.numel()) * v.element_size())
+    return sizes
+
+
+class _Walk:
+    """Storages and their lifetimes in one graph, in the order its code runs."""
+
+    def __init__(self, graph: torch.fx.Graph, external: dict[str, object | None]):
+        """`external`: placeholders by name -> the storage key they bring (None: not counted)."""
+        self.ops = [n for n in graph.nodes if n.op == "call_function"]
+        self.step = {n: i for i, n in enumerate(self.ops)}
+        self.size: dict[object, int] = {}
+        self.keys: dict[torch.fx.Node, list[object | None]] = {}
+        self.birth: dict[object, int] = {}
+        fakes_of: dict[torch.fx.Node, list[int | None]] = {}
+        for node in graph.nodes:
+            if node.op == "output":
+                continue
+            fakes = fakes_of[node] = _storage_ids(node.meta.get("val"))
+            if node.op != "call_function":  # placeholders bring what `external` says; constants count nothing
+                key = external.get(node.name) if node.op == "placeholder" else None
+                self.keys[node] = [key for _ in fakes]
+                continue
+            # a value can only share the memory of what it is computed from (a view, a getitem)
+            shared = {f: k for arg in node.all_input_nodes for f, k in zip(fakes_of[arg], self.keys[arg]) if f}
+            keys = []
+            for index, (fake, nbytes) in enumerate(zip(fakes, _storage_bytes(node.meta.get("val")))):
+                if fake is not None and fake in shared:
+                    keys.append(shared[fake])
+                    continue
+                key = (node.name, index) if fake is not None or nbytes else None
+                if key is not None:
+                    self.size[key] = nbytes
+                    self.birth[key] = self.step[node]
+                keys.append(key)
+            self.keys[node] = keys
+
+    def deaths(self, kept: set[object]) -> dict[object, int]:
+        """Step after which each storage is dropped: the last use of any value sharing it.
+
+        Storages in `kept` (outputs) live past the last op."""
+        end = len(self.ops)
+        death: dict[object, int] = {}
+        for node, keys in self.keys.items():
+            last = max((self.step[u] for u in node.users if u in self.step), default=self.step.get(node, -1))
+            for key in keys:
+                if key is not None:
+                    death[key] = max(death.get(key, -1), end if key in kept else last)
+        return death
+
+    def output_keys(self, graph: torch.fx.Graph) -> dict[str, list[object | None]]:
+        values = graph.output_node().args[0]
+        values = values if isinstance(values, (tuple, list)) else (values,)
+        return {v.name: self.keys.get(v, []) for v in values if isinstance(v, torch.fx.Node)}
+
+
+def _live(walk: _Walk, start: dict[object, int], death: dict[object, int]) -> list[int]:
+    """Live bytes after each op: storages born at or before it and dropped at or after it.
+
+    `start`: storages alive before the first op (saved values brought into backward)."""
+    delta = [0] * (len(walk.ops) + 2)
+    for key, nbytes in start.items():
+        delta[0] += nbytes
+        delta[min(death.get(key, -1), len(walk.ops) - 1) + 1] -= nbytes
+    for key, born in walk.birth.items():
+        delta[born] += walk.size[key]
+        delta[max(death.get(key, born), born) + 1] -= walk.size[key]
+    live, total = [], 0
+    for i in range(len(walk.ops)):
+        total += delta[i]
+        live.append(total)
+    return live
+
+
+def profile(partition: Partition) -> MemoryProfile:
+    """The liveness walk of one partition: forward, then backward with the saved values."""
+    sources = partition.inputs
+    forward = _Walk(partition.forward.graph, {})
+    forward_outputs = forward.output_keys(partition.forward.graph)
+    backward_graph = partition.backward.graph
+    placeholders = [n.name for n in backward_graph.find_nodes(op="placeholder")]
+    saved_keys = {name: (forward_outputs.get(name) or [None])[0] for name in placeholders}
+    # everything the forward returns lives to its end; into backward go the saved values only
+    forward_death = forward.deaths({k for keys in forward_outputs.values() for k in keys if k is not None})
+    forward_live = _live(forward, {}, forward_death)
+    backward = _Walk(backward_graph, {name: ("saved", key) for name, key in saved_keys.items() if key is not None})
+    carried = {("saved", key): forward.size[key] for key in set(saved_keys.values()) if key in forward.size}
+    gradient_keys = {k for keys in backward.output_keys(backward_graph).values() for k in keys if k is not None}
+    backward_live = _live(backward, carried, backward.deaths(gradient_keys))
+    timeline = [{"phase": FORWARD, "node": n.name, "live_bytes": b} for n, b in zip(forward.ops, forward_live)]
+    timeline += [{"phase": BACKWARD, "node": n.name, "live_bytes": b} for n, b in zip(backward.ops, backward_live)]
+    modules = {n.name: node_module(n, sources) or "" for n in forward.ops + backward.ops}
+    return MemoryProfile(timeline, len(forward.ops), sum(carried.values()), modules)
+
+
+def timeline(partitions: list[Partition]) -> list[dict]:
+    """The whole run as AOT Autograd orders it: each region's forward in turn, then their backwards
+    in reverse, each offset by the saved values of the regions whose backward has not run yet."""
+    profiles = [p.memory for p in partitions]
+    steps: list[dict] = []
+    held = 0
+    for index, memory in enumerate(profiles):
+        steps += [
+            dict(s, live_bytes=s["live_bytes"] + held, graph=index) for s in memory.timeline[: memory.forward_steps]
+        ]
+        held += memory.saved_bytes
+    for index in range(len(profiles) - 1, -1, -1):
+        memory = profiles[index]
+        held -= memory.saved_bytes
+        steps += [
+            dict(s, live_bytes=s["live_bytes"] + held, graph=index) for s in memory.timeline[memory.forward_steps :]
+        ]
+    return steps
+
+
+def peak(partitions: list[Partition]) -> MemoryPeak:
+    """The highest point of `timeline(partitions)`: the first op where it is reached."""
+    steps = timeline(partitions)
+    if not steps:
+        return MemoryPeak(0, FORWARD, "", "", 0, -1)
+    step = max(range(len(steps)), key=lambda i: (steps[i]["live_bytes"], -i))
+    top = steps[step]
+    module = partitions[top["graph"]].memory.modules.get(top["node"], "")
+    return MemoryPeak(top["live_bytes"], top["phase"], top["node"], module, top["graph"], step)
+
+
+def bytes_by_module(saved: list[SavedTensor]) -> dict[str, int]:
+    """Saved activation bytes per module ("" for the top level), largest first; they sum to the total."""
+    totals: dict[str, int] = {}
+    for s in saved:
+        if s.activation_bytes:
+            totals[s.module or ""] = totals.get(s.module or "", 0) + s.activation_bytes
+    return dict(sorted(totals.items(), key=lambda item: -item[1]))
