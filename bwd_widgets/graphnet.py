@@ -98,7 +98,10 @@ def _read_text(path: Path) -> str:
 
 
 def _literal(node: ast.expr, where: str) -> object:
-    """A Python literal, or `float('inf')` as GraphNet writes non-finite numbers; nothing runs."""
+    """A Python literal, with `float('inf')` as GraphNet writes non-finite numbers; nothing runs."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        values = [_literal(element, where) for element in node.elts]
+        return values if isinstance(node, ast.List) else tuple(values)
     if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
@@ -107,7 +110,10 @@ def _literal(node: ast.expr, where: str) -> object:
         and isinstance(node.args[0], ast.Constant)
         and isinstance(node.args[0].value, str)
     ):
-        return float(node.args[0].value)
+        try:
+            return float(node.args[0].value)
+        except ValueError:
+            pass
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):

@@ -218,10 +218,11 @@ def _refuse(what: str) -> Callable:
 
 
 def fx_eligible(model: object, inputs: list) -> bool:
-    """torch.fx keeps the meaning of plain modules over tensors: no hooks, no compiled parts, no *args."""
+    """torch.fx keeps the meaning of plain modules over tensors and numbers: no hooks, no compiled parts,
+    no *args, no forward patched onto the instance."""
     if not isinstance(model, torch.nn.Module) or not inputs or "forward" in vars(model):
         return False  # torch.fx traces the class's forward, not one patched onto the instance
-    if not all(isinstance(v, torch.Tensor) for v in inputs):
+    if not all(isinstance(v, (torch.Tensor, int, float)) for v in inputs):
         return False
     try:
         parameters = list(inspect.signature(model.forward).parameters.values())
