@@ -9,12 +9,12 @@ from torch import nn
 class MLP(nn.Module):
     """`depth` blocks of Linear + GELU, then a linear head."""
 
-    def __init__(self, width=16, depth=4, out=2):
+    def __init__(self, width: int = 16, depth: int = 4, out: int = 2) -> None:
         super().__init__()
         self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(width, width), nn.GELU()) for _ in range(depth))
         self.head = nn.Linear(width, out)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:
             x = block(x)
         return self.head(x)
@@ -23,13 +23,13 @@ class MLP(nn.Module):
 class Attention(nn.Module):
     """Multi-head self-attention written out, so every op shows in the graph."""
 
-    def __init__(self, width, heads):
+    def __init__(self, width: int, heads: int) -> None:
         super().__init__()
         self.heads = heads
         self.qkv = nn.Linear(width, 3 * width, bias=False)
         self.proj = nn.Linear(width, width, bias=False)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, seq, width = x.shape
         q, k, v = self.qkv(x).view(batch, seq, 3, self.heads, width // self.heads).permute(2, 0, 3, 1, 4)
         scores = (q @ k.transpose(-2, -1)) / (width // self.heads) ** 0.5
@@ -40,14 +40,14 @@ class Attention(nn.Module):
 class Block(nn.Module):
     """A pre-norm transformer block: attention and a 4x MLP, each with a residual."""
 
-    def __init__(self, width=32, heads=4):
+    def __init__(self, width: int = 32, heads: int = 4) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(width)
         self.attn = Attention(width, heads)
         self.norm2 = nn.LayerNorm(width)
         self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.norm1(x))
         return x + self.mlp(self.norm2(x))
 
@@ -55,14 +55,14 @@ class Block(nn.Module):
 class Transformer(nn.Module):
     """Token embedding, `depth` blocks, output projection."""
 
-    def __init__(self, width=32, depth=2, heads=4, vocab=64):
+    def __init__(self, width: int = 32, depth: int = 2, heads: int = 4, vocab: int = 64) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, width)
         self.blocks = nn.ModuleList(Block(width, heads) for _ in range(depth))
         self.norm = nn.LayerNorm(width)
         self.out = nn.Linear(width, vocab, bias=False)
 
-    def forward(self, tokens):
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.embed(tokens)
         for block in self.blocks:
             x = block(x)
@@ -72,16 +72,16 @@ class Transformer(nn.Module):
 class ConvBN(nn.Module):
     """The reference case: a 3x3 convolution followed by batch norm."""
 
-    def __init__(self, channels_in=3, channels_out=8):
+    def __init__(self, channels_in: int = 3, channels_out: int = 8) -> None:
         super().__init__()
         self.conv = nn.Conv2d(channels_in, channels_out, 3, padding=1, bias=False)
         self.bn = nn.BatchNorm2d(channels_out, eps=1e-3)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.bn(self.conv(x))
 
 
-def big_transformer_on_meta(depth=32, width=4096, heads=32, vocab=32000) -> Transformer:
+def big_transformer_on_meta(depth: int = 32, width: int = 4096, heads: int = 32, vocab: int = 32000) -> Transformer:
     """About 6.4 B parameters at the defaults, built on the meta device: no memory."""
     with torch.device("meta"):
         return Transformer(width=width, depth=depth, heads=heads, vocab=vocab)

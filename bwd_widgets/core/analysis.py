@@ -63,7 +63,7 @@ class GradientOutput:
     dtype: str
 
 
-def tensor_info(name, value) -> TensorInfo:
+def tensor_info(name: str, value: object) -> TensorInfo:
     if isinstance(value, torch.Tensor):
         return TensorInfo(name, tuple(int(s) for s in value.shape), str(value.dtype), _nbytes(value))
     return TensorInfo(name, (), type(value).__name__, 0)
@@ -120,7 +120,7 @@ def primal_index(name: str) -> int | None:
     return None
 
 
-def node_module(node: torch.fx.Node | None, sources) -> str | None:
+def node_module(node: torch.fx.Node | None, sources: list[InputSource]) -> str | None:
     """Module path from fx metadata, else from the parameters the op reads (GraphNet samples)."""
     if node is None:
         return None

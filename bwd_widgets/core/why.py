@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import functools
 import operator
+from typing import TYPE_CHECKING
 
 import torch
 import torch.fx
 
 from .partitioners import Partitioner
 
+if TYPE_CHECKING:
+    from torch._functorch.partitioners import OpTypes
+
 
 @functools.lru_cache(maxsize=1)
-def op_types():
+def op_types() -> OpTypes:
     from torch._functorch.partitioners import get_default_op_list
 
     return get_default_op_list()
@@ -28,12 +32,12 @@ def _size(node) -> int:
     return int(value.numel()) * value.element_size() if isinstance(value, torch.Tensor) else 0
 
 
-def checkpoint_tag(joint_node) -> str | None:
+def checkpoint_tag(joint_node: torch.fx.Node | None) -> str | None:
     tag = joint_node.meta.get("recompute") if joint_node is not None else None
     return str(tag).split(".")[-1] if tag is not None else None
 
 
-def min_cut_ban(node, op_types) -> str | None:
+def min_cut_ban(node: torch.fx.Node | None, op_types: OpTypes) -> str | None:
     """The reason min-cut would refuse to recompute `node`, as torch words it, or None."""
     if node is None or node.op != "call_function":
         return None
@@ -51,7 +55,9 @@ def min_cut_ban(node, op_types) -> str | None:
     return None
 
 
-def why_saved(kind: str, producer, users: list[str], partitioner: Partitioner, joint_nodes: dict) -> str:
+def why_saved(
+    kind: str, producer: torch.fx.Node | None, users: list[str], partitioner: Partitioner, joint_nodes: dict
+) -> str:
     """One sentence: kept input, checkpoint policy, ban, or the cheapest cut."""
     readers = ", ".join(users[:3]) + (" and others" if len(users) > 3 else "")
     read = f"read by {readers} in backward" if users else "kept for backward"
