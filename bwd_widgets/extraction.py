@@ -17,7 +17,8 @@ from .graphnet_writer import save_extraction
 
 
 def _count_nodes(gm: torch.fx.GraphModule) -> int:
-    return sum(1 for _ in gm.graph.nodes)
+    """Placeholders and ops; not fx's `output` node, which the widget does not draw either."""
+    return sum(1 for node in gm.graph.nodes if node.op != "output")
 
 
 @dataclass(eq=False)
