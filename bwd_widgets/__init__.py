@@ -26,6 +26,7 @@ from .extraction import BackwardExtraction
 from .extractor import clear_trace_cache, default_requires_grad, extract
 from .graphnet import GraphNetSample, TensorMeta, load_graphnet_sample
 from .studio import Comparison, Sweep, SweepPoint, compare, diff, sweep
+from .views import plot
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -61,6 +62,7 @@ __all__ = [
     "extract_many",
     "load_graphnet_sample",
     "partitioner_names",
+    "plot",
     "register_partitioner",
     "save_svg",
     "show",
