@@ -1,0 +1,306 @@
+"""What the teaching notebooks claim, checked on the same models, so a torch upgrade that changes a
+lesson fails here with the claim's name rather than as a changed number in a notebook."""
+
+import functools
+
+import pytest
+import torch
+import torch.utils.checkpoint
+from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+import bwd_widgets as bw
+from bwd_widgets.examples import MLP, Attention, Block, ConvBN, Transformer
+
+
+def eager_saved_bytes(model, *inputs) -> int:
+    """What eager autograd saves in one forward pass beyond parameters and inputs, each storage once,
+    counted by a saved_tensors_hooks pack hook (the notebooks' count)."""
+    existing = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers(), *inputs]}
+    kept = {}
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in existing:
+            kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(*inputs)
+    return sum(kept.values())
+
+
+@pytest.fixture(scope="module")
+def transformer():
+    """Notebook 3's model and its default partition."""
+    torch.manual_seed(0)
+    model = Transformer(width=64, depth=2, heads=4, vocab=128)
+    tokens = torch.randint(0, 128, (4, 32))
+    return model, tokens, bw.extract(model, tokens)
+
+
+class Chain(torch.nn.Module):
+    """Notebook 4's `depth` layers of x = cos(cos(x @ W))."""
+
+    def __init__(self, width=512, depth=4):
+        super().__init__()
+        self.weights = torch.nn.ParameterList(torch.randn(width, width) / width**0.5 for _ in range(depth))
+
+    def forward(self, x):
+        for w in self.weights:
+            x = (x @ w).cos().cos()
+        return x
+
+
+class Checkpointed(torch.nn.Module):
+    """Two blocks, each inside checkpoint, optionally under a selective policy (notebook 5)."""
+
+    def __init__(self, policy=None, checkpointing=True):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(Block(64, 4) for _ in range(2))
+        self.policy, self.checkpointing = policy, checkpointing
+
+    def forward(self, x):
+        for block in self.blocks:
+            if not self.checkpointing:
+                x = block(x)
+            elif self.policy is None:
+                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+            else:
+                context = functools.partial(create_selective_checkpoint_contexts, self.policy)
+                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False, context_fn=context)
+        return x
+
+
+# --- saved bytes are eager autograd's (notebooks 2 and 3) ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: (MLP(width=256, depth=4), torch.randn(64, 256)),
+        lambda: (Block(width=64, heads=4), torch.randn(2, 32, 64)),
+        lambda: (Transformer(width=64, depth=2, heads=4, vocab=128), torch.randint(0, 128, (4, 32))),
+    ],
+    ids=["MLP", "Block", "Transformer"],
+)
+def test_default_partition_saves_what_saved_tensors_hooks_count(build):
+    torch.manual_seed(0)
+    model, inputs = build()
+    counted = eager_saved_bytes(model, inputs)
+    assert counted > 0
+    assert bw.extract(model, inputs).saved_activation_bytes == counted
+
+
+def test_eval_mode_still_saves_and_no_grad_or_inference_mode_save_nothing():
+    mlp, x = MLP(width=64, depth=2), torch.randn(8, 64)
+    training = eager_saved_bytes(mlp, x)
+    mlp.eval()
+    assert eager_saved_bytes(mlp, x) == training > 0
+    for mode in (torch.no_grad, torch.inference_mode):
+        with mode():
+            assert eager_saved_bytes(mlp, x) == 0
+
+
+# --- saved is not peak (notebooks 3 and 6) ----------------------------------------------------------
+
+
+def test_budget_zero_peaks_no_lower_than_budget_half_on_notebook_3s_model(transformer):
+    _, _, default = transformer
+    half, zero = default.rerun("min_cut", 0.5), default.rerun("min_cut", 0.0)
+    assert zero.saved_activation_bytes == 0 < half.saved_activation_bytes < default.saved_activation_bytes
+    assert zero.peak_activation_bytes >= half.peak_activation_bytes
+    assert zero.peak_activation_bytes >= default.peak_activation_bytes  # saves nothing, lowers nothing
+    assert half.peak_activation_bytes < default.peak_activation_bytes
+
+
+def test_peak_is_more_than_saved(transformer):
+    _, _, default = transformer
+    assert default.peak_activation_bytes > default.saved_activation_bytes
+    assert default.peak.phase == "backward"
+
+
+# --- min-cut and the budget (notebooks 3 and 4) ---------------------------------------------------------
+
+
+def test_plain_min_cut_saves_the_defaults_bytes_on_the_transformer(transformer):
+    _, _, default = transformer
+    assert default.rerun("min_cut").saved_activation_bytes == default.saved_activation_bytes
+
+
+def test_min_cut_recomputes_a_pointwise_chain_instead_of_saving_it():
+    cosine = bw.extract(lambda x: x.cos().cos(), torch.randn(64, 64))
+    chosen = cosine.rerun("min_cut")
+    assert cosine.saved_activation_bytes == 64 * 64 * 4
+    assert chosen.saved_activation_bytes == 0
+    assert [op for _, op in chosen.recomputed] == ["aten.cos"]
+
+
+def test_the_budget_is_a_ceiling_relative_to_min_cuts_own_plan():
+    torch.manual_seed(0)
+    chain = bw.extract(Chain(width=128, depth=4), torch.randn(64, 128))
+    min_cut = chain.rerun("min_cut")
+    half = chain.rerun("min_cut", 0.5)
+    assert min_cut.saved_activation_bytes < chain.saved_activation_bytes  # so the reference point matters
+    assert half.saved_activation_bytes <= 0.5 * min_cut.saved_activation_bytes
+    bans = {s.why for s in min_cut.saved_tensors if s.activation_bytes}
+    assert any("compute intensive op (aten.mm)" in why for why in bans)
+
+
+def test_min_cut_bans_random_ops_and_a_budget_can_lift_the_ban():
+    dropped = bw.extract(lambda x: torch.nn.functional.dropout(x, 0.5).cos(), torch.randn(32, 32))
+    plain = dropped.rerun("min_cut")
+    assert any("random op" in s.why for s in plain.saved_tensors)
+    assert not plain.notes
+    assert any("random op" in note for note in dropped.rerun("min_cut", 0.0).notes)
+
+
+@pytest.mark.parametrize(
+    "backend, saves_cos", [("aot_eager_default_partitioner", True), ("aot_eager", False), ("inductor", False)]
+)
+def test_which_backend_uses_which_partitioner(backend, saves_cos):
+    """Inductor and aot_eager partition with min-cut (cos(x) recomputed), the default-partitioner backend keeps it."""
+    x = torch.randn(64, 64, requires_grad=True)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: x.cos().cos(), backend=backend)
+    kept = {}
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() != x.untyped_storage().data_ptr():
+            kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = compiled(x)
+    y.sum().backward()
+    torch._dynamo.reset()
+    assert sum(kept.values()) == (64 * 64 * 4 if saves_cos else 0)
+
+
+# --- checkpointing (notebook 5) --------------------------------------------------------------------------
+
+
+def test_the_default_partitioner_follows_recompute_tags():
+    torch.manual_seed(0)
+    x = torch.randn(4, 32, 64)
+    plain = bw.extract(Checkpointed(checkpointing=False), x)
+    full = bw.extract(Checkpointed(), x)
+    assert full.partitioner == plain.partitioner == "default"
+    assert not plain.recomputed
+    assert full.recomputed
+    assert full.saved_activation_bytes < plain.saved_activation_bytes
+    assert any("recompute" in n.meta for n in full.joint.graph.nodes)
+
+
+def test_prefer_recompute_is_an_order_under_compile():
+    """Even min-cut, which never recomputes a matmul on its own, recomputes every matmul tagged PREFER_RECOMPUTE."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 32, 64)
+    preferred = bw.extract(Checkpointed(lambda ctx, op, *a, **k: CheckpointPolicy.PREFER_RECOMPUTE), x)
+    full = bw.extract(Checkpointed(), x)
+    for e in (preferred, preferred.rerun("min_cut")):
+        assert e.saved_activation_bytes == full.saved_activation_bytes
+        assert any(op in ("aten.mm", "aten.addmm", "aten.bmm") for _, op in e.recomputed)
+
+
+def test_sqrt_n_segments_give_the_lowest_peak_on_a_sin_chain():
+    class SinChain(torch.nn.Module):
+        def __init__(self, every):
+            super().__init__()
+            self.every = every
+
+        def forward(self, x):
+            def run(x):
+                for _ in range(self.every):
+                    x = x.sin()
+                return x
+
+            for _ in range(0, 16, self.every):
+                x = torch.utils.checkpoint.checkpoint(run, x, use_reentrant=False)
+            return x
+
+    peaks = {k: bw.extract(SinChain(k), torch.randn(64, 64)).peak_activation_bytes for k in (1, 2, 4, 8, 16)}
+    assert min(peaks, key=peaks.get) == 4
+    assert peaks[4] < peaks[1] == peaks[16]
+
+
+def test_checkpointed_dropout_replays_its_random_state():
+    class Dropped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(16, 16)
+
+        def forward(self, x):
+            inner = lambda x: torch.nn.functional.dropout(self.linear(x), 0.5)  # noqa: E731
+            return torch.utils.checkpoint.checkpoint(inner, x, use_reentrant=False)
+
+    replayed = bw.extract(Dropped(), torch.randn(8, 16))
+    assert any(s.name.startswith("rng_state") for s in replayed.saved_tensors)
+    assert any("run_with_rng_state" in op for _, op in replayed.recomputed)
+
+
+# --- precision and attention (notebooks 5 and 6) --------------------------------------------------------
+
+
+class FusedAttention(Attention):
+    def forward(self, x):
+        batch, seq, width = x.shape
+        q, k, v = self.qkv(x).view(batch, seq, 3, self.heads, width // self.heads).permute(2, 0, 3, 1, 4)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        return self.proj(out.transpose(1, 2).reshape(batch, seq, width))
+
+
+def test_bfloat16_halves_and_fused_attention_drops_the_softmax():
+    block, x = Block(64, 4), torch.randn(2, 128, 64)
+    written = bw.extract(block, x, mode="fake")
+    assert bw.extract(
+        Block(64, 4).to(torch.bfloat16), x.to(torch.bfloat16), mode="fake"
+    ).saved_activation_bytes * 2 == (written.saved_activation_bytes)
+    softmax = sum(s.activation_bytes for s in written.saved_tensors if (s.storage_op or s.producer) == "aten._softmax")
+    assert softmax == 2 * 4 * 128 * 128 * 4
+    block.attn.__class__ = FusedAttention
+    fused = bw.extract(block, x, mode="fake")
+    assert not any((s.storage_op or s.producer or "").startswith("aten._softmax") for s in fused.saved_tensors)
+    assert fused.saved_activation_bytes < written.saved_activation_bytes - softmax // 2
+
+
+def test_gradients_alone_are_as_large_as_the_parameters():
+    """Why the 6.7 B model's memory bill says "at least": a gradient per parameter comes on top."""
+    with torch.device("meta"):
+        model = Transformer(width=64, depth=2, heads=4, vocab=128)
+        tokens = torch.randint(0, 128, (4, 32))
+    g = bw.extract(model, tokens, mode="fake")
+    gradient_bytes = sum(
+        torch.Size(d.shape).numel() * getattr(torch, d.dtype.split(".")[-1]).itemsize for d in g.gradients
+    )
+    assert gradient_bytes == sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+# --- notebook 1's conv + batch norm ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def conv_bn():
+    torch.manual_seed(0)
+    return bw.extract(ConvBN(), torch.randn(2, 3, 16, 16))
+
+
+def test_the_convolution_output_is_18_96_times_its_weight(conv_bn):
+    largest = max(conv_bn.saved_tensors, key=lambda s: s.bytes)
+    weight = next(s for s in conv_bn.saved_tensors if s.source == "conv.weight")
+    assert largest.producer == "aten.convolution"
+    assert round(largest.bytes / weight.bytes, 2) == 18.96
+
+
+def test_running_statistics_are_passed_but_not_read_in_training_mode(conv_bn):
+    partition = conv_bn.partitions[0]
+    running = {s.name for s in conv_bn.saved_tensors if (s.producer or "").endswith(("[3]", "[4]"))}
+    assert len(running) == 2
+    placeholders = [n for n in partition.backward.graph.find_nodes(op="placeholder")]
+    for node in placeholders:
+        if node.name in running:
+            assert [str(u.target) for u in node.users] == ["aten.native_batch_norm_backward.default"]
+    real = partition.backward(*partition.backward_inputs)
+    garbage = [
+        torch.full_like(value, float("nan")) if node.name in running else value
+        for node, value in zip(placeholders, partition.backward_inputs)
+    ]
+    assert all(torch.equal(a, b) for a, b in zip(real, partition.backward(*garbage)))
