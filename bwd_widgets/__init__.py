@@ -7,6 +7,7 @@ This module is the public façade. Layers, each importing only those below it:
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -102,15 +103,30 @@ def show(target: object, *example_inputs: object, **extract_kwargs: object) -> B
 
 def load_ipython_extension(shell: InteractiveShell) -> None:
     """`%load_ext bwd_widgets`: registers %bwd_extract and %%bwd_extract."""
+    from .jupyter.display import register
     from .jupyter.magic import load
 
     load(shell)
+    register(shell)
 
 
 def unload_ipython_extension(shell: InteractiveShell) -> None:
     from .jupyter.magic import unload
 
     unload(shell)
+
+
+def _register_display() -> None:
+    """Inside a Jupyter kernel, extractions, comparisons and sweeps that end a cell show as the widget."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is not None:
+        from .jupyter.display import register
+
+        register(shell)
+
+
+_register_display()
 
 
 def __getattr__(name: str) -> object:

@@ -27,3 +27,36 @@ export function nodeAtLine(nodes: { id: string; line: number; op: string }[], li
   const own = nodes.find((n) => n.line === line && n.op !== "placeholder");
   return own ? own.id : null;
 }
+
+export interface CodeLine {
+  number: number; // 1-based, in the exact text: node lines refer to it
+  text: string;
+}
+
+const CLEARING_SUFFIX = /;\s*(?:\w+\s*=\s*)+None\s*$/;
+const CLEARING_LINE = /^\s*(?:\w+\s*=\s*)+None\s*$/;
+
+/**
+ * The code as a person reads it: the `x = None` statements the generated code uses to free each
+ * value after its last use left out, and runs of blank lines cut to one. `exact` keeps the GraphNet
+ * text as written. Lines keep their numbers in the exact text.
+ */
+export function codeLines(code: string, exact: boolean): CodeLine[] {
+  const lines = code.split("\n").map((text, i) => ({ number: i + 1, text }));
+  if (exact) return lines;
+  const kept: CodeLine[] = [];
+  for (const line of lines) {
+    if (CLEARING_LINE.test(line.text)) continue;
+    const text = line.text.replace(CLEARING_SUFFIX, "").trimEnd();
+    if (!text && (!kept.length || !kept[kept.length - 1].text)) continue;
+    kept.push({ number: line.number, text });
+  }
+  return kept;
+}
+
+/** The line where `name` is assigned in `code` (1-based), 0 if nowhere: forward ops have no `line`. */
+export function definitionLine(code: string, name: string): number {
+  const lines = code.split("\n");
+  const index = lines.findIndex((line) => line.trimStart().startsWith(`${name} = `));
+  return index + 1;
+}

@@ -24,3 +24,11 @@ export function clearClass(scope: ParentNode | null | undefined, className: stri
 export function show(el: HTMLElement | SVGElement, visible: boolean): void {
   el.style.display = visible ? "" : "none";
 }
+
+/** Scroll `container` (not the page around it) so that `child` is in view, a third of the way down. */
+export function keepInView(container: HTMLElement, child: HTMLElement): void {
+  const top = child.getBoundingClientRect().top - container.getBoundingClientRect().top + container.scrollTop;
+  if (top < container.scrollTop || top + child.offsetHeight > container.scrollTop + container.clientHeight) {
+    container.scrollTop = top - container.clientHeight / 3;
+  }
+}

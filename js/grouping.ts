@@ -3,7 +3,6 @@
 import type { GraphData, GraphNode } from "./types";
 
 export const GROUP_PREFIX = "group:";
-export const DEFAULT_VISIBLE_LIMIT = 300;
 
 export interface VisibleNode {
   id: string; // a graph node id, or GROUP_PREFIX + module path
@@ -16,7 +15,12 @@ export interface VisibleNode {
 export interface VisibleGraph {
   nodes: VisibleNode[];
   edges: [string, string][];
+  /** Edges out of a collapsed module that carry only values saved in forward: they say where a saved
+   *  tensor is read, not the order backward runs in, so the layout does not rank by them. */
+  savedOnly: Set<string>;
 }
+
+export const edgeKey = (from: string, to: string): string => `${from}\u0000${to}`;
 
 export interface ModuleTree {
   size: Map<string, number>; // nodes under a module, nested ones included
@@ -79,43 +83,62 @@ export function visibleGraph(data: GraphData, expanded: Set<string>): VisibleGra
       byId.set(id, { id, cluster: parentOf(path), path, size: tree.size.get(path) ?? 0 });
     }
   }
-  const seen = new Set<string>();
+  const saved = new Set(data.nodes.filter((n) => n.kind === "saved").map((n) => n.id));
+  const carries = new Map<string, boolean>(); // edge key -> whether it carries saved values only
   const edges: [string, string][] = [];
   for (const [source, target] of data.edges) {
     const from = owner.get(source);
     const to = owner.get(target);
     if (!from || !to || from === to) continue;
-    const key = from + "\u0000" + to;
-    if (seen.has(key)) continue;
-    seen.add(key);
-    edges.push([from, to]);
+    const key = edgeKey(from, to);
+    if (!carries.has(key)) edges.push([from, to]);
+    carries.set(key, (carries.get(key) ?? true) && saved.has(source) && from !== source);
   }
-  return { nodes: [...byId.values()], edges };
+  const savedOnly = new Set([...carries].filter(([, only]) => only).map(([key]) => key));
+  return { nodes: [...byId.values()], edges, savedOnly };
 }
 
-/** Open module groups breadth first while the graph stays within `limit` visible nodes. */
-export function initialExpansion(data: GraphData, limit = DEFAULT_VISIBLE_LIMIT): Set<string> {
+/** The most nodes a first view may draw before it is tried for readability. */
+export const FIRST_VIEW_LIMIT = 40;
+
+/** Every module at most `depth` deep open (depth 1: the top-level modules). */
+export function openToDepth(tree: ModuleTree, depth: number): Set<string> {
+  return new Set([...tree.size.keys()].filter((path) => ancestors(path).length <= depth));
+}
+
+/** How many nodes `visibleGraph` would draw. */
+export function visibleCount(tree: ModuleTree, expanded: Set<string>, path = ""): number {
+  let count = tree.direct.get(path) ?? 0;
+  for (const child of tree.children.get(path) ?? []) count += expanded.has(child) ? visibleCount(tree, expanded, child) : 1;
+  return count;
+}
+
+/**
+ * First views to try, most detailed first: modules open to depth d for each d whose view draws at
+ * most `limit` nodes, down to every module collapsed (the top-level modules, as Model Explorer
+ * opens a model). The graph pane draws the first of them that is readable in its pane.
+ */
+export function firstViews(data: GraphData, limit = FIRST_VIEW_LIMIT): Set<string>[] {
   const tree = buildModuleTree(data.nodes);
-  const expanded = new Set<string>();
-  let visible = (tree.direct.get("") ?? 0) + (tree.children.get("") ?? []).length;
-  const queue = [...(tree.children.get("") ?? [])];
-  while (queue.length) {
-    const path = queue.shift()!;
-    const kids = tree.children.get(path) ?? [];
-    const grown = visible - 1 + (tree.direct.get(path) ?? 0) + kids.length;
-    if (grown > limit) continue;
-    expanded.add(path);
-    visible = grown;
-    queue.push(...kids);
+  const deepest = Math.max(0, ...[...tree.size.keys()].map((path) => ancestors(path).length));
+  const views: Set<string>[] = [];
+  for (let depth = deepest; depth >= 0; depth--) {
+    const expanded = openToDepth(tree, depth);
+    if (depth === 0 || visibleCount(tree, expanded) <= limit) views.push(expanded);
   }
-  return expanded;
+  return views;
+}
+
+/** Open module `path` and every module above it. */
+export function openPath(path: string, expanded: Set<string>): Set<string> {
+  const result = new Set(expanded);
+  for (const open of ancestors(path)) result.add(open);
+  return result;
 }
 
 /** Open every module above a node so that it is drawn itself. */
 export function reveal(node: GraphNode, expanded: Set<string>): Set<string> {
-  const result = new Set(expanded);
-  for (const path of ancestors(node.module)) result.add(path);
-  return result;
+  return openPath(node.module, expanded);
 }
 
 /** Open a collapsed module, or close an open one together with everything inside it. */

@@ -1,5 +1,6 @@
 /** Layout requests to the Graphviz worker: ids, a small cache, and "latest request wins". */
 
+
 export interface LayoutReply {
   id: number;
   svg?: string;

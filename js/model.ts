@@ -46,6 +46,12 @@ export interface PaneContext {
   root: HTMLElement;
   /** Select a node everywhere: sets the `selected` trait and highlights it in every pane. */
   select(id: string): void;
+  /** Open a module in the graph (and every module above it) and bring it into view. */
+  openModule(path: string): void;
+  /** Tell every pane which module the graph is looking into ("" for the whole model). */
+  setFocus(path: string): void;
+  /** Bring the side column's tab named `name` to the front. */
+  showTab(name: string): void;
 }
 
 /** Set a trait and send it to the kernel. */

@@ -16,10 +16,10 @@ export interface Rect {
   height: number;
 }
 
-/** The whole graph is shown fitted only when this legible; else a window of it. */
-export const MIN_FIT_SCALE = 0.45;
-/** Pixels per drawing unit of that window. */
-export const READABLE_SCALE = 0.9;
+/** Labels must be at least this many pixels high on screen for a view to count as readable. */
+export const MIN_LABEL_PX = 9.5;
+/** A small drawing is enlarged to fill the pane, but no further than this. */
+export const MAX_SCALE = 2;
 /** Zoom factor per wheel deltaY unit, as exp(deltaY * ZOOM_RATE). */
 export const ZOOM_RATE = 0.0015;
 
@@ -70,13 +70,38 @@ export function centreOn(view: View, box: Rect, target: Rect): View {
   return { ...view, x: c.x - view.w / 2, y: c.y - view.h / 2 };
 }
 
+/** Pixels per drawing unit of a view shown in a width × height element (the SVG keeps its aspect ratio). */
+export function scaleOf(view: View, width: number, height: number): number {
+  return Math.min(width / view.w, height / view.h);
+}
+
+/** A view of `width` × `height` pixels at `scale`, centred on (cx, cy) in drawing units. */
+function centred(cx: number, cy: number, width: number, height: number, scale: number): View {
+  const w = width / scale;
+  const h = height / scale;
+  return { x: cx - w / 2, y: cy - h / 2, w, h };
+}
+
+/** The whole drawing, centred, at the largest scale that fits the element (at most `maxScale`). */
+export function fitView(full: View, width: number, height: number, maxScale = MAX_SCALE): View {
+  if (!(width > 0 && height > 0 && full.w > 0 && full.h > 0)) return { ...full };
+  const scale = Math.min(scaleOf(full, width, height), maxScale);
+  return centred(full.x + full.w / 2, full.y + full.h / 2, width, height, scale);
+}
+
 /**
- * The first view of a drawing of size `full` in an element of width × height pixels:
- * all of it when that is legible (scale ≥ MIN_FIT_SCALE), else a READABLE_SCALE window
- * at its top left (`cropped`), for the caller to centre on something worth seeing.
+ * A view of `target` (a part of the drawing): fitted and centred when that leaves labels readable
+ * (scale ≥ `minScale`), else at `minScale`, centred across and showing the target from its top.
  */
-export function initialView(full: View, width: number, height: number): { view: View; cropped: boolean } {
-  if (!(width > 0 && height > 0 && full.w > 0 && full.h > 0)) return { view: { ...full }, cropped: false };
-  if (Math.min(width / full.w, height / full.h) >= MIN_FIT_SCALE) return { view: { ...full }, cropped: false };
-  return { view: { x: full.x, y: full.y, w: width / READABLE_SCALE, h: height / READABLE_SCALE }, cropped: true };
+export function focusView(target: View, width: number, height: number, minScale: number): View {
+  if (!(width > 0 && height > 0 && target.w > 0 && target.h > 0)) return { ...target };
+  const scale = Math.min(scaleOf(target, width, height), MAX_SCALE);
+  if (scale >= minScale) return centred(target.x + target.w / 2, target.y + target.h / 2, width, height, scale);
+  const view = centred(target.x + target.w / 2, target.y + target.h / 2, width, height, minScale);
+  return { ...view, y: target.y - 10 / minScale };
+}
+
+/** The smallest scale at which labels `labelHeight` drawing units high are MIN_LABEL_PX on screen. */
+export function readableScale(labelHeight: number): number {
+  return labelHeight > 0 ? MIN_LABEL_PX / labelHeight : 1;
 }

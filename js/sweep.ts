@@ -1,5 +1,7 @@
 /** The memory-budget sweep chart: saved activation bytes (x) against recompute FLOPs (y). */
 
+import { linearScale, niceTicks, type Box } from "./chart";
+import type { Tick } from "./memory";
 import type { SweepPoint } from "./types";
 
 export interface ChartPoint {
@@ -13,13 +15,15 @@ export interface ChartPoint {
 export interface Chart {
   points: ChartPoint[];
   front: string; // SVG polyline points through the Pareto front, left to right
+  xTicks: Tick[]; // bytes
+  yTicks: Tick[]; // FLOPs
 }
 
-export function chartGeometry(points: SweepPoint[], width: number, height: number, pad = 28): Chart {
-  const maxX = Math.max(1, ...points.map((p) => p.saved_activation_bytes));
-  const maxY = Math.max(1, ...points.map((p) => p.recompute_flops));
-  const sx = (v: number) => pad + (v / maxX) * (width - 2 * pad);
-  const sy = (v: number) => height - pad - (v / maxY) * (height - 2 * pad);
+export function chartGeometry(points: readonly SweepPoint[], box: Box): Chart {
+  const xTickValues = niceTicks(Math.max(1, ...points.map((p) => p.saved_activation_bytes)), 3);
+  const yTickValues = niceTicks(Math.max(1, ...points.map((p) => p.recompute_flops)), 3);
+  const sx = linearScale(xTickValues[xTickValues.length - 1], box.left, box.right);
+  const sy = linearScale(yTickValues[yTickValues.length - 1], box.bottom, box.top);
   const placed = points.map((p, index) => ({
     index,
     x: sx(p.saved_activation_bytes),
@@ -32,5 +36,18 @@ export function chartGeometry(points: SweepPoint[], width: number, height: numbe
     .sort((a, b) => a.x - b.x)
     .map((p) => `${p.x.toFixed(1)},${p.y.toFixed(1)}`)
     .join(" ");
-  return { points: placed, front };
+  return {
+    points: placed,
+    front,
+    xTicks: xTickValues.map((value) => ({ at: sx(value), value })),
+    yTicks: yTickValues.map((value) => ({ at: sy(value), value })),
+  };
+}
+
+/** The Pareto points, fewest saved bytes first: the budgets worth choosing between. */
+export function paretoPoints(points: readonly SweepPoint[]): { index: number; point: SweepPoint }[] {
+  return points
+    .map((point, index) => ({ index, point }))
+    .filter(({ point }) => point.pareto)
+    .sort((a, b) => a.point.saved_activation_bytes - b.point.saved_activation_bytes);
 }

@@ -44,9 +44,17 @@ export function sortRows(rows: SavedRow[], key: SortKey, descending: boolean): S
     .map(([row]) => row);
 }
 
+/** What a saved value is, as the table says it: a view of a parameter, buffer or input is called
+ *  so (it adds 0 B: its memory is that input's); a view of an activation stays an activation. */
+export function kindLabel(row: SavedRow): string {
+  if (!row.alias_of) return row.kind;
+  if (row.alias_kind && row.alias_kind !== "activation") return `${row.alias_kind} view`;
+  return `${row.kind} (view)`;
+}
+
 /** A saved value's cells, in COLUMNS order. */
 export function savedCells(row: SavedRow): string[] {
-  const kind = row.kind + (row.alias_of ? " (view)" : "");
+  const kind = kindLabel(row);
   return [row.name, kind, formatShape(row.shape), row.dtype, formatBytes(row.bytes), formatBytes(row.activation_bytes), row.producer || row.source, row.module];
 }
 

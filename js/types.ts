@@ -19,6 +19,7 @@ export interface GraphNode {
   grad_of: string[];
   saved_kind: string;
   recomputed: boolean;
+  bytes: number; // bytes of the tensor it computes (0 for tuples and symbols)
 }
 
 export interface SavedRow {
@@ -32,6 +33,7 @@ export interface SavedRow {
   producer: string;
   module: string;
   alias_of: string; // the value whose memory it shares, "" if none
+  alias_kind: string; // what alias_of is: parameter, buffer, input (a view of those adds 0 B), activation, or ""
   storage_op: string; // the op that made it a view of alias_of
   why: string;
 }
@@ -58,6 +60,38 @@ export interface PartitionerOption {
   description: string;
 }
 
+/** Activation memory after one op of the run (forward, then backward). */
+export interface MemoryPoint {
+  step: number; // index of the op in the whole timeline
+  phase: string;
+  node: string;
+  graph: number;
+  live_bytes: number;
+}
+
+export interface MemoryPeak {
+  step: number;
+  phase: string;
+  node: string;
+  graph: number;
+  live_bytes: number;
+  module: string;
+}
+
+export interface ModuleBytes {
+  module: string;
+  bytes: number;
+}
+
+/** The memory picture: live activation memory over the run, its peak, saved bytes by module. */
+export interface Memory {
+  timeline: MemoryPoint[]; // the highest point of each stretch of ops: the peak is always in
+  steps: number;
+  forward_steps: number; // ops before the first backward op
+  peak: MemoryPeak;
+  by_module: ModuleBytes[]; // largest first; sums to the saved activation bytes
+}
+
 export interface GraphData {
   model: string;
   partitioner: string;
@@ -73,6 +107,7 @@ export interface GraphData {
   code: { backward: string; forward: string };
   notes: string[];
   diff: Diff;
+  memory: Memory;
 }
 
 /** One row of `bw.compare(...).rows`. */
@@ -88,6 +123,7 @@ export interface ComparisonRow {
   backward_nodes: number;
   backward_flops: number;
   recompute_flops: number;
+  peak_activation_bytes: number;
 }
 
 /** One point of a memory-budget sweep. */
@@ -97,6 +133,8 @@ export interface SweepPoint {
   recompute_flops: number;
   saved: number;
   pareto: boolean;
+  peak_activation_bytes: number;
+  timeline: number[]; // live bytes over the run in equal stretches (each the highest), to overlay budgets
 }
 
 // Key lists. `satisfies` rejects a key the interface lacks; Exact<> (on CONTRACT_KEYS) rejects
@@ -107,23 +145,29 @@ type Exact<T, Keys extends readonly (keyof T)[]> = [Exclude<keyof T, Keys[number
 
 export const GRAPH_DATA_KEYS = [
   "model", "partitioner", "memory_budget", "mode", "graph_index", "graph_count", "partitioners", "nodes",
-  "edges", "saved", "totals", "code", "notes", "diff",
+  "edges", "saved", "totals", "code", "notes", "diff", "memory",
 ] as const satisfies readonly (keyof GraphData)[];
 export const GRAPH_NODE_KEYS = [
-  "id", "op", "kind", "module", "shape", "dtype", "args", "source", "line", "grad_of", "saved_kind", "recomputed",
+  "id", "op", "kind", "module", "shape", "dtype", "args", "source", "line", "grad_of", "saved_kind", "recomputed", "bytes",
 ] as const satisfies readonly (keyof GraphNode)[];
 export const SAVED_ROW_KEYS = [
   "name", "kind", "source", "shape", "dtype", "bytes", "activation_bytes", "producer", "module", "alias_of",
-  "storage_op", "why",
+  "alias_kind", "storage_op", "why",
 ] as const satisfies readonly (keyof SavedRow)[];
 export const TOTALS_KEYS = ["saved", "saved_activation_bytes", "saved_input_bytes", "recomputed"] as const satisfies readonly (keyof Totals)[];
 export const DIFF_KEYS = ["against", "recomputed_now", "recomputed_rows", "newly_saved"] as const satisfies readonly (keyof Diff)[];
 export const PARTITIONER_OPTION_KEYS = ["name", "takes_budget", "description"] as const satisfies readonly (keyof PartitionerOption)[];
 export const COMPARISON_ROW_KEYS = [
   "partition", "partitioner", "memory_budget", "saved", "saved_activation_bytes", "recomputed", "recomputed_ops",
-  "forward_nodes", "backward_nodes", "backward_flops", "recompute_flops",
+  "forward_nodes", "backward_nodes", "backward_flops", "recompute_flops", "peak_activation_bytes",
 ] as const satisfies readonly (keyof ComparisonRow)[];
-export const SWEEP_POINT_KEYS = ["budget", "saved_activation_bytes", "recompute_flops", "saved", "pareto"] as const satisfies readonly (keyof SweepPoint)[];
+export const SWEEP_POINT_KEYS = [
+  "budget", "saved_activation_bytes", "recompute_flops", "saved", "pareto", "peak_activation_bytes", "timeline",
+] as const satisfies readonly (keyof SweepPoint)[];
+export const MEMORY_POINT_KEYS = ["step", "phase", "node", "graph", "live_bytes"] as const satisfies readonly (keyof MemoryPoint)[];
+export const MEMORY_PEAK_KEYS = ["step", "phase", "node", "graph", "live_bytes", "module"] as const satisfies readonly (keyof MemoryPeak)[];
+export const MODULE_BYTES_KEYS = ["module", "bytes"] as const satisfies readonly (keyof ModuleBytes)[];
+export const MEMORY_KEYS = ["timeline", "steps", "forward_steps", "peak", "by_module"] as const satisfies readonly (keyof Memory)[];
 
 /** Every contract type by its Python name, with its key list (checked complete at compile time). */
 export const CONTRACT_KEYS: {
@@ -135,6 +179,10 @@ export const CONTRACT_KEYS: {
   PartitionerOption: Exact<PartitionerOption, typeof PARTITIONER_OPTION_KEYS>;
   ComparisonRow: Exact<ComparisonRow, typeof COMPARISON_ROW_KEYS>;
   SweepPoint: Exact<SweepPoint, typeof SWEEP_POINT_KEYS>;
+  MemoryPoint: Exact<MemoryPoint, typeof MEMORY_POINT_KEYS>;
+  MemoryPeak: Exact<MemoryPeak, typeof MEMORY_PEAK_KEYS>;
+  ModuleBytes: Exact<ModuleBytes, typeof MODULE_BYTES_KEYS>;
+  Memory: Exact<Memory, typeof MEMORY_KEYS>;
 } = {
   GraphData: GRAPH_DATA_KEYS,
   GraphNode: GRAPH_NODE_KEYS,
@@ -144,4 +192,8 @@ export const CONTRACT_KEYS: {
   PartitionerOption: PARTITIONER_OPTION_KEYS,
   ComparisonRow: COMPARISON_ROW_KEYS,
   SweepPoint: SWEEP_POINT_KEYS,
+  MemoryPoint: MEMORY_POINT_KEYS,
+  MemoryPeak: MEMORY_PEAK_KEYS,
+  ModuleBytes: MODULE_BYTES_KEYS,
+  Memory: MEMORY_KEYS,
 };

@@ -1,14 +1,20 @@
-/** The graph's SVG in its host element: wheel zoom, drag pan, fit, pan to an element. */
+/** The graph's SVG in its host element: wheel zoom, drag pan, fit, focus on a part. */
 
-import { centreOn, dragTo, initialView, parseViewBox, sameSize, viewBoxText, zoomAt, type View } from "./panzoom";
+import { centreOn, dragTo, fitView, focusView, parseViewBox, toDrawing, viewBoxText, zoomAt, type View } from "./panzoom";
 
 export interface Viewport {
-  /** Show a freshly laid-out SVG. A drawing of the same size keeps the current view; another
-   *  one is fitted, or when too big to read fitted, shown legibly around `focus()`. */
-  show(svg: SVGSVGElement, focus: () => Element | null): void;
+  /** Show a freshly laid-out SVG at `view` (drawing units); null keeps the current view. */
+  show(svg: SVGSVGElement, view: View | null): void;
+  /** The whole drawing, fitted and centred. */
   fit(): void;
-  /** Centre the view on an element of the current SVG. */
+  /** Fit `target` (an element of the drawing) when readable at `minScale`, else show it from its top. */
+  focus(target: Element, minScale: number): void;
+  /** Centre the view on an element of the current SVG, keeping the scale. */
   panTo(target: Element): void;
+  /** An element's box in drawing units. */
+  boxOf(target: Element): View;
+  /** The pane's size in pixels. */
+  size(): { width: number; height: number };
   readonly svg: SVGSVGElement | null;
 }
 
@@ -22,6 +28,7 @@ export function createViewport(host: HTMLElement, signal: AbortSignal): Viewport
     view = next;
     svg?.setAttribute("viewBox", viewBoxText(view));
   };
+  const size = () => ({ width: host.clientWidth || 800, height: host.clientHeight || 500 });
 
   host.addEventListener("wheel", (event) => {
     if (!svg) return;
@@ -37,33 +44,39 @@ export function createViewport(host: HTMLElement, signal: AbortSignal): Viewport
   }, { signal });
   window.addEventListener("pointerup", () => (drag = null), { signal });
 
-  const panTo = (target: Element) => {
-    if (svg) apply(centreOn(view, svg.getBoundingClientRect(), target.getBoundingClientRect()));
+  const boxOf = (target: Element): View => {
+    if (!svg) return { x: 0, y: 0, w: 0, h: 0 };
+    const box = svg.getBoundingClientRect();
+    const rect = target.getBoundingClientRect();
+    const a = toDrawing(view, box, rect.left, rect.top);
+    const b = toDrawing(view, box, rect.right, rect.bottom);
+    return { x: a.x, y: a.y, w: b.x - a.x, h: b.y - a.y };
   };
 
   return {
     get svg() {
       return svg;
     },
-    show(fresh, focus) {
-      const size = parseViewBox(fresh.getAttribute("viewBox"));
-      const keep = svg !== null && sameSize(full, size);
+    show(fresh, next) {
+      full = parseViewBox(fresh.getAttribute("viewBox"));
       fresh.removeAttribute("width");
       fresh.removeAttribute("height");
-      host.textContent = "";
-      host.appendChild(fresh);
+      host.replaceChildren(fresh);
       svg = fresh;
-      full = size;
-      if (keep) {
-        apply(view);
-        return;
-      }
-      const first = initialView(full, host.clientWidth || 800, host.clientHeight || 600);
-      apply(first.view);
-      const target = first.cropped ? focus() : null;
-      if (target) panTo(target);
+      apply(next ?? view);
     },
-    fit: () => apply({ ...full }),
-    panTo,
+    fit: () => {
+      const { width, height } = size();
+      apply(fitView(full, width, height));
+    },
+    focus: (target, minScale) => {
+      const { width, height } = size();
+      apply(focusView(boxOf(target), width, height, minScale));
+    },
+    panTo: (target) => {
+      if (svg) apply(centreOn(view, svg.getBoundingClientRect(), target.getBoundingClientRect()));
+    },
+    boxOf,
+    size,
   };
 }

@@ -7,32 +7,64 @@ import type { RenderProps } from "@anywidget/types";
 import { element } from "./dom";
 import { watch, type PaneContext, type Traits } from "./model";
 import { PANES } from "./panes";
-import type { Pane, Slot } from "./panes/pane";
+import type { Pane, PaneSpec } from "./panes/pane";
 
-/** root > [top slot], main > ([main slot], side > [side slot]) */
-function layoutSlots(el: HTMLElement): { root: HTMLElement; slots: Record<Slot, HTMLElement> } {
+interface Layout {
+  root: HTMLElement;
+  place(spec: PaneSpec, pane: Pane): void;
+  showTab(name: string): void;
+}
+
+/** root > [header], main > ([graph], side > ([details], tab bar, [tabs])) */
+function layout(el: HTMLElement, signal: AbortSignal, shown: (name: string) => void): Layout {
   const root = element("div", "bwd-root");
   const main = element("div", "bwd-main");
   const side = element("div", "bwd-side");
+  const bar = element("div", "bwd-tabs");
+  bar.setAttribute("role", "tablist");
+  const body = element("div", "bwd-tab-body");
+  side.append(bar, body);
   main.append(side);
-  el.appendChild(root);
   root.append(main);
-  return { root, slots: { top: root, main, side } };
-}
-
-function place(slots: Record<Slot, HTMLElement>, slot: Slot, pane: Pane): void {
-  const container = slots[slot];
-  // the top row goes above the columns; the main column goes before the side one
-  if (slot === "top" || slot === "main") container.insertBefore(pane.el, container.lastElementChild);
-  else container.appendChild(pane.el);
+  el.appendChild(root);
+  const tabs = new Map<string, { button: HTMLButtonElement; pane: HTMLElement }>();
+  const showTab = (name: string) => {
+    for (const [tab, { button, pane }] of tabs) {
+      const active = tab === name;
+      button.classList.toggle("bwd-active", active);
+      button.setAttribute("aria-selected", String(active));
+      pane.hidden = !active;
+    }
+    root.dataset.tab = name;
+    shown(name);
+  };
+  const place = (spec: PaneSpec, pane: Pane) => {
+    if (spec.slot === "top") root.insertBefore(pane.el, main);
+    else if (spec.slot === "main") main.insertBefore(pane.el, side);
+    else if (spec.slot === "side") side.insertBefore(pane.el, bar);
+    else {
+      const name = spec.tab ?? "";
+      const button = element("button", `bwd-tab bwd-tab-${name}`, name);
+      button.setAttribute("role", "tab");
+      button.addEventListener("click", () => showTab(name), { signal });
+      bar.appendChild(button);
+      body.appendChild(pane.el);
+      tabs.set(name, { button, pane: pane.el });
+      if (tabs.size === 1) showTab(name);
+      else pane.el.hidden = true;
+    }
+  };
+  return { root, place, showTab };
 }
 
 function render({ model, el, experimental, signal: viewSignal }: RenderProps<Traits>): () => void {
   const controller = new AbortController();
   const signal = controller.signal;
   viewSignal?.addEventListener("abort", () => controller.abort(), { signal });
-  const { root, slots } = layoutSlots(el);
   const panes: Pane[] = [];
+  const tabPanes = new Map<string, Pane>();
+  // a pane shown again scrolls to the selection: hidden, it could not measure where that is
+  const { root, place, showTab } = layout(el, signal, (name) => tabPanes.get(name)?.highlight?.(model.get("selected"), false));
 
   /** Show node `id` as selected in every pane. */
   const highlight = (id: string, pan: boolean) => {
@@ -46,12 +78,22 @@ function render({ model, el, experimental, signal: viewSignal }: RenderProps<Tra
     if (!changed) highlight(id, true); // no change event: pan to it again all the same
     root.dataset.selectMs = String(Math.round(performance.now() - before));
   };
-  const ctx: PaneContext = { model, signal, experimental, root, select };
+  const ctx: PaneContext = {
+    model,
+    signal,
+    experimental,
+    root,
+    select,
+    openModule: (path) => panes.forEach((pane) => pane.open?.(path)),
+    setFocus: (path) => panes.forEach((pane) => pane.focus?.(path)),
+    showTab,
+  };
 
   for (const spec of PANES) {
     const pane = spec.create(ctx);
-    place(slots, spec.slot, pane);
+    place(spec, pane);
     panes.push(pane);
+    if (spec.tab) tabPanes.set(spec.tab, pane);
     if (spec.traits?.length) watch(model, spec.traits, () => pane.update(model.get("data")), signal);
   }
   const onData = () => {

@@ -15,7 +15,20 @@ from bwd_widgets.examples import MLP
 from bwd_widgets.views import payload
 
 FIXTURE = Path(__file__).resolve().parents[1] / "js" / "test" / "fixtures" / "payload.json"
-TYPES = ("GraphData", "GraphNode", "SavedRow", "Totals", "Diff", "PartitionerOption", "ComparisonRow", "SweepPoint")
+TYPES = (
+    "GraphData",
+    "GraphNode",
+    "SavedRow",
+    "Totals",
+    "Diff",
+    "PartitionerOption",
+    "ComparisonRow",
+    "SweepPoint",
+    "Memory",
+    "MemoryPoint",
+    "MemoryPeak",
+    "ModuleBytes",
+)
 
 
 def _keys(name: str) -> list[str]:
@@ -39,6 +52,10 @@ def test_payload_matches_its_typed_dicts_and_is_written_for_the_front_end(conv_b
     assert all(list(p) == _keys("PartitionerOption") for p in data["partitioners"])
     assert rows and all(list(r) == _keys("ComparisonRow") for r in rows)
     assert points and all(list(p) == _keys("SweepPoint") for p in points)
+    memory = data["memory"]
+    assert list(memory) == _keys("Memory") and list(memory["peak"]) == _keys("MemoryPeak")
+    assert all(list(p) == _keys("MemoryPoint") for p in memory["timeline"])
+    assert memory["by_module"] and all(list(m) == _keys("ModuleBytes") for m in memory["by_module"])
 
     FIXTURE.parent.mkdir(parents=True, exist_ok=True)
     fixture = {

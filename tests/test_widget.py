@@ -11,7 +11,14 @@ import torch
 import bwd_widgets as bw
 from bwd_widgets.examples import Transformer
 from bwd_widgets.jupyter.widget import STATIC
-from bwd_widgets.views.payload import STATE_DEFAULTS, graph_payload
+from bwd_widgets.views.payload import (
+    STATE_DEFAULTS,
+    TIMELINE_POINTS,
+    graph_payload,
+    place_unowned_ops,
+    stretch_maxima,
+)
+from bwd_widgets.views.static import fallback_svg
 
 
 @pytest.fixture(scope="module")
@@ -147,3 +154,116 @@ def test_hostile_module_names_stay_text_in_dot_and_svg(tmp_path):
     assert "<a " not in svg and "xlink:href" not in svg and "<script" not in svg
     assert svg.count("javascript:") == len(re.findall(r"<text[^>]*>[^<]*javascript:", svg)), "only ever as text"
     assert "&lt;&lt;TABLE&gt;" in svg, "the HTML-like name is drawn as text"
+
+
+def test_payload_carries_the_memory_picture():
+    torch.manual_seed(0)
+    extraction = bw.extract(Transformer(width=32, depth=2), torch.randint(0, 64, (2, 16)))
+    memory = graph_payload(extraction)["memory"]
+    timeline = extraction.memory_timeline()
+    assert memory["steps"] == len(timeline) and len(memory["timeline"]) <= TIMELINE_POINTS
+    assert memory["peak"]["live_bytes"] == extraction.peak_activation_bytes == max(p["live_bytes"] for p in timeline)
+    assert memory["peak"]["node"] == extraction.peak.node and memory["peak"]["phase"] == "backward"
+    assert memory["peak"]["step"] in {p["step"] for p in memory["timeline"]}, "the peak survives the thinning"
+    assert sum(m["bytes"] for m in memory["by_module"]) == extraction.saved_activation_bytes
+    assert memory["forward_steps"] == sum(1 for p in timeline if p["phase"] == "forward")
+
+
+def test_stretch_maxima_keeps_the_highest_of_each_stretch():
+    values = [1, 5, 2, 2, 9, 3, 0, 4]
+    assert stretch_maxima(values, 4) == [1, 2, 4, 7]
+    assert stretch_maxima(values, 20) == list(range(8))
+    assert stretch_maxima([], 3) == []
+
+
+def test_parameter_views_are_named_so_and_add_nothing():
+    torch.manual_seed(0)
+    payload = graph_payload(bw.extract(Transformer(width=32, depth=1), torch.randint(0, 64, (2, 8))))
+    views = [row for row in payload["saved"] if row["alias_kind"] == "parameter"]
+    assert views and all(row["activation_bytes"] == 0 and row["kind"] == "activation" for row in views)
+    assert all(row["alias_of"].endswith(".weight") for row in views)
+    activation_views = [row for row in payload["saved"] if row["alias_kind"] == "activation"]
+    assert all(row["storage_op"] for row in activation_views)
+
+
+def test_ops_without_a_module_join_the_module_their_neighbours_share():
+    torch.manual_seed(0)
+    payload = graph_payload(bw.extract(Transformer(width=32, depth=3), torch.randint(0, 64, (2, 8))))
+    top_level_ops = [n["id"] for n in payload["nodes"] if not n["module"] and n["op"] != "placeholder"]
+    assert top_level_ops == [], "the residual gradient sums go inside modules, so a collapsed model stays small"
+    node = {"op": "aten.add", "module": ""}
+    nodes = [
+        dict(node, id="a", module="blocks.0.mlp"),
+        dict(node, id="sum"),
+        dict(node, id="b", module="blocks.1.attn"),
+        dict(node, id="then"),
+        dict(node, id="tangents_1", op="placeholder"),
+    ]
+    place_unowned_ops(nodes, [["a", "sum"], ["b", "sum"], ["sum", "then"], ["tangents_1", "a"]])
+    assert [n["module"] for n in nodes] == ["blocks.0.mlp", "blocks", "blocks.1.attn", "blocks", ""]
+
+
+def test_the_widget_carries_a_small_static_picture(reference):
+    data, _ = bw.show(reference)._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in data and data["text/plain"].startswith("BackwardGraph(")
+    svg = data["image/svg+xml"]
+    assert svg.startswith("<svg") and len(svg.encode()) < 100_000
+    assert "peak activation memory" in svg and "saved 8 values" in svg
+    if shutil.which("dot") is not None:
+        assert ">convolution_backward</text>" in svg, "the first view is drawn"
+
+
+def test_static_picture_keeps_hostile_names_as_text(tmp_path):
+    class Hostile(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.add_module("</svg><script>alert(1)</script>", torch.nn.Linear(3, 3))
+
+        def forward(self, x):
+            return getattr(self, "</svg><script>alert(1)</script>")(x).tanh()
+
+    svg = fallback_svg(graph_payload(bw.extract(Hostile(), torch.randn(2, 3))))
+    assert "<script" not in svg and "&lt;script&gt;" in svg
+
+
+@pytest.fixture
+def shell():
+    """IPython's shell, its display hooks restored afterwards."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    printers = dict(shell.display_formatter.mimebundle_formatter.type_printers)
+    yield shell
+    shell.display_formatter.mimebundle_formatter.type_printers = printers
+    if "kernel" in vars(shell):
+        del shell.kernel
+
+
+def test_results_show_as_the_widget_in_a_kernel_and_as_text_in_a_terminal(shell, reference):
+    from bwd_widgets.jupyter.display import register
+
+    register(shell)  # a terminal: nothing changes
+    data, _ = shell.display_formatter.format(reference)
+    assert set(data) == {"text/plain"} and data["text/plain"] == repr(reference)
+    shell.kernel = object()  # what a Jupyter kernel's shell has
+    register(shell)
+    torch.manual_seed(0)
+    model, x = Transformer(width=16, depth=1), torch.randint(0, 64, (2, 4))
+    for result in (
+        reference,
+        bw.compare(reference, partitioners=["default", 0.0]),
+        bw.sweep(model, x, budgets=[1.0], progress=False),
+    ):
+        data, _ = shell.display_formatter.format(result)
+        assert "application/vnd.jupyter.widget-view+json" in data and "image/svg+xml" in data, type(result)
+        assert data["text/plain"] == repr(result), "the text stays the result's own"
+
+
+def test_a_result_the_cell_already_drew_is_not_drawn_twice(shell, reference):
+    from bwd_widgets.jupyter.display import register
+
+    shell.kernel = object()
+    register(shell)
+    bw.BackwardGraphWidget(reference)._repr_mimebundle_()  # what %bwd_extract shows before returning
+    data, _ = shell.display_formatter.format(reference)
+    assert set(data) == {"text/plain"}

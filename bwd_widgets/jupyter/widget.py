@@ -14,8 +14,35 @@ from ..extraction import BackwardExtraction
 from ..extractor import extract
 from ..studio import Comparison, Sweep, sweep
 from ..views.payload import STATE_DEFAULTS, comparison_rows, graph_payload, sweep_points
+from ..views.static import fallback_svg
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
+
+
+_drawn: dict[int, int | None] = {}
+"""id of an object drawn as a widget -> the execution count of the cell that drew it."""
+
+
+def _execution_count() -> int | None:
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    return None if shell is None else shell.execution_count
+
+
+def _note_drawn(*objects: object) -> None:
+    count = _execution_count()
+    for key in [key for key, drawn_in in _drawn.items() if drawn_in != count]:
+        del _drawn[key]  # only this cell's matter
+    for obj in objects:
+        if obj is not None:
+            _drawn[id(obj)] = count
+
+
+def drawn_in_this_cell(obj: object) -> bool:
+    """Whether this cell already drew `obj` as a widget (`%bwd_extract model(x)` draws the widget and
+    returns the extraction): its display as the cell's result is then left as text."""
+    return id(obj) in _drawn and _drawn[id(obj)] == _execution_count()
 
 
 def _synced(kind: type[traitlets.TraitType], name: str, help: str) -> traitlets.TraitType:
@@ -158,6 +185,15 @@ class BackwardGraphWidget(anywidget.AnyWidget):
             self.sweep_points = sweep_points(result)
         finally:
             self._updating = updating
+
+    def _repr_mimebundle_(self, **kwargs: object) -> tuple[dict, dict]:
+        """The widget, and beside it a static SVG (the first view and the headline numbers) that a
+        saved notebook keeps for GitHub and nbviewer. Returns (data, metadata)."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        data = {**data, "image/svg+xml": fallback_svg(self.data)}
+        _note_drawn(self.extraction, self._comparison, self._sweep)
+        return data, metadata
 
     def __repr__(self) -> str:
         totals = self.data["totals"]

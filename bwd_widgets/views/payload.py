@@ -18,6 +18,8 @@ from ..extraction import BackwardExtraction
 from ..studio import Comparison, Sweep, diff
 
 ARGS_TEXT_LIMIT = 240
+TIMELINE_POINTS = 1000
+OVERLAY_POINTS = 120
 
 
 class GraphNode(TypedDict):
@@ -35,6 +37,8 @@ class GraphNode(TypedDict):
     grad_of: list[str]
     saved_kind: str
     recomputed: bool
+    bytes: int
+    """Bytes of the tensor it computes (0 for tuples and symbols)."""
 
 
 class SavedRow(TypedDict):
@@ -48,6 +52,8 @@ class SavedRow(TypedDict):
     producer: str
     module: str
     alias_of: str
+    alias_kind: str
+    """What `alias_of` is: `parameter`, `buffer`, `input` (views of forward inputs add 0 B), `activation`, or ""."""
     storage_op: str
     why: str
 
@@ -77,6 +83,42 @@ class Code(TypedDict):
     forward: str
 
 
+class MemoryPoint(TypedDict):
+    step: int
+    """Index of the op in the whole timeline."""
+    phase: str
+    node: str
+    graph: int
+    live_bytes: int
+
+
+class MemoryPeak(TypedDict):
+    step: int
+    phase: str
+    node: str
+    graph: int
+    live_bytes: int
+    module: str
+
+
+class ModuleBytes(TypedDict):
+    module: str
+    bytes: int
+
+
+class Memory(TypedDict):
+    """The memory picture: activation memory over the run, its peak, saved bytes by module."""
+
+    timeline: list[MemoryPoint]
+    """At most TIMELINE_POINTS points: the highest of each stretch of ops, so the peak is always in."""
+    steps: int
+    forward_steps: int
+    """Ops before the first backward op."""
+    peak: MemoryPeak
+    by_module: list[ModuleBytes]
+    """Saved activation bytes per module, largest first; they sum to the saved activation bytes."""
+
+
 class GraphData(TypedDict):
     model: str
     partitioner: str
@@ -92,6 +134,7 @@ class GraphData(TypedDict):
     code: Code
     notes: list[str]
     diff: Diff
+    memory: Memory
 
 
 class ComparisonRow(TypedDict):
@@ -106,6 +149,7 @@ class ComparisonRow(TypedDict):
     backward_nodes: int
     backward_flops: int
     recompute_flops: int
+    peak_activation_bytes: int
 
 
 class SweepPoint(TypedDict):
@@ -114,6 +158,9 @@ class SweepPoint(TypedDict):
     recompute_flops: int
     saved: int
     pareto: bool
+    peak_activation_bytes: int
+    timeline: list[int]
+    """Live bytes over the run in OVERLAY_POINTS stretches (each the highest), to overlay budgets."""
 
 
 class Previous(TypedDict, total=False):
@@ -204,6 +251,7 @@ def graph_payload(
     code = partition.backward_code
     lines = _code_lines(code)
     recomputed = {name for name, _ in partition.recomputed}
+    input_kinds = _input_kinds(extraction)
     nodes: list[GraphNode] = []
     edges: list[list[str]] = []
     for node in partition.backward.graph.nodes:
@@ -232,9 +280,11 @@ def graph_payload(
                 grad_of=gradients.get(node.name, []),
                 saved_kind=entry.kind if entry is not None else "",
                 recomputed=node.name in recomputed,
+                bytes=info.bytes,
             )
         )
         edges.extend([arg.name, node.name] for arg in node.all_input_nodes)
+    place_unowned_ops(nodes, edges)
     return GraphData(
         model=extraction.model_name,
         partitioner=extraction.partitioner,
@@ -245,7 +295,7 @@ def graph_payload(
         partitioners=partitioner_options(),
         nodes=nodes,
         edges=edges,
-        saved=[saved_row(s) for s in partition.saved_tensors],
+        saved=[saved_row(s, input_kinds) for s in partition.saved_tensors],
         totals=Totals(
             saved=len(partition.saved_tensors),
             saved_activation_bytes=partition.saved_activation_bytes,
@@ -255,7 +305,36 @@ def graph_payload(
         code=Code(backward=code, forward=partition.forward_code),
         notes=list(extraction.notes),
         diff=NO_DIFF if previous is None or previous is extraction else diff_payload(previous, extraction),
+        memory=memory_payload(extraction),
     )
+
+
+def _common_module(paths: list[str]) -> str:
+    parts = [path.split(".") for path in paths]
+    shared = []
+    for segments in zip(*parts):
+        if len(set(segments)) > 1:
+            break
+        shared.append(segments[0])
+    return ".".join(shared)
+
+
+def place_unowned_ops(nodes: list[GraphNode], edges: list[list[str]]) -> None:
+    """Backward ops no forward module owns (the gradient sums of residual connections) go in the
+    innermost module their neighbours share, so that a collapsed module hides them with the rest.
+
+    Two sweeps, in graph order and back, so that a run of such ops takes its module from both ends."""
+    neighbours: dict[str, list[str]] = {}
+    for source, target in edges:
+        neighbours.setdefault(source, []).append(target)
+        neighbours.setdefault(target, []).append(source)
+    by_id = {n["id"]: n for n in nodes}
+    unowned = [n for n in nodes if not n["module"] and n["op"] != "placeholder"]
+    for sweep in (unowned, unowned[::-1]):
+        for node in sweep:
+            modules = [by_id[m]["module"] for m in neighbours.get(node["id"], []) if by_id[m]["module"]]
+            if modules:
+                node["module"] = _common_module(modules)
 
 
 def _source(node: torch.fx.Node, entry: SavedTensor | None) -> str:
@@ -264,7 +343,16 @@ def _source(node: torch.fx.Node, entry: SavedTensor | None) -> str:
     return source_line(node.meta.get("stack_trace")) or ""
 
 
-def saved_row(saved: SavedTensor) -> SavedRow:
+def _input_kinds(extraction: BackwardExtraction) -> dict[str, str]:
+    """Forward inputs by human name -> `parameter`, `buffer` or `input`."""
+    return {source.name: source.kind for p in extraction.partitions for source in p.inputs}
+
+
+def saved_row(saved: SavedTensor, input_kinds: dict[str, str]) -> SavedRow:
+    """A saved value; `input_kinds` (forward input name -> kind) says what a view shares memory with."""
+    alias_kind = ""
+    if saved.alias_of:
+        alias_kind = "activation" if saved.storage_op else input_kinds.get(saved.alias_of, "input")
     return SavedRow(
         name=saved.name,
         kind=saved.kind,
@@ -276,6 +364,7 @@ def saved_row(saved: SavedTensor) -> SavedRow:
         producer=saved.producer or "",
         module=saved.module or "",
         alias_of=saved.alias_of or "",
+        alias_kind=alias_kind,
         storage_op=saved.storage_op or "",
         why=saved.why,
     )
@@ -288,24 +377,65 @@ def diff_payload(previous: BackwardExtraction, current: BackwardExtraction) -> D
     return Diff(
         against=previous.label,
         recomputed_now=d["saved_in_a_recomputed_in_b"],
-        recomputed_rows=[saved_row(before[name]) for name in d["saved_in_a_recomputed_in_b"]],
+        recomputed_rows=[saved_row(before[name], _input_kinds(previous)) for name in d["saved_in_a_recomputed_in_b"]],
         newly_saved=d["saved_only_in_b"],
     )
 
 
+def stretch_maxima(values: list[int], count: int) -> list[int]:
+    """Indices of the highest value in each of `count` equal stretches (all indices when fewer)."""
+    if len(values) <= count:
+        return list(range(len(values)))
+    bounds = [round(i * len(values) / count) for i in range(count + 1)]
+    return [max(range(a, b), key=lambda i: (values[i], -i)) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def memory_payload(extraction: BackwardExtraction) -> Memory:
+    timeline = extraction.memory_timeline()
+    live = [s["live_bytes"] for s in timeline]
+    peak = extraction.peak
+    by_module = extraction.memory_by_module()
+    return Memory(
+        timeline=[
+            MemoryPoint(step=i, phase=s["phase"], node=s["node"], graph=s["graph"], live_bytes=s["live_bytes"])
+            for i in stretch_maxima(live, TIMELINE_POINTS)
+            for s in (timeline[i],)
+        ],
+        steps=len(timeline),
+        forward_steps=sum(1 for s in timeline if s["phase"] == "forward"),
+        peak=MemoryPeak(
+            step=peak.step,
+            phase=peak.phase,
+            node=peak.node,
+            graph=peak.graph,
+            live_bytes=peak.live_bytes,
+            module=peak.module,
+        ),
+        by_module=[ModuleBytes(module=m, bytes=b) for m, b in by_module.items()],
+    )
+
+
 def comparison_rows(comparison: Comparison) -> list[ComparisonRow]:
-    return [ComparisonRow(**row) for row in comparison.rows]
+    return [
+        ComparisonRow(**row, peak_activation_bytes=extraction.peak_activation_bytes)
+        for row, extraction in zip(comparison.rows, comparison.extractions)
+    ]
 
 
 def sweep_points(result: Sweep) -> list[SweepPoint]:
     front = {id(p) for p in result.pareto()}
-    return [
-        SweepPoint(
-            budget=p.budget,
-            saved_activation_bytes=p.saved_activation_bytes,
-            recompute_flops=p.recompute_flops,
-            saved=p.saved,
-            pareto=id(p) in front,
+    points = []
+    for p in result.points:
+        live = [s["live_bytes"] for s in p.extraction.memory_timeline()] if p.extraction is not None else []
+        points.append(
+            SweepPoint(
+                budget=p.budget,
+                saved_activation_bytes=p.saved_activation_bytes,
+                recompute_flops=p.recompute_flops,
+                saved=p.saved,
+                pareto=id(p) in front,
+                peak_activation_bytes=max(live, default=0),
+                timeline=[live[i] for i in stretch_maxima(live, OVERLAY_POINTS)],
+            )
         )
-        for p in result.points
-    ]
+    return points

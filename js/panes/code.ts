@@ -1,7 +1,8 @@
-/** The code pane: backward and forward GraphNet code, highlighted, with Copy; a line selects its node. */
+/** The code pane: backward and forward GraphNet code with line numbers, highlighted, with Copy; the
+ *  `x = None` clearing statements hidden unless asked for; a line selects its node. */
 
-import { nodeAtLine, tokenizeLine } from "../code";
-import { clearClass, element } from "../dom";
+import { codeLines, definitionLine, nodeAtLine, tokenizeLine, type CodeLine } from "../code";
+import { clearClass, element, keepInView } from "../dom";
 import type { PaneContext } from "../model";
 import type { GraphData } from "../types";
 import type { Pane } from "./pane";
@@ -9,13 +10,16 @@ import type { Pane } from "./pane";
 type CodeKind = "backward" | "forward";
 const PLAIN = new Set(["space", "name", "op"]);
 
-function lineElement(line: string, number: number): HTMLElement {
+function lineElement({ number, text }: CodeLine): HTMLElement {
   const el = element("div", "bwd-line");
   el.dataset.line = String(number);
-  for (const token of tokenizeLine(line)) {
-    el.appendChild(PLAIN.has(token.kind) ? document.createTextNode(token.text) : element("span", `bwd-tok-${token.kind}`, token.text));
+  el.appendChild(element("span", "bwd-lineno", String(number)));
+  const code = element("span", "bwd-line-text");
+  for (const token of tokenizeLine(text)) {
+    code.appendChild(PLAIN.has(token.kind) ? document.createTextNode(token.text) : element("span", `bwd-tok-${token.kind}`, token.text));
   }
-  if (!line) el.textContent = "\u200B";
+  if (!text) code.textContent = "\u200B";
+  el.appendChild(code);
   return el;
 }
 
@@ -27,8 +31,13 @@ export function codePane({ model, signal, select }: PaneContext): Pane {
     backward: element("button", "bwd-tab bwd-tab-backward", "backward"),
     forward: element("button", "bwd-tab bwd-tab-forward", "forward"),
   };
+  const exactLabel = element("label", "bwd-exact", "");
+  const exact = element("input", "bwd-exact-toggle");
+  exact.type = "checkbox";
+  exactLabel.append(exact, " exact GraphNet text (with x = None lines)");
+  exactLabel.title = "The generated code frees each value after its last use with `x = None`; hidden unless ticked.";
   const copy = element("button", "bwd-copy", "Copy");
-  bar.append(tabs.backward, tabs.forward, copy);
+  bar.append(tabs.backward, tabs.forward, exactLabel, copy);
   const code = element("pre", "bwd-code");
   el.append(bar, code);
   let data: GraphData | null = null;
@@ -36,20 +45,27 @@ export function codePane({ model, signal, select }: PaneContext): Pane {
 
   function render(): void {
     if (!data) return;
-    code.replaceChildren(...data.code[kind].split("\n").map((line, i) => lineElement(line, i + 1)));
+    code.replaceChildren(...codeLines(data.code[kind], exact.checked).map(lineElement));
     for (const [name, tab] of Object.entries(tabs)) tab.classList.toggle("bwd-active", name === kind);
     mark(model.get("selected"));
   }
 
-  /** Mark the selected node's line in the backward code and scroll it into view. */
+  /** The line defining node `id` in the code shown: its `line` in backward, found by name in forward. */
+  function lineOf(id: string): number {
+    if (!data || !id) return 0;
+    if (kind === "backward") return data.nodes.find((n) => n.id === id)?.line ?? 0;
+    return definitionLine(data.code.forward, id);
+  }
+
+  /** Mark the selected node's line and scroll the code (not the page) to keep it in view. */
   function mark(id: string): void {
     clearClass(code, "bwd-selected");
-    const line = data?.nodes.find((n) => n.id === id)?.line;
-    if (kind !== "backward" || !line) return;
-    const lineEl = code.querySelector<HTMLElement>(`[data-line="${line}"]`);
+    const line = lineOf(id);
+    const lineEl = line ? code.querySelector<HTMLElement>(`[data-line="${line}"]`) : null;
     if (!lineEl) return;
     lineEl.classList.add("bwd-selected");
-    code.scrollTop = lineEl.offsetTop - code.clientHeight / 3;
+    keepInView(code, lineEl);
+    code.scrollLeft = 0;
   }
 
   code.addEventListener("click", (event) => {
@@ -64,6 +80,7 @@ export function codePane({ model, signal, select }: PaneContext): Pane {
       render();
     }, on);
   }
+  exact.addEventListener("change", render, on);
   copy.addEventListener("click", () => {
     if (!data) return;
     void navigator.clipboard?.writeText(data.code[kind]);

@@ -1,37 +1,26 @@
-/** The graph pane: search, Fit, Collapse all, the Graphviz drawing, the legend. */
+/** The graph pane: breadcrumbs, search, Fit, Collapse all, colouring, the Graphviz drawing, keys. */
 
-import workerSource from "virtual:layout-worker";
-import { buildDot } from "../dot";
+import { buildDot, clusterPaths } from "../dot";
 import { clearClass, element } from "../dom";
-import { initialExpansion, representative, reveal, toggle, visibleGraph, type VisibleGraph } from "../grouping";
-import { LayoutClient, StaleLayout } from "../layout";
+import { bestDrawing, chooseFirstView, LABEL_UNITS, type Drawing } from "../firstview";
+import { firstViews, openPath, parentOf, representative, reveal, toggle, visibleGraph, GROUP_PREFIX, type VisibleGraph } from "../grouping";
+import { StaleLayout } from "../layout";
+import { sharedLayoutClient } from "../layout_shared";
+import { bytesUnder } from "../memory";
 import type { PaneContext } from "../model";
+import { nearestTo, neighbour, type Placed } from "../navigate";
+import { readableScale, type View } from "../panzoom";
 import { searchNodes, visibleMatches } from "../search";
 import type { GraphData, GraphNode } from "../types";
 import { createViewport } from "../viewport";
+import { decorateSvg, onKeys, renderCrumbs, renderLegend } from "./graph_parts";
 import type { Pane } from "./pane";
 
-let sharedClient: LayoutClient | null = null;
+/** After a relayout: fit the whole drawing, show a module's cluster, centre a node, or keep the view. */
+type Then = { fit: true } | { module: string } | { node: string } | { keep: true };
 
-/** One Graphviz worker for every widget on the page. */
-function layoutClient(): LayoutClient {
-  if (!sharedClient) {
-    const url = URL.createObjectURL(new Blob([workerSource], { type: "text/javascript" }));
-    const worker = new Worker(url);
-    const client = new LayoutClient((request) => worker.postMessage(request));
-    worker.onmessage = (event) => client.receive(event.data);
-    sharedClient = client;
-  }
-  return sharedClient;
-}
-
-const LEGEND: [string, string][] = [
-  ["saved", "saved for backward"], ["tangent", "tangent"], ["gradient", "gradient output"], ["op", "op"],
-  ["recomputed", "recomputed forward op"], ["group", "module (click to open)"],
-];
-
-export function graphPane({ model, signal, root, select }: PaneContext): Pane {
-  const layout = layoutClient();
+export function graphPane({ model, signal, root, select, setFocus }: PaneContext): Pane {
+  const layout = sharedLayoutClient();
   const on = { signal };
   const el = element("div", "bwd-graph");
   const toolbar = element("div", "bwd-toolbar");
@@ -40,31 +29,63 @@ export function graphPane({ model, signal, root, select }: PaneContext): Pane {
   const matchCount = element("span", "bwd-match-count");
   const fit = element("button", "bwd-fit", "Fit");
   const collapseAll = element("button", "bwd-collapse", "Collapse all");
-  toolbar.append(search, matchCount, fit, collapseAll);
+  const colour = element("select", "bwd-colour");
+  colour.append(new Option("colour by kind", "kind"), new Option("colour by bytes", "bytes"));
+  toolbar.append(search, matchCount, fit, collapseAll, colour);
+  const crumbs = element("nav", "bwd-crumbs");
   const host = element("div", "bwd-svg-host");
+  host.tabIndex = 0;
+  host.dataset.lmSuppressShortcuts = "true"; // arrows, Enter and Esc move in the graph, not the notebook
+  host.title = "arrows: move between neighbours \u00B7 Enter: open a module \u00B7 Esc: go up";
   const legend = element("div", "bwd-legend");
-  for (const [kind, text] of LEGEND) legend.appendChild(element("span", `bwd-legend-item bwd-kind-${kind}`, text));
-  el.append(toolbar, host, legend);
+  el.append(toolbar, crumbs, host, legend);
+  renderLegend(legend, false);
   const viewport = createViewport(host, signal);
   const started = performance.now();
 
   let data: GraphData | null = null;
   let byId = new Map<string, GraphNode>();
+  let savedBytes = new Map<string, number>();
   let expanded = new Set<string>();
-  let visible: VisibleGraph = { nodes: [], edges: [] };
+  let visible: VisibleGraph = { nodes: [], edges: [], savedOnly: new Set() };
+  let clusters: string[] = [];
   let found: GraphNode[] = []; // search results
   let laidOut = false; // the SVG on screen draws `visible`
+  let cursor = ""; // the visible id the keys move from
+  let focus = "";
+  let generation = 0; // a newer drawing request makes older ones stale
 
-  function svgElementFor(visibleId: string): Element | null {
+  let waiting = false; // the first view waits for the pane to have a size
+  const sized = new ResizeObserver(() => waiting && void firstView());
+  sized.observe(host);
+  signal.addEventListener("abort", () => sized.disconnect(), { once: true });
+
+  const minScale = readableScale(LABEL_UNITS);
+  const drawn = (visibleId: string): Element | null => {
     const index = visible.nodes.findIndex((v) => v.id === visibleId);
     return laidOut && index >= 0 ? viewport.svg?.querySelector(`#v${index}`) ?? null : null;
+  };
+  const clusterOf = (path: string): Element | null => {
+    const index = clusters.indexOf(path);
+    return laidOut && index >= 0 ? viewport.svg?.querySelector(`#c${index}`) ?? null : null;
+  };
+
+  function setFocusTo(path: string): void {
+    focus = path;
+    renderCrumbs(crumbs, data?.model ?? "", focus, showModule, signal);
+    setFocus(path);
+  }
+
+  function markCursor(): void {
+    clearClass(viewport.svg, "bwd-cursor");
+    drawn(cursor)?.classList.add("bwd-cursor");
   }
 
   /** Outline the selected node, or the collapsed module standing for it. */
   function markSelected(id: string, pan: boolean): void {
     clearClass(viewport.svg, "bwd-selected");
     const node = byId.get(id);
-    const target = node ? svgElementFor(representative(node, expanded)) : null;
+    const target = node ? drawn(representative(node, expanded)) : null;
     if (!target) return;
     target.classList.add("bwd-selected");
     if (pan) viewport.panTo(target);
@@ -72,7 +93,7 @@ export function graphPane({ model, signal, root, select }: PaneContext): Pane {
 
   function markMatches(): void {
     clearClass(viewport.svg, "bwd-match");
-    for (const id of visibleMatches(found, expanded)) svgElementFor(id)?.classList.add("bwd-match");
+    for (const id of visibleMatches(found, expanded)) drawn(id)?.classList.add("bwd-match");
   }
 
   function runSearch(): void {
@@ -81,64 +102,155 @@ export function graphPane({ model, signal, root, select }: PaneContext): Pane {
     markMatches();
   }
 
-  function relayoutWith(next: Set<string>): void {
-    expanded = next;
-    void relayout();
+  /** Lay out `open` (left to right too when that reads better) without showing it. */
+  function draw(open: Set<string>): Promise<Drawing> {
+    const graph = visibleGraph(data!, open);
+    const { width, height } = viewport.size();
+    return bestDrawing(graph.nodes.length, (rankdir) => layout.request(buildDot(graph, savedBytes, rankdir)), width, height);
   }
 
-  /** Classes and click handlers on Graphviz's node and cluster groups. */
-  function decorate(svg: SVGSVGElement, shown: VisibleGraph, recomputedNow: Set<string>): void {
-    svg.querySelectorAll("g.node").forEach((g) => {
-      const v = shown.nodes[Number(g.id.slice(1))];
-      if (!v) return;
-      g.setAttribute("data-visible-id", v.id);
-      g.classList.add(v.path !== undefined ? "bwd-group" : `bwd-node-${v.node!.kind}`);
-      if (v.node && recomputedNow.has(v.node.id)) g.classList.add("bwd-diff-recomputed");
-      g.addEventListener("click", (event) => {
-        event.stopPropagation();
-        if (v.path !== undefined) relayoutWith(toggle(v.path, expanded));
-        else select(v.node!.id);
-      }, on);
-    });
-    svg.querySelectorAll("g.cluster").forEach((g) => {
-      g.addEventListener("dblclick", () => {
-        const label = g.querySelector("text")?.textContent;
-        if (label && expanded.has(label)) relayoutWith(toggle(label, expanded));
-      }, on);
-    });
-  }
-
-  async function relayout(): Promise<void> {
-    if (!data) return;
-    const shown = visibleGraph(data, expanded);
-    visible = shown;
-    laidOut = false;
-    const before = performance.now();
-    let text: string;
-    try {
-      text = await layout.request(buildDot(shown));
-    } catch (e) {
-      if (!(e instanceof StaleLayout) && !signal.aborted) host.replaceChildren(element("div", "bwd-error", `layout failed: ${String(e)}`));
-      return;
-    }
-    if (signal.aborted) return;
-    const parsed = new DOMParser().parseFromString(text, "image/svg+xml");
+  function show(open: Set<string>, drawing: Drawing, then: Then): void {
+    expanded = open;
+    visible = visibleGraph(data!, open);
+    clusters = clusterPaths(visible);
+    const parsed = new DOMParser().parseFromString(drawing.svg, "image/svg+xml");
     const svg = document.importNode(parsed.documentElement, true) as unknown as SVGSVGElement;
-    svg.classList.add("bwd-svg");
-    decorate(svg, shown, new Set(data.diff?.recomputed_now ?? []));
-    viewport.show(svg, () => {
-      const tangent = shown.nodes.findIndex((v) => v.node?.kind === "tangent");
-      return tangent >= 0 ? svg.querySelector(`#v${tangent}`) : null;
-    });
+    decorateSvg(svg, visible, savedBytes, new Set(data!.diff?.recomputed_now ?? []));
+    const first: View | null = "fit" in then ? drawing.fit.view : null;
+    viewport.show(svg, first);
     laidOut = true;
-    root.dataset.layoutMs = String(Math.round(performance.now() - before));
-    root.dataset.visibleNodes = String(shown.nodes.length);
+    if ("fit" in then && !drawing.fit.readable) {
+      const start = drawn(visible.nodes.find((v) => v.node?.kind === "tangent")?.id ?? "") ?? svg.querySelector("g.node");
+      if (start) viewport.focus(start, minScale); // too big to read whole: start readable, at the top
+    }
+    if ("module" in then) {
+      const target = clusterOf(then.module) ?? drawn(GROUP_PREFIX + then.module);
+      if (target) viewport.focus(target, minScale);
+    }
+    if ("node" in then) {
+      const target = drawn(then.node);
+      if (target) viewport.panTo(target);
+    }
+    root.dataset.visibleNodes = String(visible.nodes.length);
+    root.dataset.rankdir = drawing.rankdir;
     root.dataset.firstPaintMs ??= String(Math.round(performance.now() - started));
     root.dataset.rendered = String(Number(root.dataset.rendered || 0) + 1);
     markMatches();
-    markSelected(model.get("selected"), true);
+    markSelected(model.get("selected"), false);
+    markCursor();
   }
 
+  /** Draw `open` and show it; a failed or superseded layout leaves the drawing as it is. */
+  async function relayout(open: Set<string>, then: Then): Promise<void> {
+    if (!data) return;
+    const mine = ++generation;
+    const before = performance.now();
+    try {
+      const drawing = await draw(open);
+      if (mine !== generation || signal.aborted) return;
+      show(open, drawing, then);
+      root.dataset.layoutMs = String(Math.round(performance.now() - before));
+    } catch (e) {
+      if (!(e instanceof StaleLayout) && !signal.aborted) host.replaceChildren(element("div", "bwd-error", `layout failed: ${String(e)}`));
+    }
+  }
+
+  /** The first view: the most detailed of firstViews(data) that reads well in this pane (once the
+   *  pane has a size: a notebook may lay out an output only when it scrolls into view). */
+  async function firstView(): Promise<void> {
+    if (!data) return;
+    waiting = !host.clientWidth || !host.clientHeight;
+    if (waiting) return;
+    const mine = ++generation;
+    try {
+      const { candidate, drawing } = await chooseFirstView(firstViews(data), draw);
+      if (mine === generation && !signal.aborted) show(candidate, drawing, { fit: true });
+    } catch (e) {
+      if (!(e instanceof StaleLayout) && !signal.aborted) host.replaceChildren(element("div", "bwd-error", `layout failed: ${String(e)}`));
+    }
+  }
+
+  /** Open `path` (and what is above it), then show it. */
+  function openModule(path: string): void {
+    if (!data) return;
+    cursor = GROUP_PREFIX + path;
+    setFocusTo(path);
+    void relayout(openPath(path, expanded), { module: path });
+  }
+
+  /** A breadcrumb: the whole model fitted, or a module shown (opened when closed). */
+  function showModule(path: string): void {
+    if (!path) {
+      setFocusTo("");
+      viewport.fit();
+    } else if (expanded.has(path) && clusterOf(path)) {
+      setFocusTo(path);
+      viewport.focus(clusterOf(path)!, minScale);
+    } else openModule(path);
+  }
+
+  /** Close the innermost open module around the cursor (a module just opened, or the one the cursor
+   *  is in): Esc goes one level up. */
+  function goUp(): void {
+    const group = cursor.startsWith(GROUP_PREFIX) ? cursor.slice(GROUP_PREFIX.length) : null;
+    const inside = group !== null ? (expanded.has(group) ? group : parentOf(group)) : byId.get(cursor)?.module ?? focus;
+    if (!inside) return;
+    cursor = GROUP_PREFIX + inside;
+    setFocusTo(parentOf(inside));
+    void relayout(toggle(inside, expanded), { node: cursor });
+  }
+
+  function placed(): Placed[] {
+    return visible.nodes.flatMap((v) => {
+      const g = drawn(v.id);
+      if (!g) return [];
+      const box = viewport.boxOf(g);
+      return [{ id: v.id, x: box.x + box.w / 2, y: box.y + box.h / 2 }];
+    });
+  }
+
+  function moveCursor(to: string): void {
+    cursor = to;
+    markCursor();
+    const target = drawn(to);
+    if (target) viewport.panTo(target);
+    if (to.startsWith(GROUP_PREFIX)) setFocusTo(parentOf(to.slice(GROUP_PREFIX.length)));
+    else select(to);
+  }
+
+  onKeys(host, {
+    move(direction) {
+      const all = placed();
+      const pane = viewport.boxOf(host); // keys start from the node nearest the middle of the pane
+      const to = drawn(cursor) ? neighbour(cursor, direction, all, visible.edges) : nearestTo(all, pane.x + pane.w / 2, pane.y + pane.h / 2);
+      if (to) moveCursor(to);
+    },
+    enter: () => cursor.startsWith(GROUP_PREFIX) && openModule(cursor.slice(GROUP_PREFIX.length)),
+    escape: goUp,
+  }, signal);
+  host.addEventListener("click", (event) => {
+    host.focus({ preventScroll: true });
+    const g = (event.target as Element).closest("g.node");
+    const v = g ? visible.nodes[Number(g.id.slice(1))] : undefined;
+    if (!v) return;
+    if (v.path !== undefined) {
+      if (expanded.has(v.path)) return;
+      openModule(v.path);
+    } else {
+      cursor = v.id;
+      setFocusTo(v.node!.module);
+      select(v.node!.id);
+    }
+  }, on);
+  host.addEventListener("dblclick", (event) => {
+    const cluster = (event.target as Element).closest("g.cluster");
+    const path = cluster ? clusters[Number(cluster.id.slice(1))] : undefined;
+    if (path && expanded.has(path)) {
+      cursor = GROUP_PREFIX + path;
+      setFocusTo(parentOf(path));
+      void relayout(toggle(path, expanded), { node: cursor });
+    }
+  }, on);
   search.addEventListener("input", runSearch, on);
   search.addEventListener("keydown", (event) => {
     if (event.key !== "Enter" || !data) return;
@@ -146,21 +258,39 @@ export function graphPane({ model, signal, root, select }: PaneContext): Pane {
     if (first) select(first.id);
   }, on);
   fit.addEventListener("click", () => viewport.fit(), on);
-  collapseAll.addEventListener("click", () => relayoutWith(new Set()), on);
+  collapseAll.addEventListener("click", () => {
+    setFocusTo("");
+    void relayout(new Set(), { fit: true });
+  }, on);
+  colour.addEventListener("change", () => {
+    el.classList.toggle("bwd-colour-bytes", colour.value === "bytes");
+    renderLegend(legend, colour.value === "bytes");
+  }, on);
 
   return {
     el,
     update(next) {
       data = next;
       byId = new Map(next.nodes.map((n) => [n.id, n]));
-      expanded = initialExpansion(next);
+      savedBytes = bytesUnder(next.memory?.by_module ?? []);
+      cursor = "";
+      setFocusTo("");
       runSearch();
-      void relayout();
+      void firstView();
     },
     highlight(id, pan) {
       const node = byId.get(id);
-      if (node && representative(node, expanded) !== node.id) relayoutWith(reveal(node, expanded));
-      else if (laidOut) markSelected(id, pan);
+      if (!node) return;
+      cursor = representative(node, expanded);
+      if (cursor !== node.id) {
+        cursor = node.id;
+        setFocusTo(node.module);
+        void relayout(reveal(node, expanded), { node: node.id });
+      } else if (laidOut) {
+        markSelected(id, pan);
+        markCursor();
+      }
     },
+    open: openModule,
   };
 }

@@ -46,6 +46,7 @@ export function headerPane({ model, signal }: PaneContext): Pane {
     stats.replaceChildren(
       "saved ", element("span", "bwd-saved-count", String(totals.saved)), savedDelta ? ` (${savedDelta})` : "",
       " \u00B7 activations ", element("span", "bwd-activation-bytes", formatBytes(totals.saved_activation_bytes)), bytesDelta ? ` (${bytesDelta})` : "",
+      " \u00B7 peak ", element("span", "bwd-peak-bytes", formatBytes(data.memory?.peak.live_bytes ?? 0)),
       ` \u00B7 ${data.nodes.length} backward nodes \u00B7 ${totals.recomputed} recomputed`,
     );
   }

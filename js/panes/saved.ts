@@ -1,6 +1,6 @@
 /** The saved-tensor table: totals, sortable columns, rows newly saved and rows now recomputed. */
 
-import { clearClass, element } from "../dom";
+import { clearClass, element, keepInView } from "../dom";
 import { formatBytes } from "../format";
 import type { PaneContext } from "../model";
 import { COLUMNS, descendingFirst, recomputedCells, savedCells, savedTitle, sortRows, type SortKey } from "../table";
@@ -57,7 +57,9 @@ export function savedPane({ model, signal, select }: PaneContext): Pane {
     }
     table.replaceChildren(header(), tbody);
     const t = data.totals;
-    totals.textContent = `${t.saved} saved \u00B7 activations ${formatBytes(t.saved_activation_bytes)} \u00B7 parameters/inputs ${formatBytes(t.saved_input_bytes)}`;
+    const views = data.saved.filter((r) => r.alias_kind && r.alias_kind !== "activation").length;
+    const viewText = views ? ` \u00B7 ${views} view${views === 1 ? "" : "s"} of parameters/inputs (0 B added)` : "";
+    totals.textContent = `${t.saved} saved \u00B7 activations ${formatBytes(t.saved_activation_bytes)} \u00B7 parameters/inputs ${formatBytes(t.saved_input_bytes)}${viewText}`;
     mark(model.get("selected"), false);
   }
 
@@ -65,7 +67,7 @@ export function savedPane({ model, signal, select }: PaneContext): Pane {
     clearClass(table, "bwd-selected");
     const tr = id ? table.querySelector(`tr[data-name="${CSS.escape(id)}"]`) : null;
     tr?.classList.add("bwd-selected");
-    if (tr && scroll) tr.scrollIntoView({ block: "nearest" });
+    if (tr instanceof HTMLElement && scroll) keepInView(el, tr);
   }
 
   return {

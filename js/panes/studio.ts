@@ -1,23 +1,31 @@
-/** The partitioner studio: the sweep button and its progress, the comparison table, the sweep chart. */
+/** The partitioner studio: the sweep button and its progress, the comparison table, the sweep chart
+ *  (axes with units, values on hover) and its Pareto points. */
 
+import { formatFlops } from "../chart";
 import { element, show, svgElement } from "../dom";
 import { formatBytes } from "../format";
 import { setTrait, type Model, type PaneContext, type SweepReply } from "../model";
-import { chartGeometry } from "../sweep";
-import type { ComparisonRow } from "../types";
+import { chartGeometry, paretoPoints } from "../sweep";
+import type { ComparisonRow, SweepPoint } from "../types";
 import type { Pane } from "./pane";
 
 const COMPARE_COLUMNS: [string, (r: ComparisonRow) => string][] = [
   ["partition", (r) => String(r.partition)],
   ["saved", (r) => String(r.saved)],
-  ["activations", (r) => formatBytes(r.saved_activation_bytes)],
+  ["saved bytes", (r) => formatBytes(r.saved_activation_bytes)],
+  ["peak", (r) => formatBytes(r.peak_activation_bytes)],
   ["recomputed", (r) => String(r.recomputed)],
   ["bw nodes", (r) => String(r.backward_nodes)],
-  ["bw GFLOP", (r) => (r.backward_flops / 1e9).toFixed(3)],
+  ["bw FLOPs", (r) => formatFlops(r.backward_flops)],
 ];
 
-const CHART_WIDTH = 300;
-const CHART_HEIGHT = 150;
+const WIDTH = 460;
+const HEIGHT = 200;
+const BOX = { left: 70, top: 12, right: WIDTH - 16, bottom: HEIGHT - 40 };
+
+function pointText(p: SweepPoint): string {
+  return `budget ${p.budget}: ${formatBytes(p.saved_activation_bytes)} saved, ${formatFlops(p.recompute_flops)} recomputed, peak ${formatBytes(p.peak_activation_bytes)}`;
+}
 
 function renderComparison(table: HTMLTableElement, model: Model, signal: AbortSignal): void {
   const rows = model.get("comparison_rows") ?? [];
@@ -38,20 +46,29 @@ function renderComparison(table: HTMLTableElement, model: Model, signal: AbortSi
   });
 }
 
-function renderChart(host: HTMLElement, model: Model, signal: AbortSignal): void {
+function renderChart(host: HTMLElement, readout: HTMLElement, model: Model, signal: AbortSignal): void {
   const points = model.get("sweep_points") ?? [];
   host.replaceChildren();
   show(host, points.length > 0);
   if (!points.length) return;
-  const [width, height] = [CHART_WIDTH, CHART_HEIGHT];
-  const chart = chartGeometry(points, width, height);
-  const svg = svgElement("svg", { viewBox: `0 0 ${width} ${height}`, class: "bwd-sweep-svg" });
-  svg.append(
-    svgElement("path", { d: `M28 ${height - 28} H${width - 28} M28 ${height - 28} V28`, class: "bwd-axis" }),
-    svgElement("polyline", { points: chart.front, class: "bwd-front" }),
-    svgElement("text", { x: String(width / 2 - 60), y: String(height - 8) }, "saved activation bytes \u2192"),
-    svgElement("text", { x: "4", y: "18" }, "recompute FLOPs \u2191"),
+  const chart = chartGeometry(points, BOX);
+  const svg = svgElement("svg", { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, class: "bwd-sweep-svg", role: "img" });
+  const axes = svgElement("g", { class: "bwd-axes" });
+  for (const tick of chart.yTicks) {
+    axes.append(
+      svgElement("line", { x1: String(BOX.left), x2: String(BOX.right), y1: String(tick.at), y2: String(tick.at), class: "bwd-grid" }),
+      svgElement("text", { x: String(BOX.left - 4), y: String(tick.at + 3), "text-anchor": "end" }, formatFlops(tick.value)),
+    );
+  }
+  for (const tick of chart.xTicks) {
+    axes.appendChild(svgElement("text", { x: String(tick.at), y: String(BOX.bottom + 13), "text-anchor": "middle" }, formatBytes(tick.value)));
+  }
+  axes.append(
+    svgElement("path", { d: `M${BOX.left} ${BOX.top}V${BOX.bottom}H${BOX.right}`, class: "bwd-axis" }),
+    svgElement("text", { x: String((BOX.left + BOX.right) / 2), y: String(HEIGHT - 8), "text-anchor": "middle" }, "saved activation bytes \u2192"),
+    svgElement("text", { x: "12", y: String((BOX.top + BOX.bottom) / 2), "text-anchor": "middle", transform: `rotate(-90 12 ${(BOX.top + BOX.bottom) / 2})` }, "recompute FLOPs \u2192"),
   );
+  svg.append(axes, svgElement("polyline", { points: chart.front, class: "bwd-front" }));
   const current = model.get("sweep_index");
   for (const p of chart.points) {
     const isCurrent = p.index === current;
@@ -59,15 +76,36 @@ function renderChart(host: HTMLElement, model: Model, signal: AbortSignal): void
       cx: p.x.toFixed(1), cy: p.y.toFixed(1), r: isCurrent ? "6" : "4.5", "data-index": String(p.index),
       class: `bwd-sweep-point${p.pareto ? " bwd-pareto" : ""}${isCurrent ? " bwd-current" : ""}`,
     });
-    const point = points[p.index];
-    circle.appendChild(svgElement("title", {}, `${p.label}: ${formatBytes(point.saved_activation_bytes)} saved, ${point.recompute_flops} recompute FLOPs`));
+    const text = pointText(points[p.index]);
+    circle.appendChild(svgElement("title", {}, text));
+    circle.addEventListener("mouseenter", () => (readout.textContent = text), { signal });
     circle.addEventListener("click", () => setTrait(model, "sweep_index", p.index), { signal });
     svg.appendChild(circle);
   }
   host.appendChild(svg);
 }
 
-export function studioPane({ model, signal, experimental }: PaneContext): Pane {
+function renderPareto(table: HTMLTableElement, model: Model, signal: AbortSignal): void {
+  const points = model.get("sweep_points") ?? [];
+  const front = paretoPoints(points);
+  table.replaceChildren();
+  show(table, front.length > 0);
+  if (!front.length) return;
+  const head = element("tr");
+  for (const label of ["Pareto budget", "saved", "recompute", "peak"]) head.appendChild(element("th", "", label));
+  table.appendChild(head);
+  for (const { index, point } of front) {
+    const tr = element("tr", `bwd-pareto-row${index === model.get("sweep_index") ? " bwd-current" : ""}`);
+    tr.dataset.index = String(index);
+    for (const text of [String(point.budget), formatBytes(point.saved_activation_bytes), formatFlops(point.recompute_flops), formatBytes(point.peak_activation_bytes)]) {
+      tr.appendChild(element("td", "", text));
+    }
+    tr.addEventListener("click", () => setTrait(model, "sweep_index", index), { signal });
+    table.appendChild(tr);
+  }
+}
+
+export function studioPane({ model, signal, experimental, showTab }: PaneContext): Pane {
   const el = element("div", "bwd-studio");
   const bar = element("div", "bwd-studio-bar");
   const sweepButton = element("button", "bwd-sweep-button", "Sweep budgets");
@@ -77,8 +115,11 @@ export function studioPane({ model, signal, experimental }: PaneContext): Pane {
   bar.append(sweepButton, progress, failure);
   const compare = element("table", "bwd-compare");
   const chart = element("div", "bwd-sweep-chart");
-  el.append(bar, compare, chart);
+  const readout = element("div", "bwd-readout", "Hover a point for its numbers; click it to show that partition.");
+  const pareto = element("table", "bwd-pareto");
+  el.append(bar, compare, chart, readout, pareto);
   let sweeping = false; // a _sweep command is in flight
+  let shownOnce = false; // comparisons and sweeps open on this tab
 
   function renderBar(): void {
     const canSweep = model.get("can_rerun") && experimental !== undefined;
@@ -111,7 +152,12 @@ export function studioPane({ model, signal, experimental }: PaneContext): Pane {
     update() {
       renderBar();
       renderComparison(compare, model, signal);
-      renderChart(chart, model, signal);
+      renderChart(chart, readout, model, signal);
+      show(readout, (model.get("sweep_points") ?? []).length > 0);
+      renderPareto(pareto, model, signal);
+      const studied = (model.get("comparison_rows") ?? []).length > 0 || (model.get("sweep_points") ?? []).length > 0;
+      if (studied && !shownOnce) showTab("partitions");
+      shownOnce ||= studied;
     },
   };
 }

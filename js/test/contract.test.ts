@@ -8,9 +8,11 @@ import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { nodeAtLine } from "../code";
-import { buildDot } from "../dot";
+import { buildDot, clusterPaths } from "../dot";
 import { formatBytes } from "../format";
-import { GROUP_PREFIX, initialExpansion, visibleGraph } from "../grouping";
+import { firstViews, GROUP_PREFIX, visibleGraph } from "../grouping";
+import { moduleBars, timelineGeometry } from "../memory";
+import { nodeOfPoint } from "../panes/memory";
 import { partitionerChoices, takesBudget } from "../partitioners";
 import { searchNodes } from "../search";
 import { chartGeometry } from "../sweep";
@@ -72,6 +74,10 @@ describe("the reference payload carries exactly those fields", () => {
     expectKeys("Totals", [data.totals]);
     expectKeys("Diff", [data.diff]);
     expectKeys("PartitionerOption", data.partitioners);
+    expectKeys("Memory", [data.memory]);
+    expectKeys("MemoryPoint", data.memory.timeline);
+    expectKeys("MemoryPeak", [data.memory.peak]);
+    expectKeys("ModuleBytes", data.memory.by_module);
     expect(sorted(Object.keys(data.code))).toEqual(["backward", "forward"]);
   });
 
@@ -96,7 +102,7 @@ describe("the front end's pure modules on the reference payload", () => {
   });
 
   it("opens fully when small, and collapses into its modules", () => {
-    const open = visibleGraph(data, initialExpansion(data));
+    const open = visibleGraph(data, firstViews(data)[0]);
     expect(open.nodes.map((v) => v.id)).toEqual(data.nodes.map((n) => n.id));
     expect(open.edges.length).toBe(new Set(data.edges.map(([a, b]) => `${a}>${b}`)).size);
     const closed = visibleGraph(data, new Set());
@@ -108,11 +114,11 @@ describe("the front end's pure modules on the reference payload", () => {
   });
 
   it("draws every node with an id by index and its name in the label", () => {
-    const graph = visibleGraph(data, initialExpansion(data));
+    const graph = visibleGraph(data, firstViews(data)[0]);
     const dot = buildDot(graph);
     const ids = [...dot.matchAll(/\bid="([^"]*)"/g)].map((m) => m[1]);
-    expect(sorted(ids)).toEqual(sorted(graph.nodes.map((_, i) => `v${i}`)));
-    for (const v of graph.nodes) expect(dot).toContain(`label="${v.id}\\n`);
+    expect(sorted(ids)).toEqual(sorted([...graph.nodes.map((_, i) => `v${i}`), ...clusterPaths(graph).map((_, i) => `c${i}`)]));
+    for (const v of graph.nodes) expect(dot).toMatch(new RegExp(`label="${v.id}(\\\\n|")`));
     expect(dot.match(/ -> /g)!.length).toBe(graph.edges.length);
   });
 
@@ -140,6 +146,23 @@ describe("the front end's pure modules on the reference payload", () => {
     }
   });
 
+  it("has a memory picture: the peak on the timeline, its node in the graph, bytes by module summing up", () => {
+    const { memory } = data;
+    const peak = memory.timeline.find((p) => p.step === memory.peak.step)!;
+    expect(peak.live_bytes).toBe(memory.peak.live_bytes);
+    expect(Math.max(...memory.timeline.map((p) => p.live_bytes))).toBe(memory.peak.live_bytes);
+    expect(memory.timeline.filter((p) => p.phase === "forward").length).toBe(memory.forward_steps);
+    expect(memory.peak.phase).toBe("backward");
+    expect(nodeOfPoint(peak, data)).toBe(memory.peak.node);
+    expect(memory.by_module.reduce((sum, m) => sum + m.bytes, 0)).toBe(data.totals.saved_activation_bytes);
+    expect(moduleBars(memory.by_module, "").reduce((sum, b) => sum + b.bytes, 0)).toBe(data.totals.saved_activation_bytes);
+    const geometry = timelineGeometry(memory, { left: 0, top: 0, right: 100, bottom: 100 }, fixture.sweep_points);
+    expect(geometry.xs.length).toBe(memory.timeline.length);
+    expect(geometry.overlays.length).toBe(fixture.sweep_points.length);
+    for (const node of data.nodes) expect(node.bytes).toBeGreaterThanOrEqual(0);
+    expect(data.nodes.find((n) => n.id === "convolution")!.bytes).toBe(2 * 8 * 16 * 16 * 4);
+  });
+
   it("offers the registered partitioners, the current one among them", () => {
     const choices = partitionerChoices(data.partitioners, data.partitioner);
     expect(choices.every((c) => c.registered)).toBe(true);
@@ -149,7 +172,7 @@ describe("the front end's pure modules on the reference payload", () => {
   });
 
   it("charts the sweep and lists the comparison", () => {
-    const chart = chartGeometry(fixture.sweep_points, 300, 150);
+    const chart = chartGeometry(fixture.sweep_points, { left: 28, top: 28, right: 272, bottom: 122 });
     expect(chart.points.length).toBe(fixture.sweep_points.length);
     expect(chart.front.split(" ").length).toBe(fixture.sweep_points.filter((p) => p.pareto).length);
     for (const row of fixture.comparison_rows) {

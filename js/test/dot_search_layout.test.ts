@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { nodeAtLine, tokenizeLine } from "../code";
-import { buildDot, nodeLabel, quote } from "../dot";
+import { codeLines, definitionLine, nodeAtLine, tokenizeLine } from "../code";
+import { buildDot, clusterPaths, nodeLabel, QUICK_LAYOUT_ABOVE, quote, shortDtype } from "../dot";
 import { formatBytes, formatDelta } from "../format";
-import { GROUP_PREFIX, visibleGraph } from "../grouping";
+import { buildModuleTree, GROUP_PREFIX, visibleGraph } from "../grouping";
 import { LayoutClient, StaleLayout } from "../layout";
 import { searchNodes, visibleMatches } from "../search";
 import { sortRows } from "../table";
@@ -20,19 +20,38 @@ describe("DOT", () => {
     const graph = visibleGraph(data, new Set(['<img src=x onerror=alert(1)>', "blocks", "blocks.0", "blocks.0.mlp", "blocks.0.attn"]));
     const dot = buildDot(graph);
     expect(dot).toMatch(/^digraph backward \{/);
-    // every visible node has exactly one id, v<its index>, and no other id is emitted
+    // every visible node has one id, v<its index>, every cluster c<its index>, and no other id is emitted
     const ids = [...dot.matchAll(/\bid="([^"]*)"/g)].map((m) => m[1]);
-    expect(ids.length).toBe(graph.nodes.length);
-    expect(new Set(ids)).toEqual(new Set(graph.nodes.map((_, i) => `v${i}`)));
-    expect(dot).toContain(`v1 [id="v1", label="b0_mlp_0\\naten.mm"`);
+    const clusters = clusterPaths(graph);
+    expect(ids.length).toBe(graph.nodes.length + clusters.length);
+    expect(new Set(ids)).toEqual(new Set([...graph.nodes.map((_, i) => `v${i}`), ...clusters.map((_, i) => `c${i}`)]));
+    expect(dot).toContain(`v1 [id="v1", class="k-op", label="b0_mlp_0\\nmm"`);
     expect(dot).toContain('label="<img src=x onerror=alert(1)>"');
     expect(dot.match(/subgraph cluster_/g)!.length).toBe(5);
-    expect(dot).toContain("nslimit=1");
+    expect(clusters).toContain("<img src=x onerror=alert(1)>");
+  });
+
+  it("lays big drawings out with Graphviz's effort limits only, and left to right when asked", () => {
+    const small = visibleGraph(transformerData(1, 2), new Set());
+    expect(buildDot(small)).not.toContain("nslimit");
+    const big = transformerData(8, 10);
+    const open = visibleGraph(big, new Set([...buildModuleTree(big.nodes).size.keys()]));
+    expect(open.nodes.length).toBeGreaterThan(QUICK_LAYOUT_ABOVE);
+    expect(buildDot(open)).toContain("nslimit=1");
+    expect(buildDot(small, undefined, "LR")).toContain("rankdir=LR");
+  });
+
+  it("shortens dtypes and ops in labels; the details keep them whole", () => {
+    expect(["float32", "bfloat16", "float16", "int64", "uint8", "bool"].map(shortDtype)).toEqual(["f32", "bf16", "f16", "i64", "u8", "bool"]);
+    expect(nodeLabel({ id: "s", cluster: "", node: node("s", "", "saved", { shape: [2, 3], dtype: "float32" }) })).toBe("s\n[2, 3] f32");
+    expect(nodeLabel({ id: "mm_3", cluster: "", node: node("mm_3", "", "op", { op: "aten.mm" }) })).toBe("mm_3");
+    expect(nodeLabel({ id: "getitem_3", cluster: "", node: node("getitem_3", "", "op", { op: "aten.native_batch_norm[0]" }) })).toBe("getitem_3\nnative_batch_norm[0]");
   });
 
   it("labels gradients with what they differentiate and groups with their size", () => {
     expect(nodeLabel({ id: "g", cluster: "", node: node("g", "", "gradient", { grad_of: ["conv.weight"], op: "aten.convolution_backward[1]" }) })).toContain("\u2207 conv.weight");
     expect(nodeLabel({ id: GROUP_PREFIX + "blocks", cluster: "", path: "blocks", size: 12 })).toBe("blocks \u25B8\n12 nodes");
+    expect(nodeLabel({ id: GROUP_PREFIX + "blocks", cluster: "", path: "blocks", size: 12 }, new Map([["blocks", 2048]]))).toBe("blocks \u25B8\n12 nodes \u00B7 2.0 KB saved");
   });
 });
 
@@ -70,7 +89,7 @@ describe("layout client", () => {
 });
 
 describe("table, code and formatting", () => {
-  const row = (name: string, bytes: number): SavedRow => ({ name, kind: "activation", source: "", shape: [1], dtype: "float32", bytes, activation_bytes: bytes, producer: "", module: "", alias_of: "", storage_op: "", why: "" });
+  const row = (name: string, bytes: number): SavedRow => ({ name, kind: "activation", source: "", shape: [1], dtype: "float32", bytes, activation_bytes: bytes, producer: "", module: "", alias_of: "", alias_kind: "", storage_op: "", why: "" });
 
   it("sorts by bytes and by name with numeric suffixes", () => {
     const rows = [row("getitem_10", 5), row("getitem_2", 50), row("convolution", 7)];
@@ -85,6 +104,16 @@ describe("table, code and formatting", () => {
     expect(tokens.find((t) => t.text === "None")!.kind).toBe("keyword");
     expect(nodeAtLine([{ id: "p", line: 3, op: "placeholder" }, { id: "mm", line: 4, op: "aten.mm" }], 4)).toBe("mm");
     expect(nodeAtLine([{ id: "p", line: 3, op: "placeholder" }], 3)).toBeNull();
+  });
+
+  it("shows code without its clearing statements or blank runs, keeping the exact line numbers", () => {
+    const code = "import torch\n\nclass G:\n    \n    \n    def forward(self, a, b):\n        mm = f(a, b);  a = b = None\n        c = None\n        return (mm,)";
+    const lines = codeLines(code, false);
+    expect(lines.map((l) => l.text)).toEqual(["import torch", "", "class G:", "", "    def forward(self, a, b):", "        mm = f(a, b)", "        return (mm,)"]);
+    expect(lines.find((l) => l.text.includes("mm = f"))!.number).toBe(7);
+    expect(codeLines(code, true).map((l) => l.text).join("\n")).toBe(code);
+    expect(definitionLine(code, "mm")).toBe(7);
+    expect(definitionLine(code, "nothing")).toBe(0);
   });
 
   it("formats bytes and deltas", () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { ancestors, buildModuleTree, GROUP_PREFIX, initialExpansion, representative, reveal, toggle, visibleGraph } from "../grouping";
+import { ancestors, buildModuleTree, edgeKey, firstViews, GROUP_PREFIX, openPath, openToDepth, representative, reveal, toggle, visibleCount, visibleGraph } from "../grouping";
+import { buildDot } from "../dot";
 import { node, transformerData } from "./synthetic";
 
 describe("module tree", () => {
@@ -42,15 +43,30 @@ describe("collapse and expand", () => {
     }
   });
 
-  it("big graphs open collapsed to at most the limit; small ones open fully", () => {
+  it("first views: modules open level by level within the limit, down to all collapsed", () => {
     const big = transformerData(32, 50);
     expect(big.nodes.length).toBeGreaterThan(3000);
-    const expanded = initialExpansion(big, 300);
-    const shown = visibleGraph(big, expanded).nodes.length;
-    expect(shown).toBeLessThanOrEqual(300);
-    expect(expanded.has("blocks")).toBe(true);
+    const views = firstViews(big, 40);
+    const tree = buildModuleTree(big.nodes);
+    const counts = views.map((open) => visibleGraph(big, open).nodes.length);
+    expect(counts.every((n, i) => n === visibleCount(tree, views[i]))).toBe(true);
+    expect(views[views.length - 1].size).toBe(0);
+    expect(counts.slice(0, -1).every((n) => n <= 40)).toBe(true);
+    expect(counts).toEqual([...counts].sort((a, b) => b - a));
     const small = transformerData(1, 3);
-    expect(visibleGraph(small, initialExpansion(small)).nodes.length).toBe(small.nodes.length);
+    expect(visibleGraph(small, firstViews(small)[0]).nodes.length).toBe(small.nodes.length);
+    expect([...openToDepth(tree, 1)].sort()).toEqual(["blocks", "embed"]);
+  });
+
+  it("marks edges out of a collapsed module that carry only saved values, and only those", () => {
+    const data = transformerData(1, 1);
+    data.nodes.push(node("s", "a", "saved"), node("op_a", "a"), node("op_b", "b"), node("op_c", "c"));
+    data.edges.push(["s", "op_b"], ["op_a", "op_c"], ["s", "op_c"]);
+    const collapsed = visibleGraph(data, new Set());
+    expect([...collapsed.savedOnly]).toEqual([edgeKey(GROUP_PREFIX + "a", GROUP_PREFIX + "b")]);
+    const open = visibleGraph(data, new Set(["a"]));
+    expect(open.savedOnly.size).toBe(0); // drawn itself, a saved value stays near what reads it
+    expect(buildDot(collapsed)).toMatch(/v\d+ -> v\d+ \[constraint=false\];/);
   });
 
   it("toggle closes a module and everything inside it", () => {
@@ -64,5 +80,6 @@ describe("collapse and expand", () => {
     expect(representative(target, new Set())).toBe(GROUP_PREFIX + "blocks");
     const opened = reveal(target, new Set());
     expect(representative(target, opened)).toBe("x");
+    expect([...openPath("blocks.3", new Set(["embed"]))].sort()).toEqual(["blocks", "blocks.3", "embed"]);
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { detailRows } from "../panes/details";
 import { partitionerChoices, takesBudget } from "../partitioners";
-import { COLUMNS, descendingFirst, recomputedCells, savedCells, savedTitle, sharesMemory, sortRows } from "../table";
+import { COLUMNS, descendingFirst, kindLabel, recomputedCells, savedCells, savedTitle, sharesMemory, sortRows } from "../table";
 import type { SavedRow } from "../types";
 import { node, transformerData } from "./synthetic";
 
@@ -29,9 +29,10 @@ describe("partitioner selector", () => {
 
 const row = (name: string, extra: Partial<SavedRow> = {}): SavedRow => ({
   name, kind: "activation", source: "", shape: [4, 8], dtype: "float32", bytes: 128, activation_bytes: 128,
-  producer: "aten.relu", module: "mlp", alias_of: "", storage_op: "", why: "relu's backward reads its output", ...extra,
+  producer: "aten.relu", module: "mlp", alias_of: "", alias_kind: "", storage_op: "", why: "relu's backward reads its output", ...extra,
 });
 const view = row("t", { kind: "parameter", source: "fc.weight", producer: "", alias_of: "primals_1", storage_op: "aten.t", activation_bytes: 0, why: "mm's backward needs the weight" });
+const parameterView = row("t_1", { alias_of: "fc.weight", alias_kind: "parameter", activation_bytes: 0, producer: "aten.t" });
 
 describe("saved table", () => {
   it("has an adds column: what each value adds on top of the forward inputs", () => {
@@ -42,6 +43,13 @@ describe("saved table", () => {
     expect(cells[COLUMNS.indexOf("kind")]).toBe("parameter (view)");
     expect(cells[COLUMNS.indexOf("producer")]).toBe("fc.weight");
     expect(recomputedCells(row("r"))[COLUMNS.indexOf("adds")]).toBe("0 B");
+  });
+
+  it("calls a view of a parameter a parameter view, adding 0 B; a view of an activation stays one", () => {
+    expect(kindLabel(parameterView)).toBe("parameter view");
+    expect(savedCells(parameterView)[COLUMNS.indexOf("adds")]).toBe("0 B");
+    expect(kindLabel(row("v", { alias_of: "mm", alias_kind: "activation", storage_op: "aten.mm" }))).toBe("activation (view)");
+    expect(kindLabel(row("plain"))).toBe("activation");
   });
 
   it("sorts by what a value adds, largest first on the first click", () => {

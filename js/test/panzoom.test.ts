@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { centreOn, dragTo, initialView, MIN_FIT_SCALE, parseViewBox, READABLE_SCALE, toDrawing, viewBoxText, zoomAt, ZOOM_RATE, type Rect, type View } from "../panzoom";
+import { centreOn, dragTo, fitView, focusView, MAX_SCALE, MIN_LABEL_PX, parseViewBox, readableScale, scaleOf, toDrawing, viewBoxText, zoomAt, ZOOM_RATE, type Rect, type View } from "../panzoom";
 
 const box: Rect = { left: 100, top: 50, width: 400, height: 200 };
 const view: View = { x: 10, y: 20, w: 800, h: 400 }; // 2 drawing units per pixel
@@ -58,21 +58,34 @@ describe("pan", () => {
   });
 });
 
-describe("first view", () => {
-  it("fits a drawing that stays legible", () => {
+describe("fitting", () => {
+  it("fits a drawing whole and centred, the pane's shape", () => {
     const full = { x: 0, y: 0, w: 1000, h: 500 };
-    expect(initialView(full, 800, 600)).toEqual({ view: full, cropped: false });
-    expect(initialView(full, 1000 * MIN_FIT_SCALE, 600).cropped).toBe(false);
+    const view = fitView(full, 800, 600);
+    expect(scaleOf(view, 800, 600)).toBeCloseTo(0.8, 9);
+    expect(view.x + view.w / 2).toBeCloseTo(500, 9);
+    expect(view.y + view.h / 2).toBeCloseTo(250, 9);
+    expect(view.w / view.h).toBeCloseTo(800 / 600, 9);
   });
 
-  it("shows a readable window of a drawing too big to read fitted", () => {
-    const full = { x: -4, y: -4, w: 20000, h: 3000 };
-    const { view: first, cropped } = initialView(full, 900, 600);
-    expect(cropped).toBe(true);
-    expect(first).toEqual({ x: -4, y: -4, w: 900 / READABLE_SCALE, h: 600 / READABLE_SCALE });
+  it("enlarges a small drawing no further than MAX_SCALE", () => {
+    const view = fitView({ x: 0, y: 0, w: 50, h: 20 }, 800, 600);
+    expect(scaleOf(view, 800, 600)).toBeCloseTo(MAX_SCALE, 9);
   });
 
-  it("fits when the element has no size yet", () => {
-    expect(initialView({ x: 0, y: 0, w: 5, h: 5 }, 0, 0).cropped).toBe(false);
+  it("focuses on a part: fitted when readable, else readable from its top", () => {
+    const part = { x: 100, y: 200, w: 400, h: 300 };
+    const fitted = focusView(part, 800, 600, 0.5);
+    expect(scaleOf(fitted, 800, 600)).toBeCloseTo(MAX_SCALE, 9);
+    const tall = { x: 0, y: 0, w: 400, h: 6000 };
+    const top = focusView(tall, 800, 600, 0.9);
+    expect(scaleOf(top, 800, 600)).toBeCloseTo(0.9, 9);
+    expect(top.y).toBeLessThanOrEqual(0);
+    expect(top.y + top.h).toBeGreaterThan(0);
+    expect(readableScale(11.5)).toBeCloseTo(MIN_LABEL_PX / 11.5, 9);
+  });
+
+  it("copes with an element that has no size yet", () => {
+    expect(fitView({ x: 0, y: 0, w: 5, h: 5 }, 0, 0)).toEqual({ x: 0, y: 0, w: 5, h: 5 });
   });
 });

@@ -1,32 +1,34 @@
 import { describe, expect, it } from "vitest";
-import { chartGeometry } from "../sweep";
+import { chartGeometry, paretoPoints } from "../sweep";
+import type { SweepPoint } from "../types";
+
+const point = (budget: number, saved: number, flops: number, pareto: boolean): SweepPoint => ({
+  budget, saved_activation_bytes: saved, recompute_flops: flops, saved: 5, pareto, peak_activation_bytes: saved + 10, timeline: [1, 2],
+});
 
 describe("sweep chart", () => {
-  const points = [
-    { budget: 0, saved_activation_bytes: 0, recompute_flops: 100, saved: 5, pareto: true },
-    { budget: 0.5, saved_activation_bytes: 50, recompute_flops: 40, saved: 8, pareto: true },
-    { budget: 0.7, saved_activation_bytes: 80, recompute_flops: 60, saved: 9, pareto: false },
-    { budget: 1, saved_activation_bytes: 100, recompute_flops: 0, saved: 12, pareto: true },
-  ];
+  const points = [point(0, 0, 100, true), point(0.5, 50, 40, true), point(0.7, 80, 60, false), point(1, 100, 0, true)];
+  const box = { left: 28, top: 28, right: 272, bottom: 122 };
 
-  it("places memory on x and recompute on y inside the padding", () => {
-    const chart = chartGeometry(points, 300, 150, 28);
+  it("places memory on x and recompute on y inside the box, on round ticks", () => {
+    const chart = chartGeometry(points, box);
     expect(chart.points[0]).toMatchObject({ index: 0, x: 28, y: 28, pareto: true, label: "budget 0" });
     expect(chart.points[3]).toMatchObject({ x: 272, y: 122 });
-    for (const p of chart.points) {
-      expect(p.x).toBeGreaterThanOrEqual(28);
-      expect(p.y).toBeLessThanOrEqual(122);
-    }
+    expect(chart.xTicks.map((t) => t.value)).toEqual([0, 50, 100]);
+    expect(chart.yTicks.map((t) => t.value)).toEqual([0, 50, 100]);
+    expect(chart.xTicks[0].at).toBe(28);
+    expect(chart.yTicks[2].at).toBe(28);
   });
 
-  it("draws the Pareto front through Pareto points only, left to right", () => {
-    const chart = chartGeometry(points, 300, 150, 28);
+  it("draws the Pareto front through Pareto points only, left to right, and lists them", () => {
+    const chart = chartGeometry(points, box);
     expect(chart.front.split(" ").length).toBe(3);
     expect(chart.front.startsWith("28.0,28.0")).toBe(true);
+    expect(paretoPoints(points).map((p) => p.index)).toEqual([0, 1, 3]);
   });
 
   it("copes with a single point and all-zero values", () => {
-    const chart = chartGeometry([{ budget: 1, saved_activation_bytes: 0, recompute_flops: 0, saved: 0, pareto: true }], 300, 150);
+    const chart = chartGeometry([point(1, 0, 0, true)], box);
     expect(Number.isFinite(chart.points[0].x) && Number.isFinite(chart.points[0].y)).toBe(true);
   });
 });

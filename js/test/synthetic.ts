@@ -3,7 +3,7 @@
 import type { GraphData, GraphNode } from "../types";
 
 export function node(id: string, module = "", kind: GraphNode["kind"] = "op", extra: Partial<GraphNode> = {}): GraphNode {
-  return { id, op: kind === "op" ? "aten.mm" : "placeholder", kind, module, shape: [2, 3], dtype: "float32", args: "", source: "", line: 0, grad_of: [], saved_kind: "", recomputed: false, ...extra };
+  return { id, op: kind === "op" ? "aten.mm" : "placeholder", kind, module, shape: [2, 3], dtype: "float32", args: "", source: "", line: 0, grad_of: [], saved_kind: "", recomputed: false, bytes: 24, ...extra };
 }
 
 /** A transformer-shaped backward graph: `blocks` blocks of attn/mlp ops, a head, tangents. */
@@ -30,6 +30,10 @@ export function transformerData(blocks = 4, opsPerModule = 10): GraphData {
     model: "T", partitioner: "default", memory_budget: null, mode: "real", graph_index: 0, graph_count: 1,
     nodes, edges, saved: [], code: { backward: "", forward: "" }, notes: [], diff: { against: "", recomputed_now: [], recomputed_rows: [], newly_saved: [] },
     totals: { saved: 0, saved_activation_bytes: 0, saved_input_bytes: 0, recomputed: 0 },
+    memory: {
+      timeline: [], steps: 0, forward_steps: 0, by_module: [],
+      peak: { step: -1, phase: "forward", node: "", graph: 0, live_bytes: 0, module: "" },
+    },
     partitioners: [
       { name: "default", takes_budget: false, description: "torch's default partitioner" },
       { name: "min_cut", takes_budget: true, description: "min-cut rematerialization under a memory budget" },

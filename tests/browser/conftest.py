@@ -57,13 +57,13 @@ def browser():
         instance.close()
 
 
-@pytest.fixture(scope="session")
-def lab(tmp_path_factory):
-    """JupyterLab with an empty token, news and update checks off, the app exposed for tests."""
+def _serve(kind: str, tmp_path_factory):
+    """`jupyter lab` or `jupyter notebook` (Notebook 7) with an empty token, news and update checks
+    off, the app exposed to tests as window.jupyterapp; yields (url, root folder)."""
     static = ROOT / "bwd_widgets" / "static" / "widget.js"
     require(static.exists(), f"{static} is missing: run `npm run build` first")
-    root = tmp_path_factory.mktemp("lab")
-    config = tmp_path_factory.mktemp("jupyter-config")
+    root = tmp_path_factory.mktemp(kind)
+    config = tmp_path_factory.mktemp(f"{kind}-config")
     (config / "labconfig").mkdir()
     (config / "labconfig" / "page_config.json").write_text(
         json.dumps(
@@ -75,13 +75,20 @@ def lab(tmp_path_factory):
     )
     port = _free_port()
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), PYTHONUNBUFFERED="1")
-    log = open(root / "lab.log", "w")
+    settings = config / "settings"  # JupyterLab's and Notebook 7's user settings, this server only
+    env["JUPYTERLAB_SETTINGS_DIR"] = str(settings)
+    # every cell laid out, not only those on screen: the tests measure widgets anywhere in the notebook
+    tracker = settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+    tracker.parent.mkdir(parents=True)
+    tracker.write_text(json.dumps({"windowingMode": "none"}))
+    log = open(root / f"{kind}.log", "w")
+    options = ["--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"] if kind == "lab" else []
     process = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "jupyter",
-            "lab",
+            kind,
             "--no-browser",
             f"--port={port}",
             "--ip=127.0.0.1",
@@ -90,7 +97,7 @@ def lab(tmp_path_factory):
             "--ServerApp.password=",
             "--ServerApp.disable_check_xsrf=True",
             f"--ServerApp.root_dir={root}",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            *options,
         ],
         env=env,
         stdout=log,
@@ -104,11 +111,11 @@ def lab(tmp_path_factory):
             break
         except OSError:
             if process.poll() is not None:
-                raise RuntimeError((root / "lab.log").read_text()) from None
+                raise RuntimeError((root / f"{kind}.log").read_text()) from None
             time.sleep(0.5)
     else:
         process.kill()
-        raise RuntimeError("JupyterLab did not start in 90 s: " + (root / "lab.log").read_text()[-2000:])
+        raise RuntimeError(f"jupyter {kind} did not start in 90 s: " + (root / f"{kind}.log").read_text()[-2000:])
     yield url, root
     process.terminate()
     try:
@@ -116,3 +123,15 @@ def lab(tmp_path_factory):
     except subprocess.TimeoutExpired:
         process.kill()
     log.close()
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory):
+    """A JupyterLab server."""
+    yield from _serve("lab", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def notebook7(tmp_path_factory):
+    """A Notebook 7 server (the `notebook` package)."""
+    yield from _serve("notebook", tmp_path_factory)

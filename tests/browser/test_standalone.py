@@ -64,7 +64,7 @@ HARNESS = """async ({ esm, css, state, sweepPoints }) => {
 def _state(fixture):
     data = copy.deepcopy(fixture["data"])
     conv = next(row for row in data["saved"] if row["name"] == "convolution")
-    conv.update(alias_of="primals_6", storage_op="aten.view")  # to see the shared-memory line
+    conv.update(alias_of="primals_6", alias_kind="activation", storage_op="aten.view")  # to see the shared-memory line
     return {
         "data": data,
         "selected": "",
@@ -108,6 +108,13 @@ def standalone(browser, artifacts):
     page.close()
 
 
+INSIDE = """() => {
+  const host = document.querySelector('.bwd-svg-host').getBoundingClientRect();
+  const nodes = [...document.querySelectorAll('.bwd-svg g.node')].map((g) => g.getBoundingClientRect());
+  return nodes.filter((b) => b.left >= host.left - 1 && b.right <= host.right + 1 && b.top >= host.top - 1 && b.bottom <= host.bottom + 1).length / nodes.length;
+}"""
+
+
 def _rendered(page) -> int:
     return int(page.locator(".bwd-root").get_attribute("data-rendered"))
 
@@ -119,6 +126,8 @@ def _wait_rerender(page, before):
 def test_draws_the_reference_and_links_the_views(standalone, artifacts):
     page, fixture, console = standalone
     assert page.locator(".bwd-svg g.node").count() == len(fixture["data"]["nodes"]) == 16
+    assert page.locator(".bwd-root").get_attribute("data-tab") == "partitions", "a comparison opens on its table"
+    page.click("button.bwd-tab-saved")
     page.locator('tr[data-name="convolution"]').click()
     assert "convolution" in page.locator(".bwd-svg g.node.bwd-selected text").all_text_contents()
     assert page.locator(".bwd-details-title").text_content() == "convolution"
@@ -127,6 +136,7 @@ def test_draws_the_reference_and_links_the_views(standalone, artifacts):
     assert "shares memory with primals_6 (aten.view)" in details and "why saved" in details
     adds = page.locator(".bwd-table th").all_text_contents().index("adds")
     assert page.locator('tr[data-name="convolution"] td').nth(adds).text_content() == "16.4 KB"
+    page.click("button.bwd-tab-code")
     page.locator(".bwd-line", has_text="getitem_3 = native_batch_norm_backward[0]").click()
     assert page.evaluate("window.__model.get('selected')") == "getitem_3"
     assert page.locator("tr.bwd-selected").count() == 0
@@ -156,7 +166,7 @@ def test_search_collapse_expand_fit_pan_zoom(standalone):
     svg = page.locator(".bwd-svg")
     page.click(".bwd-fit")
     fitted = svg.get_attribute("viewBox")
-    assert fitted.split()[:2] == ["0", "0"]
+    assert page.evaluate(INSIDE) == 1, "Fit shows every node"
     box = svg.bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.mouse.wheel(0, -300)
@@ -198,6 +208,7 @@ def test_partitioner_selector_lists_the_registry_and_a_custom_one(standalone):
 
 def test_comparison_and_the_sweep_command(standalone, artifacts):
     page, fixture, _ = standalone
+    page.click("button.bwd-tab-partitions")
     rows = page.locator("tr.bwd-compare-row")
     assert rows.count() == len(fixture["comparison_rows"])
     rows.last.click()

@@ -1,0 +1,83 @@
+/** Choosing a drawing a person can read: fitted to the pane, labels large enough, the pane filled. */
+
+import { fitView, MAX_SCALE, parseViewBox, readableScale, scaleOf, type View } from "./panzoom";
+
+export type RankDir = "TB" | "LR";
+
+/** Labels are 10 pt; with their line box a label is this many drawing units high. */
+export const LABEL_UNITS = 11.5;
+/** A first view should span at least this share of the pane's width or height (a little over the 60% the
+ *  tests ask of the drawn nodes: the drawing has a margin around them). */
+export const MIN_SPAN = 0.66;
+/** Drawings this small are also tried left to right, which suits a short chain in a wide pane. */
+export const TRY_ACROSS_BELOW = 40;
+
+export interface Fit {
+  view: View;
+  scale: number;
+  readable: boolean;
+  span: number; // the larger of the drawing's shares of the pane's width and height
+}
+
+/** How the whole drawing looks fitted into a width × height pane. */
+export function fitOf(size: View, width: number, height: number): Fit {
+  const view = fitView(size, width, height);
+  const scale = Math.min(scaleOf(size, width, height), MAX_SCALE);
+  const span = Math.max((size.w * scale) / width, (size.h * scale) / height);
+  return { view, scale, readable: scale >= readableScale(LABEL_UNITS), span };
+}
+
+export interface Drawing {
+  svg: string;
+  rankdir: RankDir;
+  fit: Fit;
+}
+
+/** Graphviz's SVG text -> its drawing size. */
+export function drawingSize(svg: string): View {
+  return parseViewBox(/viewBox="([^"]*)"/.exec(svg)?.[1] ?? null);
+}
+
+/**
+ * Lay out `nodes` nodes top to bottom, and, when small and not already good, left to right too;
+ * left to right is kept only when it is good (readable, spanning MIN_SPAN of the pane) and top to
+ * bottom is not: a long chain reads better downwards, even when neither fits.
+ */
+export async function bestDrawing(nodes: number, layout: (rankdir: RankDir) => Promise<string>, width: number, height: number): Promise<Drawing> {
+  const down = await layout("TB");
+  const first: Drawing = { svg: down, rankdir: "TB", fit: fitOf(drawingSize(down), width, height) };
+  if (isGood(first.fit) || nodes >= TRY_ACROSS_BELOW) return first;
+  const acrossSvg = await layout("LR");
+  const across: Drawing = { svg: acrossSvg, rankdir: "LR", fit: fitOf(drawingSize(acrossSvg), width, height) };
+  return isGood(across.fit) ? across : first;
+}
+
+export function isGood(fit: Fit): boolean {
+  return fit.readable && fit.span >= MIN_SPAN;
+}
+
+/** The better of two drawings: good before not; then readable before not; then the larger span. */
+export function better(a: Drawing, b: Drawing): Drawing {
+  const rank = (d: Drawing) => [isGood(d.fit) ? 1 : 0, d.fit.readable ? 1 : 0, d.fit.span] as const;
+  const [ra, rb] = [rank(a), rank(b)];
+  for (let i = 0; i < ra.length; i++) if (ra[i] !== rb[i]) return ra[i] > rb[i] ? a : b;
+  return b;
+}
+
+/**
+ * The first view: the first of `candidates` (most detailed first) whose drawing is good; if none
+ * is, the best of them (a readable one over one fitted too small).
+ */
+export async function chooseFirstView<T>(
+  candidates: readonly T[],
+  draw: (candidate: T) => Promise<Drawing>,
+): Promise<{ candidate: T; drawing: Drawing }> {
+  let best: { candidate: T; drawing: Drawing } | null = null;
+  for (const candidate of candidates) {
+    const drawing = await draw(candidate);
+    if (isGood(drawing.fit)) return { candidate, drawing };
+    if (!best || better(drawing, best.drawing) === drawing) best = { candidate, drawing };
+  }
+  if (!best) throw new Error("no candidate view to draw");
+  return best;
+}

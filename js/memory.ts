@@ -1,0 +1,104 @@
+/** The memory picture as numbers: the timeline's geometry, bars by module, bytes as heat. */
+
+import { linearScale, nearestIndex, niceTicks, type Box } from "./chart";
+import { ancestors } from "./grouping";
+import type { Memory, ModuleBytes, SweepPoint } from "./types";
+
+export interface Tick {
+  at: number; // pixel
+  value: number;
+}
+
+export interface TimelineGeometry {
+  path: string; // SVG path through every point
+  xs: number[]; // pixel x of each timeline point, ascending
+  ys: number[];
+  peak: { x: number; y: number };
+  yTicks: Tick[];
+  xTicks: Tick[]; // in ops
+  backwardX: number; // where backward begins
+  overlays: { budget: number; path: string; peakY: number }[];
+}
+
+/** Live bytes (y) against ops run (x), forward then backward; sweep points overlay their own
+ *  runs, stretched to the same width since recomputation changes the number of ops. */
+export function timelineGeometry(memory: Memory, box: Box, sweep: readonly SweepPoint[] = []): TimelineGeometry {
+  const highest = Math.max(memory.peak.live_bytes, ...sweep.map((p) => p.peak_activation_bytes), 1);
+  const yTickValues = niceTicks(highest, 4);
+  const top = yTickValues[yTickValues.length - 1];
+  const x = linearScale(Math.max(memory.steps - 1, 1), box.left, box.right);
+  const y = linearScale(top, box.bottom, box.top);
+  const xs = memory.timeline.map((p) => x(p.step));
+  const ys = memory.timeline.map((p) => y(p.live_bytes));
+  const overlays = sweep.filter((p) => p.timeline.length > 1).map((p) => {
+    const stretch = linearScale(p.timeline.length - 1, box.left, box.right);
+    return { budget: p.budget, path: polyline(p.timeline.map((_, i) => stretch(i)), p.timeline.map(y)), peakY: y(p.peak_activation_bytes) };
+  });
+  return {
+    path: polyline(xs, ys),
+    xs,
+    ys,
+    peak: { x: x(memory.peak.step), y: y(memory.peak.live_bytes) },
+    yTicks: yTickValues.map((value) => ({ at: y(value), value })),
+    xTicks: niceTicks(Math.max(memory.steps - 1, 1), 4).filter((v) => v <= memory.steps - 1).map((value) => ({ at: x(value), value })),
+    backwardX: x(memory.forward_steps - 0.5),
+    overlays,
+  };
+}
+
+function polyline(xs: number[], ys: number[]): string {
+  return xs.map((x, i) => `${i ? "L" : "M"}${x.toFixed(1)} ${ys[i].toFixed(1)}`).join("");
+}
+
+/** The timeline point under a pixel x. */
+export function pointAt(geometry: TimelineGeometry, x: number): number {
+  return nearestIndex(geometry.xs, x);
+}
+
+export interface Bar {
+  module: string; // the path a click opens
+  label: string;
+  bytes: number;
+  share: number; // of the largest bar, 0..1
+}
+
+/** Saved bytes by module, added up into the children of `level` ("" for the top level); what sits
+ *  in `level` itself gets a bar of its own. Falls back to the top level when `level` holds nothing. */
+export function moduleBars(byModule: readonly ModuleBytes[], level: string): Bar[] {
+  const totals = new Map<string, number>();
+  for (const { module, bytes } of byModule) {
+    const path = ancestors(module);
+    const depth = level ? ancestors(level).length : 0;
+    if (level && path[depth - 1] !== level) continue;
+    const key = path[depth] ?? module;
+    totals.set(key, (totals.get(key) ?? 0) + bytes);
+  }
+  if (!totals.size && level) return moduleBars(byModule, "");
+  const largest = Math.max(1, ...totals.values());
+  return [...totals.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .map(([module, bytes]) => ({
+      module,
+      label: module === level ? (level ? `${level} (itself)` : "(top level)") : module,
+      bytes,
+      share: bytes / largest,
+    }));
+}
+
+/** Saved bytes under each module path, nested modules included. */
+export function bytesUnder(byModule: readonly ModuleBytes[]): Map<string, number> {
+  const totals = new Map<string, number>();
+  for (const { module, bytes } of byModule) {
+    for (const path of ancestors(module)) totals.set(path, (totals.get(path) ?? 0) + bytes);
+  }
+  return totals;
+}
+
+export const HEAT_LEVELS = 5;
+
+/** 0 for nothing, else 1..HEAT_LEVELS: each level down holds a quarter of the one above. */
+export function heatLevel(bytes: number, largest: number): number {
+  if (!(bytes > 0) || !(largest > 0)) return 0;
+  const quarters = Math.floor(Math.log(largest / bytes) / Math.log(4));
+  return Math.max(1, HEAT_LEVELS - Math.max(0, quarters));
+}

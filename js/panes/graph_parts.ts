@@ -1,0 +1,83 @@
+/** Pieces of the graph pane: classes, titles and heat on Graphviz's SVG; the breadcrumbs; the legend. */
+
+import { element } from "../dom";
+import { formatBytes, formatShape } from "../format";
+import { ancestors, type VisibleGraph, type VisibleNode } from "../grouping";
+import { heatLevel, HEAT_LEVELS } from "../memory";
+import { directionOf, type Direction } from "../navigate";
+
+/** A drawn node's hover text: what it is, in full (the label is kept short). */
+export function titleOf(v: VisibleNode, savedBytes: ReadonlyMap<string, number>): string {
+  if (v.path !== undefined) {
+    const bytes = savedBytes.get(v.path);
+    return `module ${v.path}: ${v.size} backward nodes${bytes ? `, ${formatBytes(bytes)} of saved activations` : ""}. Click or press Enter to open it.`;
+  }
+  const n = v.node!;
+  const gradient = n.grad_of.length ? `, gradient of ${n.grad_of.join(", ")}` : "";
+  return `${n.id}: ${n.op} ${formatShape(n.shape)} ${n.dtype} (${formatBytes(n.bytes)})${gradient}${n.module ? ` in ${n.module}` : ""}`;
+}
+
+/** The bytes a drawn node stands for: its tensor's, or the saved activations inside a module. */
+export function bytesOf(v: VisibleNode, savedBytes: ReadonlyMap<string, number>): number {
+  return v.path !== undefined ? savedBytes.get(v.path) ?? 0 : v.node!.bytes;
+}
+
+/** Classes the CSS colours by, a useful <title>, and heat levels for colouring by bytes. */
+export function decorateSvg(svg: SVGSVGElement, shown: VisibleGraph, savedBytes: ReadonlyMap<string, number>, recomputedNow: Set<string>): void {
+  svg.classList.add("bwd-svg");
+  const largest = Math.max(1, ...shown.nodes.map((v) => bytesOf(v, savedBytes)));
+  svg.querySelectorAll("g.node").forEach((g) => {
+    const v = shown.nodes[Number(g.id.slice(1))];
+    if (!v) return;
+    g.setAttribute("data-visible-id", v.id);
+    g.classList.add(v.path !== undefined ? "bwd-group" : `bwd-node-${v.node!.kind}`);
+    g.classList.add(`bwd-heat-${heatLevel(bytesOf(v, savedBytes), largest)}`);
+    if (v.node && recomputedNow.has(v.node.id)) g.classList.add("bwd-diff-recomputed");
+    const title = g.querySelector("title");
+    if (title) title.textContent = titleOf(v, savedBytes);
+  });
+  svg.querySelectorAll("g.cluster > title, g.edge > title, g.graph > title").forEach((title) => title.remove());
+}
+
+/** root › blocks › blocks.3 › attn: each crumb a button that shows that module. */
+export function renderCrumbs(host: HTMLElement, model: string, focus: string, onPick: (path: string) => void, signal: AbortSignal): void {
+  const crumbs = [{ path: "", label: model || "model" }, ...ancestors(focus).map((path) => ({ path, label: path.slice(path.lastIndexOf(".") + 1) }))];
+  host.replaceChildren();
+  crumbs.forEach((crumb, i) => {
+    if (i) host.appendChild(element("span", "bwd-crumb-sep", "\u203A"));
+    const button = element("button", `bwd-crumb${i === crumbs.length - 1 ? " bwd-current" : ""}`, crumb.label);
+    button.dataset.path = crumb.path;
+    button.title = crumb.path ? `show ${crumb.path}` : "show the whole model";
+    button.addEventListener("click", () => onPick(crumb.path), { signal });
+    host.appendChild(button);
+  });
+}
+
+const KIND_LEGEND: [string, string][] = [
+  ["saved", "saved for backward"], ["tangent", "tangent"], ["gradient", "gradient output"], ["op", "op"],
+  ["recomputed", "recomputed forward op"], ["group", "module (click to open)"],
+];
+
+/** The legend for the colouring in use: kinds, or bytes from small to large. */
+export function renderLegend(host: HTMLElement, byBytes: boolean): void {
+  if (!byBytes) {
+    host.replaceChildren(...KIND_LEGEND.map(([kind, text]) => element("span", `bwd-legend-item bwd-kind-${kind}`, text)));
+    return;
+  }
+  const items = [element("span", "bwd-legend-text", "bytes (each step 4\u00D7 more):")];
+  for (let level = 1; level <= HEAT_LEVELS; level++) items.push(element("span", `bwd-legend-item bwd-heat-${level}`, level === HEAT_LEVELS ? "largest" : "\u00A0\u00A0"));
+  host.replaceChildren(...items);
+}
+
+/** Arrows, Enter and Esc on the focused graph; handled keys go no further (not to the notebook). */
+export function onKeys(host: HTMLElement, keys: { move(direction: Direction): void; enter(): void; escape(): void }, signal: AbortSignal): void {
+  host.addEventListener("keydown", (event) => {
+    const direction = directionOf(event.key);
+    if (direction) keys.move(direction);
+    else if (event.key === "Enter") keys.enter();
+    else if (event.key === "Escape") keys.escape();
+    else return;
+    event.preventDefault();
+    event.stopPropagation();
+  }, { signal });
+}
