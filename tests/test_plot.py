@@ -54,7 +54,7 @@ def test_timeline_of_an_extraction_marks_its_peak_and_names_the_unit():
     (line,) = root.iter(SVG + "polyline")
     assert len(points(line)) == len(g.memory_timeline())
     labels = texts(root)
-    assert "live activation memory (kB)" in labels
+    assert "activations + gradients alive (kB)" in labels
     saved, peak = (plot.format_value(n, "B") for n in (g.saved_activation_bytes, g.peak_activation_bytes))
     assert f"default: saved {saved}, peak {peak}" in labels
     marker = next(root.iter(SVG + "circle"))
@@ -136,3 +136,8 @@ def test_lines_and_save(tmp_path):
     assert "bytes (B)" in texts(root)
     path = chart.save(tmp_path / "chart.svg")
     assert path.read_text() == chart.svg
+
+
+def test_bars_of_seconds_read_in_milliseconds():
+    labels = texts(parse(plot.bars({"inductor": 0.0034, "eager": 0.0113}, unit="s")))
+    assert "time (ms)" in labels and "3.4 ms" in labels and "11.3 ms" in labels

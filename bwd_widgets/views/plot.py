@@ -19,6 +19,7 @@ from ..extraction import BackwardExtraction
 from ..studio import Sweep, SweepPoint
 
 COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563")
+AXIS_TITLES = {"B": "bytes", "s": "time", "FLOP": "FLOPs"}
 CHAR_WIDTH = 6.4
 """Approximate width of one character at the 11 px font, for laying out labels."""
 
@@ -273,8 +274,9 @@ def timeline(
     width: int = 680,
     height: int = 320,
 ) -> Plot:
-    """Live activation bytes after each op, forward then backward, one line per run, with each
-    run's peak marked and where its backward starts.
+    """Bytes alive after each op, forward then backward (`memory_timeline()`: activations, and
+    the gradients backward has made so far), one line per run, each run's peak marked and where
+    its backward starts.
 
     `runs`: an extraction, a `memory_timeline()` list, or a mapping from a label to either (several
     partitions of one model overlaid: which has the lowest peak?)."""
@@ -296,7 +298,7 @@ def timeline(
         y_ticks=nice_ticks(highest),
     )
     canvas = _Canvas(width, height, title)
-    _draw_axes(canvas, axes, "ops run: forward, then backward", "live activation memory", "", "B")
+    _draw_axes(canvas, axes, "ops run: forward, then backward", "activations + gradients alive", "", "B")
     entries, said = [], []
     for index, (label, steps) in enumerate(series.items()):
         colour = COLOURS[index % len(COLOURS)]
@@ -433,7 +435,7 @@ def bars(
         canvas.text(x, axes.bottom + 16, _number(tick / x_div), anchor="middle")
     canvas.line(axes.left, axes.top, axes.left, axes.bottom, stroke="#374151")
     canvas.line(axes.left, axes.bottom, axes.right, axes.bottom, stroke="#374151")
-    axis_title = label or ("bytes" if unit == "B" else unit or "value")
+    axis_title = label or AXIS_TITLES.get(unit, unit or "value")
     canvas.text(
         (axes.left + axes.right) / 2,
         axes.bottom + 34,
