@@ -262,16 +262,18 @@ def test_bfloat16_halves_and_fused_attention_drops_the_softmax():
     assert fused.saved_activation_bytes < written.saved_activation_bytes - softmax // 2
 
 
-def test_gradients_alone_are_as_large_as_the_parameters():
-    """Why the 6.7 B model's memory bill says "at least": a gradient per parameter comes on top."""
+def test_the_memory_timeline_holds_every_gradient_by_the_end_of_backward():
+    """Notebook 6's bill adds parameters and Adam moments to the timeline's peak but not the gradients
+    (as large as the parameters): the timeline already holds them."""
     with torch.device("meta"):
         model = Transformer(width=64, depth=2, heads=4, vocab=128)
         tokens = torch.randint(0, 128, (4, 32))
     g = bw.extract(model, tokens, mode="fake")
-    gradient_bytes = sum(
-        torch.Size(d.shape).numel() * getattr(torch, d.dtype.split(".")[-1]).itemsize for d in g.gradients
-    )
+    itemsize = {d.dtype: getattr(torch, d.dtype.split(".")[-1]).itemsize for d in g.gradients}
+    gradient_bytes = sum(torch.Size(d.shape).numel() * itemsize[d.dtype] for d in g.gradients)
     assert gradient_bytes == sum(p.numel() * p.element_size() for p in model.parameters())
+    assert g.memory_timeline()[-1]["live_bytes"] >= gradient_bytes
+    assert g.peak_activation_bytes >= gradient_bytes
 
 
 # --- notebook 1's conv + batch norm ------------------------------------------------------------------
