@@ -1,19 +1,74 @@
-"""Committed notebooks: no widget state, small, and with pinned outputs for nbval to check.
+"""Committed notebooks: the course as the README lists it, each clean, small, pinned, with a picture
+that survives a static render, predictions to make, and exercises with worked answers.
 
 Running them is the README test command's `pytest --nbval-lax --nbval-current-env notebooks/`.
 """
 
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+PICTURES = ("image/svg+xml", "image/png", "image/jpeg")
+
+COURSE = {
+    "01_first_backward_graph": [
+        "_saved_self",
+        "_saved_result",
+        "model.eval()",
+        "torch.no_grad()",
+        "torch.inference_mode()",
+    ],
+    "02_what_autograd_saves": ["saved_tensors_hooks", "save_on_cpu", "retain_graph=True", 'mode="fake"'],
+    "03_partitioners": [
+        "bw.plot.timeline",
+        "peak_activation_bytes",
+        "saved_tensors_hooks",
+        "memory_viz",
+        "bw.plot.pareto",
+    ],
+    "04_min_cut": [
+        "x.cos().cos()",
+        "compute intensive op",
+        "random op",
+        "reduction op",
+        "aot_eager_default_partitioner",
+        '"inductor"',
+    ],
+    "05_activation_checkpointing": [
+        "PREFER_RECOMPUTE",
+        "sqrt(n)",
+        "preserve_rng_state",
+        "use_reentrant=False",
+        "torch.autocast",
+        "torch.bfloat16",
+        "scaled_dot_product_attention",
+        "apply_activation_checkpointing",
+    ],
+    "06_big_models_fake_mode": ['mode="fake"', "scaled_dot_product_attention", "peak_activation_bytes", "At least"],
+    "07_appendix_graphnet_samples": ["load_graphnet_sample", "save_graphnet", '"-m", "bwd_widgets"'],
+}
+"""Each notebook in order, with what it must teach (text its cells must contain)."""
 
 
-def test_the_course_has_six_notebooks():
-    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06"]
+def cells(path: Path, kind: str | None = None) -> list:
+    notebook = nbformat.read(path, as_version=4)
+    return [c for c in notebook.cells if kind is None or c.cell_type == kind]
+
+
+def test_the_course_is_six_notebooks_then_the_appendix():
+    assert [p.stem for p in NOTEBOOKS] == list(COURSE)
+    assert cells(NOTEBOOKS[-1], "markdown")[0].source.startswith("# Appendix")
+
+
+def test_the_readme_lists_the_course_in_order():
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Teaching notebooks", 1)[1].split("\n## ", 1)[0]
+    assert re.findall(r"`(\d\d_\w+)`", section) == list(COURSE)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -23,8 +78,54 @@ def test_notebook_is_clean_small_and_pinned(path):
     assert "widgets" not in notebook.metadata, "strip widget state: scripts/strip_notebooks.py"
     outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
     assert not any(WIDGET_VIEW in o.get("data", {}) for o in outputs)
+    assert not any(o.get("output_type") == "error" for o in outputs)
     pinned = [c for c in notebook.cells if c.cell_type == "code" and c.source.startswith("# NBVAL_CHECK_OUTPUT")]
     assert len(pinned) >= 3 and all(c.outputs for c in pinned), "pinned cells need their expected outputs stored"
-    assert not any(o.get("output_type") == "error" for o in outputs)
-    text = " ".join(c.source for c in notebook.cells if c.cell_type == "markdown")
-    assert "## Exercises" in text and "Worked answers" in text
+    for cell in pinned:
+        text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in cell.outputs)
+        assert not re.search(r"0x[0-9a-f]{6,}|/work/|/tmp/|\.venv", text), (
+            f"machine-specific pinned output: {text[:200]}"
+        )
+        assert not any(mime in o.get("data", {}) for o in cell.outputs for mime in PICTURES), (
+            "pin numbers, not pictures"
+        )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_has_a_picture_a_static_render_shows(path):
+    outputs = [o for c in cells(path, "code") for o in c.outputs]
+    svg_outputs = [o["data"]["image/svg+xml"] for o in outputs if "image/svg+xml" in o.get("data", {})]
+    in_markdown = any("<svg" in c.source or "![" in c.source for c in cells(path, "markdown"))
+    assert in_markdown or any(mime in o.get("data", {}) for o in outputs for mime in PICTURES)
+    assert all("".join(svg).lstrip().startswith("<svg") for svg in svg_outputs)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_teaches_its_topics(path):
+    text = "\n".join(c.source for c in cells(path))
+    missing = [topic for topic in COURSE[path.stem] if topic not in text]
+    assert not missing, f"{path.name} no longer teaches {missing}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_predictions_come_before_the_reveal(path):
+    """A guess cell, then a cell that checks it with `check` (an assert with a hint)."""
+    code = cells(path, "code")
+    assert "assert guess == answer" in code[0].source, "the first code cell defines check()"
+    guesses = [i for i, c in enumerate(code) if c.source.startswith("my_guess = ...")]
+    assert guesses, "at least one prediction"
+    for i in guesses:
+        assert re.search(r"check\(\s*my_guess,", code[i + 1].source)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_exercises_have_worked_answers_each_interpreted(path):
+    notebook = cells(path)
+    headings = [i for i, c in enumerate(notebook) if c.cell_type == "markdown" and "### Worked answers" in c.source]
+    assert len(headings) == 1 and "## Exercises" in notebook[headings[0]].source
+    answers = notebook[headings[0] + 1 :]
+    worked = [i for i, c in enumerate(answers) if c.cell_type == "code"]
+    assert len(worked) >= 2
+    for i in worked:
+        follower = answers[i + 1] if i + 1 < len(answers) else None
+        assert follower is not None and follower.cell_type == "markdown", "each worked answer ends with what it means"
