@@ -1,7 +1,7 @@
 /** The memory picture as numbers: the timeline's geometry, bars by module, bytes as heat. */
 
 import { linearScale, nearestIndex, niceTicks, type Box } from "./chart";
-import { ancestors } from "./grouping";
+import { ancestors, parentOf } from "./grouping";
 import type { Memory, ModuleBytes, SweepPoint } from "./types";
 
 export interface Tick {
@@ -63,19 +63,20 @@ export interface Bar {
 }
 
 /** Saved bytes by module, added up into the children of `level` ("" for the top level); what sits
- *  in `level` itself gets a bar of its own. Falls back to the top level when `level` holds nothing. */
-export function moduleBars(byModule: readonly ModuleBytes[], level: string): Bar[] {
+ *  in `level` itself gets a bar of its own. A module holding no saved bytes shows its nearest
+ *  ancestor that does: `level` in the result says which. */
+export function moduleBars(byModule: readonly ModuleBytes[], level: string): { level: string; bars: Bar[] } {
+  const depth = level ? ancestors(level).length : 0;
   const totals = new Map<string, number>();
   for (const { module, bytes } of byModule) {
     const path = ancestors(module);
-    const depth = level ? ancestors(level).length : 0;
     if (level && path[depth - 1] !== level) continue;
     const key = path[depth] ?? module;
     totals.set(key, (totals.get(key) ?? 0) + bytes);
   }
-  if (!totals.size && level) return moduleBars(byModule, "");
+  if (!totals.size && level) return moduleBars(byModule, parentOf(level));
   const largest = Math.max(1, ...totals.values());
-  return [...totals.entries()]
+  const bars = [...totals.entries()]
     .sort((a, b) => b[1] - a[1])
     .map(([module, bytes]) => ({
       module,
@@ -83,6 +84,7 @@ export function moduleBars(byModule: readonly ModuleBytes[], level: string): Bar
       bytes,
       share: bytes / largest,
     }));
+  return { level, bars };
 }
 
 /** Saved bytes under each module path, nested modules included. */

@@ -81,3 +81,26 @@ export function onKeys(host: HTMLElement, keys: { move(direction: Direction): vo
     event.stopPropagation();
   }, { signal });
 }
+
+/** The pane's elements: toolbar (search, Fit, Collapse all, colouring), breadcrumbs, drawing, legend. */
+export function graphElements() {
+  const el = element("div", "bwd-graph");
+  const toolbar = element("div", "bwd-toolbar");
+  const search = element("input", "bwd-search");
+  search.placeholder = "search node or op";
+  const matchCount = element("span", "bwd-match-count");
+  const fit = element("button", "bwd-fit", "Fit");
+  const collapseAll = element("button", "bwd-collapse", "Collapse all");
+  const colour = element("select", "bwd-colour");
+  colour.append(new Option("colour by kind", "kind"), new Option("colour by bytes", "bytes"));
+  toolbar.append(search, matchCount, fit, collapseAll, colour);
+  const crumbs = element("nav", "bwd-crumbs");
+  const host = element("div", "bwd-svg-host");
+  host.tabIndex = 0;
+  host.dataset.lmSuppressShortcuts = "true"; // arrows, Enter and Esc move in the graph, not the notebook
+  host.title = "arrows: move between neighbours \u00B7 Enter: open a module \u00B7 Esc: go up";
+  const legend = element("div", "bwd-legend");
+  el.append(toolbar, crumbs, host, legend);
+  renderLegend(legend, false);
+  return { el, search, matchCount, fit, collapseAll, colour, crumbs, host, legend };
+}

@@ -60,8 +60,8 @@ export function memoryPane({ model, signal, select, openModule }: PaneContext): 
       svgElement("path", { d: `M${BOX.left} ${BOX.top}V${BOX.bottom}H${BOX.right}`, class: "bwd-axis" }),
       svgElement("text", { x: String((BOX.left + BOX.right) / 2), y: String(HEIGHT - 6), "text-anchor": "middle" }, "ops run, forward then backward \u2192"),
       svgElement("line", { x1: String(g.backwardX), x2: String(g.backwardX), y1: String(BOX.top), y2: String(BOX.bottom), class: "bwd-phase" }),
-      svgElement("text", { x: String(g.backwardX - 3), y: String(BOX.top + 8), "text-anchor": "end" }, "forward"),
-      svgElement("text", { x: String(g.backwardX + 3), y: String(BOX.top + 8) }, "backward"),
+      svgElement("text", { x: String(g.backwardX - 3), y: String(BOX.bottom - 4), "text-anchor": "end" }, "forward"),
+      svgElement("text", { x: String(g.backwardX + 3), y: String(BOX.bottom - 4) }, "backward"),
     );
     chart.appendChild(axes);
     for (const overlay of g.overlays) {
@@ -95,8 +95,8 @@ export function memoryPane({ model, signal, select, openModule }: PaneContext): 
   }
 
   function renderBars(): void {
-    const rows = moduleBars(data?.memory?.by_module ?? [], level);
-    barsTitle.textContent = rows.length ? `saved activations by module${level && rows.some((r) => r.module.startsWith(level)) ? ` in ${level}` : ""} (click to open)` : "no saved activations";
+    const { level: shown, bars: rows } = moduleBars(data?.memory?.by_module ?? [], level);
+    barsTitle.textContent = rows.length ? `saved activations by module${shown ? ` in ${shown}` : ""} (click to open)` : "no saved activations";
     bars.replaceChildren(...rows.map((row) => {
       const button = element("button", "bwd-bar");
       button.dataset.module = row.module;

@@ -80,20 +80,23 @@ describe("memory timeline", () => {
 
 describe("bytes by module", () => {
   it("adds modules up into the top level, then into a module's children", () => {
-    const top = moduleBars(memory.by_module, "");
+    const top = moduleBars(memory.by_module, "").bars;
     expect(top.map((b) => [b.module, b.bytes])).toEqual([["blocks", 850], ["", 20]]);
     expect(top[1].label).toBe("(top level)");
     expect(top[0].share).toBe(1);
-    const inBlocks = moduleBars(memory.by_module, "blocks");
+    const inBlocks = moduleBars(memory.by_module, "blocks").bars;
     expect(inBlocks.map((b) => [b.module, b.bytes])).toEqual([["blocks.0", 550], ["blocks.1", 300]]);
-    const inBlock = moduleBars(memory.by_module, "blocks.0");
+    const inBlock = moduleBars(memory.by_module, "blocks.0").bars;
     expect(inBlock.map((b) => [b.module, b.label, b.bytes])).toEqual([
       ["blocks.0.mlp", "blocks.0.mlp", 400], ["blocks.0.attn", "blocks.0.attn", 100], ["blocks.0", "blocks.0 (itself)", 50],
     ]);
   });
 
-  it("falls back to the top level for a module holding nothing", () => {
-    expect(moduleBars(memory.by_module, "embed").map((b) => b.module)).toEqual(["blocks", ""]);
+  it("shows the nearest ancestor holding saved bytes for a module holding none", () => {
+    expect(moduleBars(memory.by_module, "embed")).toMatchObject({ level: "" });
+    const deep = moduleBars(memory.by_module, "blocks.1.mlp.gelu");
+    expect(deep.level).toBe("blocks.1.mlp");
+    expect(deep.bars.map((b) => b.label)).toEqual(["blocks.1.mlp (itself)"]);
   });
 
   it("totals every module path with what is nested in it", () => {

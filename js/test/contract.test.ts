@@ -155,7 +155,7 @@ describe("the front end's pure modules on the reference payload", () => {
     expect(memory.peak.phase).toBe("backward");
     expect(nodeOfPoint(peak, data)).toBe(memory.peak.node);
     expect(memory.by_module.reduce((sum, m) => sum + m.bytes, 0)).toBe(data.totals.saved_activation_bytes);
-    expect(moduleBars(memory.by_module, "").reduce((sum, b) => sum + b.bytes, 0)).toBe(data.totals.saved_activation_bytes);
+    expect(moduleBars(memory.by_module, "").bars.reduce((sum, b) => sum + b.bytes, 0)).toBe(data.totals.saved_activation_bytes);
     const geometry = timelineGeometry(memory, { left: 0, top: 0, right: 100, bottom: 100 }, fixture.sweep_points);
     expect(geometry.xs.length).toBe(memory.timeline.length);
     expect(geometry.overlays.length).toBe(fixture.sweep_points.length);

@@ -80,9 +80,8 @@ def run_in_kernel(page, code: str) -> str:
 
 def set_theme(page, theme: str) -> None:
     """Switch JupyterLab's (or Notebook 7's) theme, e.g. "JupyterLab Dark", and wait until applied."""
-    light = "true" if "Light" in theme else "false"
     page.evaluate(f"{APP}.commands.execute('apputils:change-theme', {{ theme: {json.dumps(theme)} }})")
-    page.wait_for_function(f"document.body.dataset.jpThemeLight === '{light}'", timeout=30_000)
+    page.wait_for_function(f"document.body.dataset.jpThemeName === {json.dumps(theme)}", timeout=30_000)
     page.wait_for_timeout(300)  # the theme's stylesheet applies on the next frame
 
 

@@ -401,6 +401,9 @@ def test_dark_theme_keeps_text_readable(notebook_page, artifacts):
             problems += low_contrast(page, _widget(page, index))
         assert problems == []
         widget.screenshot(path=str(artifacts / "jupyterlab-dark-memory.png"))
+        set_theme(page, "JupyterLab Dark High Contrast")
+        assert low_contrast(page, widget) == [] and low_contrast(page, _widget(page, CONV_BN)) == []
+        _widget(page, CONV_BN).screenshot(path=str(artifacts / "jupyterlab-high-contrast-conv_bn.png"))
     finally:
         set_theme(page, "JupyterLab Light")
 
