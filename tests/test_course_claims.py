@@ -306,3 +306,10 @@ def test_running_statistics_are_passed_but_not_read_in_training_mode(conv_bn):
         for node, value in zip(placeholders, partition.backward_inputs)
     ]
     assert all(torch.equal(a, b) for a, b in zip(real, partition.backward(*garbage)))
+
+
+def test_the_widget_draws_as_many_nodes_as_the_extraction_counts(conv_bn):
+    """Notebook 1 once showed 17 backward nodes in the extraction and 16 in the widget."""
+    from bwd_widgets.views.payload import graph_payload
+
+    assert len(graph_payload(conv_bn)["nodes"]) == conv_bn.backward_node_count == conv_bn.summary()["backward_nodes"]
