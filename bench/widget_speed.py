@@ -170,7 +170,9 @@ def main():
                     }
                 )
                 print(f"repeat {repeat + 1}: " + ", ".join(f"{k} {v:.3f}" for k, v in rows[-1].items()))
-            page.locator(".jp-CodeCell").nth(1).locator(".bwd-root").screenshot(path=str(ROOT / "docs" / "widget_big_model.png"))
+            page.locator(".jp-CodeCell").nth(1).locator(".bwd-root").screenshot(
+                path=str(ROOT / "docs" / "widget_big_model.png")
+            )
         finally:
             browser.close()
             process.terminate()
