@@ -21,7 +21,7 @@ const COMPARE_COLUMNS: [string, (r: ComparisonRow) => string][] = [
 
 const WIDTH = 460;
 const HEIGHT = 200;
-const BOX = { left: 70, top: 12, right: WIDTH - 16, bottom: HEIGHT - 40 };
+const BOX = { left: 70, top: 12, right: WIDTH - 28, bottom: HEIGHT - 40 }; // room for the last tick's label
 
 function pointText(p: SweepPoint): string {
   return `budget ${p.budget}: ${formatBytes(p.saved_activation_bytes)} saved, ${formatFlops(p.recompute_flops)} recomputed, peak ${formatBytes(p.peak_activation_bytes)}`;
