@@ -20,7 +20,7 @@ from ..core.errors import BwdWidgetsError, one_line
 from ..core.partitioners import partitioner_names, resolve_partitioner
 from ..extraction import BackwardExtraction
 from ..extractor import extract
-from .widget import BackwardGraphWidget
+from .widget import BackwardGraphWidget, keep_as_text
 
 
 @magics_class
@@ -97,7 +97,9 @@ class BwdMagics(Magics):
             self.shell.ex(cell)  # the names the cell assigns exist afterwards, as if it had run
         if args.save:
             _save(extraction, Path(args.save), args.name or _free_name(Path(args.save), called))
-        if not args.no_display:
+        if args.no_display:
+            keep_as_text(extraction)
+        else:
             from IPython.display import display
 
             display(BackwardGraphWidget(extraction))

@@ -39,6 +39,11 @@ def _note_drawn(*objects: object) -> None:
             _drawn[id(obj)] = count
 
 
+def keep_as_text(obj: object) -> None:
+    """Show `obj` as text if it ends this cell (`%bwd_extract model(x) --no-display`)."""
+    _note_drawn(obj)
+
+
 def drawn_in_this_cell(obj: object) -> bool:
     """Whether this cell already drew `obj` as a widget (`%bwd_extract model(x)` draws the widget and
     returns the extraction): its display as the cell's result is then left as text."""
