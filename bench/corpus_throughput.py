@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import bwd_widgets.batch as batch
+from bwd_widgets.graphnet_writer import prepare_output
 
 from _util import ROOT, shared
 
@@ -43,6 +44,7 @@ def run_ours_once(root: Path, name: str, out: Path) -> None:
     """Time one sample as a batch worker and the client do it, after the imports; print RESULT."""
     started = time.perf_counter()
     planned = batch.plan([root / name], out, root=root)
+    prepare_output(planned.out)
     request = batch.make_request(planned, planned.jobs[0])
     result = batch.run_sample(request)
     if result["status"] == "ok":

@@ -95,7 +95,7 @@ def _interrupt(signum, frame) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # sample folders may follow options too
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.|copyreg")
     from tqdm import tqdm
 

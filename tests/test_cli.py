@@ -24,7 +24,7 @@ def test_cli_batch_isolates_failures_and_resumes(conv_bn_dir, tmp_path, capsys):
     conv_bn, broken_name = os.path.relpath(conv_bn_dir, root), os.path.relpath(broken, root)
     summary = summary_of(out)
     status = {r["name"]: r for r in summary["samples"]}
-    assert status[conv_bn]["status"] == "ok" and status[conv_bn]["backward_nodes"] == 17
+    assert status[conv_bn]["status"] == "ok" and status[conv_bn]["backward_nodes"] == 16
     assert status[conv_bn]["saved_activation_bytes"] == 2 * 8 * 16 * 16 * 4
     assert status[broken_name]["status"] == "error" and "model.py" in status[broken_name]["reason"]
     assert "\n" not in status[broken_name]["reason"]
@@ -40,7 +40,7 @@ def test_cli_batch_isolates_failures_and_resumes(conv_bn_dir, tmp_path, capsys):
     assert bwd_extract([str(conv_bn_dir), str(broken), "--out", str(out), "--resume", "--workers", "1"]) == 1
     status = {r["name"]: r for r in summary_of(out)["samples"]}
     assert status[conv_bn]["status"] == "skipped"
-    assert status[conv_bn]["backward_nodes"] == 17
+    assert status[conv_bn]["backward_nodes"] == 16
     assert status[broken_name]["status"] == "error"
 
     # another budget: the resume redoes it, and every output says how it was made; --root keeps the names
@@ -69,11 +69,18 @@ def test_cli_resume_redoes_torn_writes_and_cleans_stale_staging(tmp_path):
     stale.mkdir()
     (stale / STAGING_OWNER).write_text(json.dumps({"pid": int(finished.stdout), "host": os.uname().nodename}))
 
-    assert bwd_extract([*command, "--resume"]) == 0
-    status = {r["name"]: r["status"] for r in summary_of(out)["samples"]}
-    assert status == {"first": "ok", "second": "skipped"}
+    third = tiny_sample(tmp_path / "s" / "third")
+    users = out / "train_forward" / "third"
+    users.mkdir(parents=True)
+    (users / "notes.txt").write_text("the user's own")
+
+    assert bwd_extract([*command, str(third), "--resume"]) == 1
+    records = {r["name"]: r for r in summary_of(out)["samples"]}
+    assert {name: r["status"] for name, r in records.items()} == {"first": "ok", "second": "skipped", "third": "error"}
     assert is_complete(out, "first", summary_of(out)["settings"])
     assert not stale.exists()
+    assert "did not write" in records["third"]["reason"] and (users / "notes.txt").read_text() == "the user's own"
+    assert not (out / "train_backward" / "third").exists()
 
 
 @pytest.mark.parametrize(
