@@ -328,3 +328,47 @@ def test_torch_failures_name_the_real_cause_and_the_line(tmp_path):
     text = str(error.value)
     assert "expected input" in text and "5 channels" in text and "\n" not in text
     assert "fake tensor call" not in text
+
+
+def test_checkpointing_keeps_its_meaning_however_it_is_called():
+    from torch.utils.checkpoint import checkpoint
+
+    from bwd_widgets.examples import Block
+
+    class Checkpointed(nn.Module):
+        def __init__(self, reentrant):
+            super().__init__()
+            self.block, self.reentrant = Block(32, 4), reentrant
+
+        def forward(self, x):
+            return checkpoint(self.block, x, use_reentrant=self.reentrant).sum()
+
+    class Offloaded(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+
+        def forward(self, x):
+            with torch.autograd.graph.save_on_cpu():
+                return self.lin(x).tanh().sum()
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 32)
+    plain = bw.extract(Block(32, 4), x)
+    kept = bw.extract(Checkpointed(reentrant=False), x)
+    assert kept.recomputed and kept.saved_activation_bytes < plain.saved_activation_bytes
+    for model in (Checkpointed(reentrant=True), Offloaded()):
+        routes = []
+        real = bw.core.capture.CaptureSession.compile_dynamo
+
+        def counting(self, *args, real=real, **kwargs):
+            routes.append("dynamo")
+            return real(self, *args, **kwargs)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(bw.core.capture.CaptureSession, "compile_dynamo", counting)
+            try:
+                bw.extract(model, x if isinstance(model, Checkpointed) else torch.randn(2, 8))
+            except bw.BwdWidgetsError:
+                pass  # what Dynamo makes of it is Dynamo's; torch.fx must not silently drop it
+        assert routes == ["dynamo"]

@@ -247,8 +247,11 @@ def fx_eligible(model: object, inputs: list) -> bool:
 
 def fx_trace(module: torch.nn.Module) -> torch.fx.GraphModule:
     tracer = _Tracer()
-    patches = [
+    patches = [  # reached however checkpointing is called (an imported name, FSDP's wrapper...)
         (torch.utils.checkpoint, "checkpoint", _refuse("activation checkpointing")),
+        (torch.utils.checkpoint, "_checkpoint_without_reentrant_generator", _refuse("activation checkpointing")),
+        (torch.utils.checkpoint.CheckpointFunction, "apply", _refuse("activation checkpointing")),
+        (torch.autograd.graph.saved_tensors_hooks, "__enter__", _refuse("saved-tensor hooks")),
         (torch._dynamo, "graph_break", _refuse("an explicit graph break")),
     ]
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
