@@ -19,10 +19,14 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from .core.errors import BwdWidgetsError
+
+if TYPE_CHECKING:
+    from .extraction import BackwardExtraction
 
 INLINE_DATA_LIMIT = 4096
 INLINE_FLOAT_LIMIT = 64
@@ -51,7 +55,7 @@ def _list_literal(values) -> str:
     return "[" + ", ".join(_literal(v) for v in values) + "]"
 
 
-def meta_class(name: str, value, original_name: str | None = None) -> str:
+def meta_class(name: str, value: object, original_name: str | None = None) -> str:
     """One `Program_weight_tensor_meta_<name>` class for a real or fake value."""
     lines = [f"class Program_weight_tensor_meta_{name}:", f'    name = "{name}"']
     if original_name and original_name != name:
@@ -151,7 +155,7 @@ def output_name(name: str | os.PathLike) -> str:
     return "/".join(parts)
 
 
-def settings_of(extraction) -> dict:
+def settings_of(extraction: BackwardExtraction) -> dict:
     """What made an output: compared by `--resume`, stored in every marker and in `summary.json`."""
     return {
         "partitioner": extraction.partitioner,
@@ -315,7 +319,7 @@ def install(out_dir: Path, stage: Path, name: str, splits: Sequence[str]) -> dic
 # --- writing an extraction ------------------------------------------------------------------------
 
 
-def write_extraction(extraction, folder: Path, name: str, stamp: dict) -> None:
+def write_extraction(extraction: BackwardExtraction, folder: Path, name: str, stamp: dict) -> None:
     """Write `train_forward/<name>` and `train_backward/<name>` under `folder` (a stage), with our marker."""
     for split in TRAIN_SPLITS:
         for partition in extraction.partitions:
@@ -378,7 +382,7 @@ def prepare_output(out_dir: str | os.PathLike) -> Path:
     return out_dir
 
 
-def save_extraction(extraction, out_dir, name: str) -> dict[str, Path]:
+def save_extraction(extraction: BackwardExtraction, out_dir: str | Path, name: str) -> dict[str, Path]:
     """Write train_forward/<name> and train_backward/<name>, together or not at all.
 
     `name` must stay inside `out_dir`; an existing output is replaced only if bwd_widgets wrote it.

@@ -361,7 +361,7 @@ def test_checkpointing_keeps_its_meaning_however_it_is_called():
         routes = []
         real = bw.core.capture.CaptureSession.compile_dynamo
 
-        def counting(self, *args, real=real, **kwargs):
+        def counting(self, *args, real=real, routes=routes, **kwargs):
             routes.append("dynamo")
             return real(self, *args, **kwargs)
 

@@ -130,3 +130,31 @@ def test_no_import_cycle():
     for module in sorted(GRAPH):
         if module not in state:
             visit(module)
+
+
+def _unannotated(path: Path) -> list[str]:
+    """Public functions and methods (module level or in public classes) with a parameter or return unannotated."""
+    missing = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef) and not child.name.startswith("_"):
+                visit(child)
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if child.name.startswith("_") and child.name not in ("__init__", "__call__", "__repr__"):
+                    continue
+                arguments = child.args.posonlyargs + child.args.args + child.args.kwonlyargs
+                arguments += [a for a in (child.args.vararg, child.args.kwarg) if a is not None]
+                missing.extend(
+                    f"{child.name}({a.arg})" for a in arguments if a.arg not in ("self", "cls") and a.annotation is None
+                )
+                if child.returns is None and child.name != "__init__":
+                    missing.append(f"{child.name} -> ?")
+
+    visit(ast.parse(path.read_text()))
+    return missing
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH))
+def test_public_api_is_annotated(module):
+    assert not _unannotated(FILES[module]), f"{module}: annotate {', '.join(_unannotated(FILES[module]))}"
