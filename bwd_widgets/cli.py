@@ -18,7 +18,9 @@ EXAMPLE = """examples:
   bwd-extract --list ../shared/graphnet_samples/dev_list.txt --out out/ --workers 2 --resume
   bwd-extract --list samples.txt --out out/ --scheduler tcp://10.0.0.5:8786
 Writes out/eval_forward/REL, out/train_forward/REL and out/train_backward/REL (REL: the sample's
-path relative to the samples root) and out/summary.json; exits 1 if any sample failed."""
+path relative to the samples root) and out/summary.json; exits 1 if any sample failed.
+A sample is code: its model.py runs (in a worker process), so extract only samples you trust.
+Its weight_meta.py and input_meta.py are read as data, never run."""
 
 
 def _positive(kind: type):

@@ -372,3 +372,11 @@ def test_checkpointing_keeps_its_meaning_however_it_is_called():
             except bw.BwdWidgetsError:
                 pass  # what Dynamo makes of it is Dynamo's; torch.fx must not silently drop it
         assert routes == ["dynamo"]
+
+
+def test_the_command_line_help_says_a_sample_is_code(capsys):
+    from bwd_widgets.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "A sample is code: its model.py runs" in capsys.readouterr().out
