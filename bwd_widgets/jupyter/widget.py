@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,8 +20,9 @@ from ..views.static import fallback_svg
 STATIC = Path(__file__).resolve().parents[1] / "static"
 
 
-_drawn: dict[int, int | None] = {}
-"""id of an object drawn as a widget -> the execution count of the cell that drew it."""
+_drawn: dict[int, tuple[weakref.ref, int | None]] = {}
+"""id of an object drawn as a widget -> (the object, weakly; the execution count of the cell that drew it).
+The weak reference tells a live object from a new one that reuses a freed one's id."""
 
 
 def _execution_count() -> int | None:
@@ -32,11 +34,11 @@ def _execution_count() -> int | None:
 
 def _note_drawn(*objects: object) -> None:
     count = _execution_count()
-    for key in [key for key, drawn_in in _drawn.items() if drawn_in != count]:
-        del _drawn[key]  # only this cell's matter
+    for key in [key for key, (ref, drawn_in) in _drawn.items() if drawn_in != count or ref() is None]:
+        del _drawn[key]  # only this cell's live objects matter
     for obj in objects:
         if obj is not None:
-            _drawn[id(obj)] = count
+            _drawn[id(obj)] = (weakref.ref(obj), count)
 
 
 def keep_as_text(obj: object) -> None:
@@ -47,7 +49,8 @@ def keep_as_text(obj: object) -> None:
 def drawn_in_this_cell(obj: object) -> bool:
     """Whether this cell already drew `obj` as a widget (`%bwd_extract model(x)` draws the widget and
     returns the extraction): its display as the cell's result is then left as text."""
-    return id(obj) in _drawn and _drawn[id(obj)] == _execution_count()
+    ref, count = _drawn.get(id(obj), (None, None))
+    return ref is not None and ref() is obj and count == _execution_count()
 
 
 def _synced(kind: type[traitlets.TraitType], name: str, help: str) -> traitlets.TraitType:
