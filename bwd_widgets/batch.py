@@ -555,20 +555,25 @@ class LocalPool:
             worker.close()
 
 
-_dask_worker: _Worker | None = None
-_dask_lock = threading.Lock()
+_dask_workers: dict[str, _Worker] = {}
+"""The worker process of each Dask worker living in this process, by the Dask worker's address."""
+_dask_locks: dict[str, threading.Lock] = {}
+_dask_locks_lock = threading.Lock()
 
 
 def run_on_dask_worker(request: dict, timeout: float) -> dict:
     """A Dask task: the sample runs in this Dask worker's own worker process, one at a time, so a crash or
     a hang costs that process, not the Dask worker."""
-    global _dask_worker
-    with _dask_lock:
-        if _dask_worker is None or not _dask_worker.alive:
-            from distributed import get_worker
+    from distributed import get_worker
 
-            _dask_worker = _Worker(threads=max(1, get_worker().state.nthreads))
-        return _dask_worker.run(request, timeout)
+    dask_worker = get_worker()
+    with _dask_locks_lock:
+        lock = _dask_locks.setdefault(dask_worker.address, threading.Lock())
+    with lock:
+        worker = _dask_workers.get(dask_worker.address)
+        if worker is None or not worker.alive:
+            worker = _dask_workers[dask_worker.address] = _Worker(threads=max(1, dask_worker.state.nthreads))
+        return worker.run(request, timeout)
 
 
 class DaskPool:
@@ -584,19 +589,22 @@ class DaskPool:
             raise BatchError("Dask is not installed: pip install 'bwd_widgets[dask]'.") from None
         self.timeout = timeout
         self.own: list = []
+        self.local_workers: list[str] = []
         self.futures: list = []
         if isinstance(scheduler, Client):
             self.client = scheduler
         elif scheduler == "local":
+            # Dask workers as threads of this process: each drives its own worker process, which does the work
             cluster = LocalCluster(
                 n_workers=workers,
                 threads_per_worker=1,
-                processes=True,
+                processes=False,
                 dashboard_address=None,
                 silence_logs=logging.ERROR,
             )
             self.client = Client(cluster)
             self.own = [self.client, cluster]
+            self.local_workers = list(cluster.scheduler_info["workers"])
         else:
             try:
                 self.client = Client(str(scheduler), timeout=10)
@@ -655,6 +663,10 @@ class DaskPool:
             self.client.cancel(self.futures)
         for owned in self.own:
             owned.close()
+        for address in self.local_workers:
+            worker = _dask_workers.pop(address, None)
+            if worker is not None:
+                worker.close()
 
 
 # --- the batch ------------------------------------------------------------------------------------

@@ -74,6 +74,19 @@ def checksums(*folders: Path, skip: Path | None = None) -> dict[str, str]:
     return found
 
 
+def worker_processes() -> list[int]:
+    """Worker processes that this test process started and left running."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text, command = status.read_text(), (status.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if f"PPid:\t{os.getpid()}\n" in text and b"batch import serve" in command:
+            found.append(int(status.parent.name))
+    return found
+
+
 def summary_of(out: Path) -> dict:
     return json.loads((out / "summary.json").read_text())
 
@@ -247,6 +260,7 @@ def test_extract_many_returns_the_summary_as_a_table_on_workers_and_a_local_dask
     on_dask = bw.extract_many([first], tmp_path / "dask_out", workers=1, client="local", progress=False)
     assert [(r["name"], r["status"]) for r in on_dask.records] == [("first", "ok")]
     assert graphnet_writer.is_complete(tmp_path / "dask_out", "first", on_dask.settings)
+    assert worker_processes() == [], "every worker process is stopped when the batch ends"
 
 
 def _dask(*args: str, log: Path) -> subprocess.Popen:
