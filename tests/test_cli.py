@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -161,31 +162,54 @@ def test_cli_crash_and_timeout_cost_one_sample_each(tmp_path):
         assert not (out / "train_forward" / name).exists()
 
 
-def test_killed_batch_keeps_its_summary_and_resume_finishes_it(tmp_path):
-    names = [f"slow_{i}" for i in range(5)]
+def _done(out: Path) -> int:
+    return len(summary_of(out)["samples"]) if (out / "summary.json").exists() else 0
+
+
+def _stop_mid_batch(command: list[str], out: Path, how: signal.Signals) -> subprocess.CompletedProcess:
+    """Run a batch in its own process group and send `how` to the group once it has done a sample more."""
+    before = _done(out)
+    batch = subprocess.Popen(
+        command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, start_new_session=True
+    )
+    try:
+        while batch.poll() is None and _done(out) <= before:
+            time.sleep(0.1)
+        if batch.poll() is None:
+            os.killpg(batch.pid, how)
+        _, err = batch.communicate(timeout=120)
+    finally:
+        if batch.poll() is None:
+            os.killpg(batch.pid, signal.SIGKILL)
+            batch.wait()
+    return subprocess.CompletedProcess(command, batch.returncode, "", err)
+
+
+def test_interrupted_or_killed_batch_keeps_its_summary_and_resume_finishes_it(tmp_path):
+    names = [f"slow_{i}" for i in range(6)]
     for name in names:
         tiny_sample(tmp_path / "samples" / name, prelude="import time\ntime.sleep(1)")
     out = tmp_path / "out"
     command = [sys.executable, "-m", "bwd_widgets", *(str(tmp_path / "samples" / n) for n in names), "--out", str(out)]
-    batch = subprocess.Popen(
-        [*command, "--workers", "1"], stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True
-    )
-    try:
-        while batch.poll() is None and not ((out / "summary.json").exists() and summary_of(out)["samples"]):
-            time.sleep(0.1)
-    finally:
-        if batch.poll() is None:
-            os.killpg(batch.pid, signal.SIGKILL)  # the batch and its worker, as an out-of-memory kill would
-        batch.wait()
-    done = {r["name"]: r for r in summary_of(out)["samples"]}
-    assert 1 <= len(done) < len(names), "killed mid-batch"
-    assert all(r["status"] == "ok" for r in done.values())
+    command += ["--workers", "1"]
 
-    resumed = subprocess.run([*command, "--workers", "1", "--resume"], capture_output=True, text=True)
+    interrupted = _stop_mid_batch(command, out, signal.SIGINT)  # Ctrl-C
+    assert interrupted.returncode == 130 and "rerun with --resume" in interrupted.stderr
+    assert "Traceback" not in interrupted.stderr
+    first = {r["name"]: r for r in summary_of(out)["samples"]}
+    assert 1 <= len(first) < len(names) and all(r["status"] == "ok" for r in first.values())
+
+    killed = _stop_mid_batch([*command, "--resume"], out, signal.SIGKILL)  # as an out-of-memory kill would
+    assert killed.returncode == -signal.SIGKILL
+    second = {r["name"]: r for r in summary_of(out)["samples"]}
+    assert set(first) < set(second), "the killed run kept what it did, and what the first one did"
+
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
     records = {r["name"]: r for r in summary_of(out)["samples"]}
     assert sorted(records) == sorted(names)
-    for name, record in done.items():
+    for name, record in second.items():
         assert records[name]["status"] == "skipped" and records[name]["seconds"] == record["seconds"]
-    assert all(records[n]["status"] == "ok" for n in names if n not in done)
+    assert all(records[n]["status"] == "ok" for n in names if n not in second)
+    assert all(is_complete(out, n, summary_of(out)["settings"]) for n in names)
     assert not list(out.glob(".bwd_widgets_*"))
