@@ -520,6 +520,8 @@ class LocalPool:
         self.workers: list[_Worker] = []
 
     def results(self, requests: Iterator[dict], count: int) -> Iterator[dict]:
+        if count == 0:
+            return
         threads = max(1, cores() // self.size)
         self.workers = [_Worker(threads) for _ in range(min(self.size, count))]
         exhausted = False
@@ -537,18 +539,19 @@ class LocalPool:
             deadline = min((w.deadline for w in busy), default=None)
             pause = None if deadline is None else max(0.0, deadline - time.monotonic())
             readable = wait([w.results for w in self.workers], pause)
-            for index, worker in enumerate(self.workers):
-                result = None
+            finished = []
+            for worker in self.workers:
                 if worker.results in readable:
-                    result = worker.receive()
+                    finished.append(worker.receive())
                 elif worker.request is not None and time.monotonic() >= worker.deadline:
                     worker.close()
-                    result = worker.failure("timeout", timeout=self.timeout)
-                if not worker.alive:
-                    worker.close()
-                    self.workers[index] = _Worker(threads)
-                if result is not None:
-                    yield result
+                    finished.append(worker.failure("timeout", timeout=self.timeout))
+            for worker in [w for w in self.workers if not w.alive]:
+                worker.close()  # replaced while samples remain
+                self.workers.remove(worker)
+                if not exhausted:
+                    self.workers.append(_Worker(threads))
+            yield from (result for result in finished if result is not None)
 
     def close(self) -> None:
         for worker in self.workers:

@@ -83,6 +83,13 @@ def test_cli_resume_redoes_torn_writes_and_cleans_stale_staging(tmp_path):
     assert "did not write" in records["third"]["reason"] and (users / "notes.txt").read_text() == "the user's own"
     assert not (out / "train_backward" / "third").exists()
 
+    assert bwd_extract([*command, "--resume"]) == 0  # nothing left to do: no worker is started
+    assert {r["name"]: r["status"] for r in summary_of(out)["samples"]} == {
+        "first": "skipped",
+        "second": "skipped",
+        "third": "error",
+    }
+
 
 @pytest.mark.parametrize(
     "arguments, message",
