@@ -77,7 +77,9 @@ def meta_class(name: str, value: object, original_name: str | None = None) -> st
                 as_float = flat.double()
                 mean = round(float(as_float.mean()), 6)
                 std = round(float(as_float.std()), 6) if flat.numel() > 1 else 0.0
-                if flat.numel() <= INLINE_FLOAT_LIMIT or std == 0.0:
+                if std == 0.0 and bool((flat == flat[0]).all()):
+                    mean = float(flat[0])  # exact: readers fill a constant tensor (all-ones tangents) from mean
+                if flat.numel() <= INLINE_FLOAT_LIMIT:
                     data = flat.tolist()
             elif not value.is_complex():
                 if flat.numel() <= INLINE_DATA_LIMIT:

@@ -86,3 +86,20 @@ def test_loader_handles_device_strings_missing_data_and_index_ranges(tmp_path):
     assert table.device.type == "cpu" and abs(float(table.mean()) - 0.5) < 0.1
     assert pos.tolist() == [4, 5, 6]
     sample.module(*sample.inputs)
+
+
+def test_constant_tensors_are_written_by_value_not_inlined(tmp_path):
+    """An all-ones tangent of a big output is one number, not megabytes of `1.0`, and reloads exactly."""
+    ones = torch.ones(8, 64, 32, 32)
+    third = torch.full((100,), 1 / 3)
+    graphnet_writer.write_sample(
+        tmp_path, "import torch\n", ["tangents_1", "third", "noise"], [ones, third, torch.randn(100)], {}, {}
+    )
+    text = (tmp_path / "weight_meta.py").read_text()
+    assert len(text) < 2000, "a constant tensor must not be written element by element"
+    (tmp_path / "model.py").write_text(
+        "import torch\n\nclass GraphModule(torch.nn.Module):\n"
+        "    def forward(self, tangents_1, third, noise):\n        return (tangents_1 * third.sum() + noise.sum(),)\n"
+    )
+    tangents, reloaded_third, _ = bw.load_graphnet_sample(tmp_path).inputs
+    assert torch.equal(tangents, ones) and torch.equal(reloaded_third, third)
