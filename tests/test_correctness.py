@@ -212,6 +212,20 @@ def test_the_users_compiled_code_is_not_recompiled():
     assert len(compiled_graphs) == compiled, "the user's compiled modules ran from their cache, not recompiled"
 
 
+def test_a_dropped_extraction_frees_its_graphs_and_real_values_on_both_routes():
+    """Nothing global (Dynamo's table of backends, the compiled code) keeps a capture alive."""
+    import gc
+    import weakref
+
+    for capture_scalars in (True, False):  # torch.fx, then Dynamo
+        extraction = bw.extract(nn.Linear(3, 2), torch.randn(4, 3), capture_scalars=capture_scalars, cache=False)
+        partition = weakref.ref(extraction.partitions[0])
+        inputs = weakref.ref(extraction.partitions[0].backward_inputs[0])
+        del extraction
+        gc.collect()
+        assert partition() is None and inputs() is None, f"capture_scalars={capture_scalars}: the capture leaked"
+
+
 def test_one_name_per_input_on_both_routes():
     for capture_scalars in (True, False):  # torch.fx, then Dynamo
         extraction = bw.extract(nn.Linear(3, 2), torch.randn(4, 3), capture_scalars=capture_scalars, cache=False)

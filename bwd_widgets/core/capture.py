@@ -19,6 +19,7 @@ import torch.utils.checkpoint
 from functorch.compile import make_boxed_func
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import aot_module_simplified
+from torch.fx._lazy_graph_module import _LazyGraphModule
 
 from .naming import parse_source_name
 from .partitioners import Partitioner
@@ -52,47 +53,66 @@ class CaptureSession:
     _recording: bool = True
 
     def compilers(self) -> dict[str, Callable]:
-        """The fw/bw compilers and partition_fn that record what AOT Autograd hands them."""
+        """The fw/bw compilers and partition_fn that record what AOT Autograd hands them.
+
+        They hold the session weakly: compiled code Dynamo keeps (on code the user compiled too) must not
+        keep a capture's graphs and real values alive.
+        """
+        session = weakref.ref(self)
 
         def partition_fn(joint, joint_inputs, *, num_fwd_outputs, **kwargs):
-            trace = Trace(
-                index=len(self.partitions),
-                joint=joint,
-                joint_inputs=joint_inputs,
-                partition_kwargs=dict(kwargs, num_fwd_outputs=num_fwd_outputs),
-                inputs=self._inputs,
-            )
-            forward, backward = trace.split(self.partitioner)
-            self._current = Partition(trace, self.partitioner, forward, backward)
-            self.partitions.append(self._current)
-            return forward, backward
+            return session()._partition(joint, joint_inputs, dict(kwargs, num_fwd_outputs=num_fwd_outputs))
 
         def fw_compiler(gm, example_inputs):
-            current = self._current
-            if current is None:  # an inference graph: nothing needs a gradient here
-                return make_boxed_func(gm.forward)
-            current.forward = gm
-            return self._recorded(gm, CaptureSession._keep_forward_inputs, current)
+            return session()._compiled_forward(gm)
 
         def bw_compiler(gm, example_inputs):
-            current = self._current
-            current.backward_with_nones = gm
-            return self._recorded(gm, CaptureSession._keep_backward_inputs, current)
+            return session()._compiled_backward(gm)
 
         return {"fw_compiler": fw_compiler, "bw_compiler": bw_compiler, "partition_fn": partition_fn}
 
+    def _partition(self, joint, joint_inputs, partition_kwargs: dict) -> tuple:
+        trace = Trace(
+            index=len(self.partitions),
+            joint=joint,
+            joint_inputs=joint_inputs,
+            partition_kwargs=partition_kwargs,
+            inputs=self._inputs,
+        )
+        forward, backward = trace.split(self.partitioner)
+        self._current = Partition(trace, self.partitioner, forward, backward)
+        self.partitions.append(self._current)
+        return forward, backward
+
+    def _compiled_forward(self, gm: torch.fx.GraphModule) -> Callable:
+        current = self._current
+        if current is None:  # an inference graph: nothing needs a gradient here
+            return make_boxed_func(gm.forward)
+        current.forward = gm
+        return self._recorded(gm, CaptureSession._keep_forward_inputs, current)
+
+    def _compiled_backward(self, gm: torch.fx.GraphModule) -> Callable:
+        current = self._current
+        current.backward_with_nones = gm
+        return self._recorded(gm, CaptureSession._keep_backward_inputs, current)
+
     def compile_dynamo(self, model: Callable) -> Callable:
+        session = weakref.ref(self)  # Dynamo keeps its backend with code the user compiled too
+
         def backend(gm, example_inputs):
-            order = _signature_order(gm, self.signature)
-            if order is not None:
-                # Dynamo calls the compiled graph in its placeholders' final order.
-                _reorder_placeholders(gm, order)
-                example_inputs = [example_inputs[i] for i in order]
-            self._inputs = self._dynamo_sources(gm)
-            self._current = None
-            return aot_autograd(**self.compilers())(gm, example_inputs)
+            return session()._dynamo_region(gm, example_inputs)
 
         return torch.compile(model, backend=backend, dynamic=False, isolate_recompiles=True)
+
+    def _dynamo_region(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        order = _signature_order(gm, self.signature)
+        if order is not None:
+            # Dynamo calls the compiled graph in its placeholders' final order.
+            _reorder_placeholders(gm, order)
+            example_inputs = [example_inputs[i] for i in order]
+        self._inputs = self._dynamo_sources(gm)
+        self._current = None
+        return aot_autograd(**self.compilers())(gm, example_inputs)
 
     def compile_fx(self, module: torch.nn.Module, inputs: list) -> Callable:
         """Trace with torch.fx (module paths and source lines kept), then AOT Autograd; raises NotForFx."""
@@ -276,28 +296,33 @@ def fx_trace(module: torch.nn.Module) -> torch.fx.GraphModule:
             and changes_input
         ):
             raise NotForFx("an input changed in place")  # eager autograd's rules for that need Dynamo
-    return torch.fx.GraphModule(tracer.root, graph, class_name=type(module).__name__)
+    # Lazy: AOT Autograd interprets the graph node by node, so its Python code is never needed.
+    return _LazyGraphModule(tracer.root, graph, class_name=type(module).__name__)
 
 
 @contextlib.contextmanager
 def own_dynamo_entries() -> Iterator[None]:
-    """Dynamo keeps compiled code on the code objects it traced. Afterwards, drop the entries this
-    capture added to code nobody had compiled before, and never reset the session: the user's own
+    """Dynamo keeps compiled code on the code objects it traced, and every backend in a global table.
+    Afterwards, drop the entries this capture added to code nobody had compiled before, and its backend
+    (which holds the session, its graphs and real values), and never reset the session: the user's own
     compiled models must not recompile."""
     from torch._C._dynamo import eval_frame
     from torch._dynamo import convert_frame
+    from torch._dynamo.eval_frame import cached_backends
 
     def counts() -> dict:
         live = (weak() for weak in convert_frame.input_codes.seen)
         return {code: eval_frame._get_total_cache_entry_count(code) for code in live if code is not None}
 
-    before = counts()
+    before, backends_before = counts(), set(cached_backends)
     try:
         yield
     finally:
         for code, count in counts().items():
             if count and not before.get(code):
                 eval_frame.reset_code(code)
+        for key in set(cached_backends) - backends_before:
+            del cached_backends[key]
 
 
 def _signature_order(gm, signature):

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import torch
 import torch.fx
+from torch.fx._lazy_graph_module import _LazyGraphModule
 
 from . import analysis
 from .codegen import graphnet_code, without_none_outputs
@@ -32,11 +33,14 @@ class InputSource(NamedTuple):
 
 
 def copy_graph_module(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """A structural copy (node metadata shallow-copied): partitioners rewrite the graph they are given."""
+    """A structural copy (node metadata shallow-copied): partitioners rewrite the graph they are given.
+
+    Lazy: its Python code is generated only if something reads or runs it, which partitioners do not.
+    """
     graph = torch.fx.Graph()
     output = graph.graph_copy(gm.graph, {})
     graph.output(output)
-    return torch.fx.GraphModule(gm, graph)
+    return _LazyGraphModule(gm, graph)
 
 
 def _fingerprint(gm: torch.fx.GraphModule) -> tuple:
