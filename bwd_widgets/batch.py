@@ -392,6 +392,8 @@ def serve() -> None:
         torch.set_num_threads(threads)
     from . import extractor  # noqa: F401  (the imports are paid before the first sample's clock starts)
 
+    gc.collect()
+    gc.freeze()  # torch's import-time objects live as long as the worker: collections after each sample skip them
     results.send({"ready": True})
     while True:
         try:
@@ -401,7 +403,7 @@ def serve() -> None:
         results.send(run_sample(request))
 
 
-class _Worker:
+class WorkerProcess:
     """One worker process and its pipes; a sample in it at a time."""
 
     def __init__(self, threads: int):
@@ -460,10 +462,14 @@ class _Worker:
         seconds = round(time.monotonic() - self.started, 3)
         return {"name": request["name"], "status": status, "reason": reason, "seconds": seconds}
 
-    def run(self, request: dict, timeout: float) -> dict:
-        """Blocking: one sample, with its timeout; the process is stopped if it crashed or hung."""
+    def wait_ready(self) -> None:
+        """Block until the worker has imported torch and bwd_widgets (raises BatchError if it cannot start)."""
         while not self.ready:
             self.receive()
+
+    def run(self, request: dict, timeout: float) -> dict:
+        """Blocking: one sample, with its timeout; the process is stopped if it crashed or hung."""
+        self.wait_ready()
         self.dispatch(request, timeout)
         if not wait([self.results], timeout):
             self.close()
@@ -517,13 +523,13 @@ class LocalPool:
 
     def __init__(self, workers: int, timeout: float):
         self.size, self.timeout = workers, timeout
-        self.workers: list[_Worker] = []
+        self.workers: list[WorkerProcess] = []
 
     def results(self, requests: Iterator[dict], count: int) -> Iterator[dict]:
         if count == 0:
             return
         threads = max(1, cores() // self.size)
-        self.workers = [_Worker(threads) for _ in range(min(self.size, count))]
+        self.workers = [WorkerProcess(threads) for _ in range(min(self.size, count))]
         exhausted = False
         while True:
             for worker in self.workers:
@@ -550,7 +556,7 @@ class LocalPool:
                 worker.close()  # replaced while samples remain
                 self.workers.remove(worker)
                 if not exhausted:
-                    self.workers.append(_Worker(threads))
+                    self.workers.append(WorkerProcess(threads))
             yield from (result for result in finished if result is not None)
 
     def close(self) -> None:
@@ -558,7 +564,7 @@ class LocalPool:
             worker.close()
 
 
-_dask_workers: dict[str, _Worker] = {}
+_dask_workers: dict[str, WorkerProcess] = {}
 """The worker process of each Dask worker living in this process, by the Dask worker's address."""
 _dask_locks: dict[str, threading.Lock] = {}
 _dask_locks_lock = threading.Lock()
@@ -575,7 +581,7 @@ def run_on_dask_worker(request: dict, timeout: float) -> dict:
     with lock:
         worker = _dask_workers.get(dask_worker.address)
         if worker is None or not worker.alive:
-            worker = _dask_workers[dask_worker.address] = _Worker(threads=max(1, dask_worker.state.nthreads))
+            worker = _dask_workers[dask_worker.address] = WorkerProcess(threads=max(1, dask_worker.state.nthreads))
         return worker.run(request, timeout)
 
 
