@@ -1,11 +1,12 @@
 """The 16 shared GraphNet samples: ours against GraphNet's own extractor, live; and batch throughput.
 
 --race-peer: per sample, GraphNet's backward graph extractor (../shared/peer/run_backward_extractor.py,
-    `--cuda-metas-to-cpu`) and ours, each in a fresh process per sample, alternating which goes first,
-    both timed inside the process with imports excluded (ours: plan, read, load, extract, write all three
-    splits, as one batch sample does). Prints per-sample seconds, the ratio over the samples both
-    extract (sum and median of per-sample ratios) and how many each extracts. `--rounds 3` gives
-    medians over three alternating rounds.
+    `--cuda-metas-to-cpu`, a fresh process per sample as GraphNet runs it, timed inside the process,
+    imports excluded) and ours as `bwd-extract` runs it (one worker process per round, started and
+    imported before the clock; a sample's seconds run from sending it to its three splits stored),
+    alternating which goes first. Prints per-sample seconds, the ratio over the samples both extract
+    (sum and median of per-sample ratios) and how many each extracts. `--rounds 3` gives medians over
+    three alternating rounds. (`aot_share.py` runs ours in a fresh process per sample too.)
 --workers-throughput: the whole batch (`bwd_widgets.batch.run`, worker start-up included, the client's
     imports not) with 1 worker, 2 workers and a local Dask cluster of 2 workers; samples per minute for
     each and the speed-up over one worker (goal: 2 workers >= 1.7x on a 2-core machine).
@@ -37,7 +38,7 @@ def sample_names(root: Path) -> list[str]:
     return [line.strip() for line in (root / "dev_list.txt").read_text().splitlines() if line.strip()]
 
 
-# --- one sample of ours, in this process (the runner the race starts per sample) -------------------
+# --- one sample of ours, in this process (aot_share.py runs it in a fresh process per sample) -------
 
 
 def run_ours_once(root: Path, name: str, out: Path) -> None:
@@ -67,30 +68,62 @@ def _in_fresh_process(command: list[str], name: str) -> dict:
     return {"name": name, "status": "crash", "seconds": None, "reason": f"exit {finished.returncode}: {tail}"}
 
 
+class OursInBatch:
+    """Ours as `bwd-extract` runs it: one worker process for the round (started, imports done, before the
+    clock), a sample at a time; a sample's seconds are the client's wall time from sending it to its three
+    splits stored. A worker that crashes is replaced, and the next sample pays the new one's warm-up."""
+
+    def __init__(self, root: Path, names: list[str], out: Path):
+        self.planned = batch.plan([root / n for n in names], out, root=root)
+        prepare_output(self.planned.out)
+        self.root = root
+        self.worker: batch.WorkerProcess | None = None
+
+    def run(self, name: str) -> dict:
+        if self.worker is None or not self.worker.alive:
+            self.worker = batch.WorkerProcess(threads=batch.cores())
+            self.worker.wait_ready()
+        job = next(j for j in self.planned.jobs if j.name == name)
+        request = batch.make_request(self.planned, job)
+        started = time.perf_counter()
+        result = self.worker.run(request, SAMPLE_TIMEOUT)
+        if result["status"] == "ok":
+            batch.store(self.planned.out, request, result)
+        seconds = time.perf_counter() - started
+        return {"name": name, "status": result["status"], "seconds": seconds, "reason": result.get("reason", "")}
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+
+
 def race(root: Path, names: list[str], rounds: int) -> None:
     ours: dict[str, list[dict]] = {n: [] for n in names}
     peer: dict[str, list[dict]] = {n: [] for n in names}
     with tempfile.TemporaryDirectory(prefix="bwd_race_") as scratch:
         for round_index in range(rounds):
             print(f"round {round_index + 1} of {rounds}", flush=True)
-            for index, name in enumerate(names):
-                commands = {
-                    "ours": [sys.executable, __file__, "--one", str(root), name, f"{scratch}/ours_{round_index}"],
-                    "peer": [
+            in_batch = OursInBatch(root, names, Path(scratch) / f"ours_{round_index}")
+            try:
+                for index, name in enumerate(names):
+                    peer_command = [
                         sys.executable,
                         str(PEER),
                         str(root),
                         name,
                         f"{scratch}/peer_{round_index}",
                         "--cuda-metas-to-cpu",
-                    ],
-                }
-                order = ["ours", "peer"] if (index + round_index) % 2 == 0 else ["peer", "ours"]
-                for who in order:
-                    result = _in_fresh_process(commands[who], name)
-                    (ours if who == "ours" else peer)[name].append(result)
-                o, p = ours[name][-1], peer[name][-1]
-                print(f"  {name[-60:]:60} ours {_cell(o):>9}  graphnet {_cell(p):>9}", flush=True)
+                    ]
+                    order = ["ours", "peer"] if (index + round_index) % 2 == 0 else ["peer", "ours"]
+                    for who in order:
+                        if who == "peer":
+                            peer[name].append(_in_fresh_process(peer_command, name))
+                        else:
+                            ours[name].append(in_batch.run(name))
+                    o, p = ours[name][-1], peer[name][-1]
+                    print(f"  {name[-60:]:60} ours {_cell(o):>9}  graphnet {_cell(p):>9}", flush=True)
+            finally:
+                in_batch.close()
     report(names, ours, peer, rounds)
 
 
@@ -106,7 +139,7 @@ def _median_ok(results: list[dict]) -> float | None:
 
 
 def report(names: list[str], ours: dict, peer: dict, rounds: int) -> None:
-    print(f"\nper sample, median of {rounds} round(s), seconds inside the process, imports excluded")
+    print(f"\nper sample, median of {rounds} round(s), seconds after the imports (ours: in a batch worker)")
     print(f"{'sample':60} {'ours':>8} {'graphnet':>9} {'ratio':>7}")
     both, ratios = [], []
     for name in names:
@@ -168,12 +201,7 @@ def main() -> None:
     parser.add_argument("--race-peer", action="store_true", help="ours against GraphNet's extractor, per sample")
     parser.add_argument("--workers-throughput", action="store_true", help="batch samples/min, 1 and 2 workers, Dask")
     parser.add_argument("--rounds", type=int, default=1, help="alternating rounds; medians are reported")
-    parser.add_argument("--one", nargs=3, metavar=("ROOT", "NAME", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.one:
-        root, name, out = args.one
-        run_ours_once(Path(root), name, Path(out))
-        return
     root = shared("graphnet_samples")
     names = sample_names(root)
     if not (args.race_peer or args.workers_throughput):
