@@ -13,7 +13,7 @@ import time
 import torch
 
 import bwd_widgets as bw
-from bwd_widgets.core.trace import copy_graph_module
+from bwd_widgets.core.codegen import copy_graph_module
 from bwd_widgets.examples import Transformer
 
 from _util import browser_first_paints, median, timed

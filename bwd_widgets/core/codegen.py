@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 import re
 
 import torch.fx
+from torch.fx._lazy_graph_module import _LazyGraphModule
 
 _EXTRA_IMPORTS = (
     (re.compile(r"\bdevice\("), "from torch import device"),
@@ -13,16 +13,28 @@ _EXTRA_IMPORTS = (
 )
 
 
+def copy_graph_module(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A structural copy (node metadata shallow-copied), for graphs that get rewritten.
+
+    Lazy: its Python code is generated only if something reads or runs it.
+    """
+    graph = torch.fx.Graph()
+    output = graph.graph_copy(gm.graph, {})
+    graph.output(output)
+    result = _LazyGraphModule(gm, graph)
+    result.meta.update(gm.meta)
+    return result
+
+
 def without_none_outputs(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """A copy of gm whose returned tuple drops `None` (gradients of inputs that need none)."""
-    graph = copy.deepcopy(gm.graph)
-    output = graph.output_node()
+    result = copy_graph_module(gm)
+    output = result.graph.output_node()
     values = output.args[0]
     if isinstance(values, (tuple, list)):
         output.args = (tuple(v for v in values if v is not None),)
-    graph.eliminate_dead_code()
-    result = torch.fx.GraphModule(gm, graph)
-    result.meta.update(gm.meta)
+    result.graph.eliminate_dead_code()
+    result.recompile()
     return result
 
 

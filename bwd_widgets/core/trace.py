@@ -12,10 +12,9 @@ from typing import Any, NamedTuple
 
 import torch
 import torch.fx
-from torch.fx._lazy_graph_module import _LazyGraphModule
 
 from . import analysis
-from .codegen import graphnet_code, without_none_outputs
+from .codegen import copy_graph_module, graphnet_code, without_none_outputs
 from .errors import one_line
 from .memory import MemoryProfile, profile
 from .partitioners import Partitioner, resolve_partitioner
@@ -30,17 +29,6 @@ class InputSource(NamedTuple):
     """`bn.weight`, or the argument name."""
     key: str
     """The argument name (inputs) or qualified parameter name, as in `autograd_gradients`."""
-
-
-def copy_graph_module(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """A structural copy (node metadata shallow-copied): partitioners rewrite the graph they are given.
-
-    Lazy: its Python code is generated only if something reads or runs it, which partitioners do not.
-    """
-    graph = torch.fx.Graph()
-    output = graph.graph_copy(gm.graph, {})
-    graph.output(output)
-    return _LazyGraphModule(gm, graph)
 
 
 def _fingerprint(gm: torch.fx.GraphModule) -> tuple:
@@ -178,19 +166,19 @@ class Partition:
     @cached_property
     def recomputed(self) -> list[tuple[str, str]]:
         """Forward ops the partitioner chose to recompute in backward: (node name, op)."""
-        return analysis.recomputed(self.backward)
+        return analysis.recomputed(self.backward_with_nones)
 
     @cached_property
     def recomputed_random_ops(self) -> list[str]:
         """Random ops (dropout...) recomputed in backward: their numbers are drawn again there."""
-        return analysis.random_ops(self.backward, {name for name, _ in self.recomputed})
+        return analysis.random_ops(self.backward_with_nones, {name for name, _ in self.recomputed})
 
     @cached_property
     def node_flops(self) -> dict[str, int]:
-        """FLOPs of each backward node, by torch's FLOP counter on fake tensors."""
+        """FLOPs of each backward node, by torch's FLOP counter on fake tensors (the same nodes as `backward`)."""
         from .flops import node_flops
 
-        return node_flops(self.backward)
+        return node_flops(self.backward_with_nones)
 
     @cached_property
     def memory(self) -> MemoryProfile:
