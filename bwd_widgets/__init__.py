@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .batch import extract_many
+from .batch import BatchError, extract_many
 from .core.analysis import GradientOutput, SavedTensor, TensorInfo
 from .core.errors import (
     BwdWidgetsError,
@@ -26,6 +26,7 @@ from .core.trace import InputSource, Partition, Trace
 from .extraction import BackwardExtraction
 from .extractor import clear_trace_cache, default_requires_grad, extract
 from .graphnet import GraphNetSample, TensorMeta, load_graphnet_sample
+from .graphnet_writer import OutputError
 from .studio import Comparison, Sweep, SweepPoint, compare, diff, sweep
 from .views import plot
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BackwardExtraction",
     "BackwardGraphWidget",
+    "BatchError",
     "BwdWidgetsError",
     "Comparison",
     "ExtractionFailed",
@@ -45,6 +47,7 @@ __all__ = [
     "InputSource",
     "NoDifferentiableOutputError",
     "NothingRequiresGradError",
+    "OutputError",
     "Partition",
     "Partitioner",
     "PartitionerError",

@@ -120,6 +120,11 @@ def extract(
     parameters = dict(model.named_parameters()) if isinstance(model, torch.nn.Module) else {}
     decided = _decide_requires_grad(requires_grad, graphnet_rule, arg_names, example_inputs, parameters, rule_names)
     if not any(decided.values()):
+        if graphnet_rule and requires_grad is None:
+            raise NothingRequiresGradError(
+                f"GraphNet's rule leaves no input of {name} requiring grad (it skips integer tensors and names "
+                f"containing {', '.join(NO_GRAD_KEYWORDS)}): pass requires_grad={{'name': True}} to choose which do."
+            )
         raise NothingRequiresGradError(
             "no input or parameter requires grad: pass floating-point inputs, parameters that require "
             "grad, or requires_grad={'name': True} to choose which do."

@@ -21,6 +21,23 @@ def test_nothing_requires_grad():
     assert "requires grad" in _one_sentence(error)
 
 
+def test_nothing_requires_grad_in_a_sample_names_graphnets_rule(tmp_path):
+    (tmp_path / "model.py").write_text(
+        "import torch\n\nclass GraphModule(torch.nn.Module):\n"
+        "    def forward(self, attention_mask, ids):\n        return (attention_mask * ids).sum()\n"
+    )
+    (tmp_path / "weight_meta.py").write_text(
+        "class Program_weight_tensor_meta_attention_mask:\n    name = 'attention_mask'\n    shape = [4]\n"
+        "    dtype = 'torch.float32'\n    device = 'cpu'\n    mean = 1.0\n    std = 0.0\n\n"
+        "class Program_weight_tensor_meta_ids:\n    name = 'ids'\n    shape = [4]\n    dtype = 'torch.int64'\n"
+        "    device = 'cpu'\n    mean = None\n    std = None\n    data = [1, 2, 3, 4]\n"
+    )
+    with pytest.raises(bw.NothingRequiresGradError) as error:
+        bw.extract(bw.load_graphnet_sample(tmp_path))
+    text = _one_sentence(error)
+    assert "GraphNet's rule" in text and "mask" in text and "requires_grad=" in text
+
+
 def test_no_differentiable_output():
     with pytest.raises(bw.NoDifferentiableOutputError) as error:
         bw.extract(lambda x: (x > 0).sum(), torch.randn(4))
