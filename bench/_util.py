@@ -18,6 +18,21 @@ sys.path.insert(0, str(ROOT))
 warnings.filterwarnings("ignore", category=FutureWarning)
 
 
+def add_sample_arguments(parser) -> None:
+    """`--samples ROOT` and `--list FILE`: the 16 shared samples by default, any other set (held-out ones) alike."""
+    parser.add_argument("--samples", type=Path, help="samples root (default ../shared/graphnet_samples)")
+    parser.add_argument(
+        "--list", type=Path, help="sample paths relative to the root, one a line (default ROOT/dev_list.txt)"
+    )
+
+
+def chosen_samples(args) -> tuple[Path, list[str]]:
+    root = args.samples or shared("graphnet_samples")
+    listing = args.list or root / "dev_list.txt"
+    names = [line.strip() for line in listing.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    return root, names
+
+
 def shared(*parts) -> Path:
     path = SHARED.joinpath(*parts)
     if not path.exists():

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _util import shared
+from _util import add_sample_arguments, chosen_samples
 
 PEER = Path(__file__).resolve().parents[2] / "shared" / "peer"
 TIMEOUT = 900
@@ -84,13 +84,13 @@ def run_child(who: str, root: Path, name: str, out: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=1, help="alternating rounds; medians are reported")
+    add_sample_arguments(parser)
     parser.add_argument("--child", nargs=4, metavar=("WHO", "ROOT", "NAME", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(*args.child)
         return
-    root = shared("graphnet_samples")
-    names = [line.strip() for line in (root / "dev_list.txt").read_text().splitlines() if line.strip()]
+    root, names = chosen_samples(args)
     runs: dict[tuple[str, str], list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="bwd_aot_share_") as scratch:
         for round_index in range(args.rounds):

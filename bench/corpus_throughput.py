@@ -28,14 +28,10 @@ from pathlib import Path
 import bwd_widgets.batch as batch
 from bwd_widgets.graphnet_writer import prepare_output
 
-from _util import ROOT, shared
+from _util import ROOT, add_sample_arguments, chosen_samples
 
 PEER = ROOT.parent / "shared" / "peer" / "run_backward_extractor.py"
 SAMPLE_TIMEOUT = 900
-
-
-def sample_names(root: Path) -> list[str]:
-    return [line.strip() for line in (root / "dev_list.txt").read_text().splitlines() if line.strip()]
 
 
 # --- one sample of ours, in this process (aot_share.py runs it in a fresh process per sample) -------
@@ -201,9 +197,9 @@ def main() -> None:
     parser.add_argument("--race-peer", action="store_true", help="ours against GraphNet's extractor, per sample")
     parser.add_argument("--workers-throughput", action="store_true", help="batch samples/min, 1 and 2 workers, Dask")
     parser.add_argument("--rounds", type=int, default=1, help="alternating rounds; medians are reported")
+    add_sample_arguments(parser)
     args = parser.parse_args()
-    root = shared("graphnet_samples")
-    names = sample_names(root)
+    root, names = chosen_samples(args)
     if not (args.race_peer or args.workers_throughput):
         args.race_peer = args.workers_throughput = True
     if args.race_peer:
