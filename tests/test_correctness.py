@@ -213,10 +213,13 @@ def test_the_users_compiled_code_is_not_recompiled():
 
 
 def test_a_dropped_extraction_frees_its_graphs_and_real_values_on_both_routes():
-    """Nothing global (Dynamo's table of backends, the compiled code) keeps a capture alive."""
+    """Nothing global (Dynamo's table of backends, compiled code kept on code the user compiled too)
+    keeps a capture alive."""
     import gc
     import weakref
 
+    users_own = torch.compile(nn.Linear(3, 2), backend=lambda gm, example_inputs: gm.forward)
+    users_own(torch.randn(4, 3))  # Linear.forward now holds compiled code that must stay
     for capture_scalars in (True, False):  # torch.fx, then Dynamo
         extraction = bw.extract(nn.Linear(3, 2), torch.randn(4, 3), capture_scalars=capture_scalars, cache=False)
         partition = weakref.ref(extraction.partitions[0])
