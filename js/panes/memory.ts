@@ -7,6 +7,7 @@ import { formatBytes } from "../format";
 import { moduleBars, pointAt, timelineGeometry, type TimelineGeometry } from "../memory";
 import type { PaneContext } from "../model";
 import type { GraphData, MemoryPoint } from "../types";
+import { chartAxes } from "./axes";
 import type { Pane } from "./pane";
 
 const WIDTH = 480;
@@ -46,18 +47,8 @@ export function memoryPane({ model, signal, select, openModule }: PaneContext): 
     const memory = data.memory;
     const sweep = model.get("sweep_points") ?? [];
     const g = (geometry = timelineGeometry(memory, BOX, sweep));
-    const axes = svgElement("g", { class: "bwd-axes" });
-    for (const tick of g.yTicks) {
-      axes.append(
-        svgElement("line", { x1: String(BOX.left), x2: String(BOX.right), y1: String(tick.at), y2: String(tick.at), class: "bwd-grid" }),
-        svgElement("text", { x: String(BOX.left - 4), y: String(tick.at + 3), "text-anchor": "end" }, formatBytes(tick.value)),
-      );
-    }
-    for (const tick of g.xTicks) {
-      axes.appendChild(svgElement("text", { x: String(tick.at), y: String(BOX.bottom + 12), "text-anchor": "middle" }, String(tick.value)));
-    }
+    const axes = chartAxes(BOX, { ticks: g.yTicks, format: formatBytes }, { ticks: g.xTicks, format: String }, 12);
     axes.append(
-      svgElement("path", { d: `M${BOX.left} ${BOX.top}V${BOX.bottom}H${BOX.right}`, class: "bwd-axis" }),
       svgElement("text", { x: String((BOX.left + BOX.right) / 2), y: String(HEIGHT - 6), "text-anchor": "middle" }, "ops run, forward then backward \u2192"),
       svgElement("line", { x1: String(g.backwardX), x2: String(g.backwardX), y1: String(BOX.top), y2: String(BOX.bottom), class: "bwd-phase" }),
       svgElement("text", { x: String(g.backwardX - 3), y: String(BOX.bottom - 4), "text-anchor": "end" }, "forward"),

@@ -7,6 +7,7 @@ import { formatBytes } from "../format";
 import { setTrait, type Model, type PaneContext, type SweepReply } from "../model";
 import { chartGeometry, paretoPoints } from "../sweep";
 import type { ComparisonRow, SweepPoint } from "../types";
+import { chartAxes } from "./axes";
 import type { Pane } from "./pane";
 
 const COMPARE_COLUMNS: [string, (r: ComparisonRow) => string][] = [
@@ -53,18 +54,8 @@ function renderChart(host: HTMLElement, readout: HTMLElement, model: Model, sign
   if (!points.length) return;
   const chart = chartGeometry(points, BOX);
   const svg = svgElement("svg", { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, class: "bwd-sweep-svg", role: "img" });
-  const axes = svgElement("g", { class: "bwd-axes" });
-  for (const tick of chart.yTicks) {
-    axes.append(
-      svgElement("line", { x1: String(BOX.left), x2: String(BOX.right), y1: String(tick.at), y2: String(tick.at), class: "bwd-grid" }),
-      svgElement("text", { x: String(BOX.left - 4), y: String(tick.at + 3), "text-anchor": "end" }, formatFlops(tick.value)),
-    );
-  }
-  for (const tick of chart.xTicks) {
-    axes.appendChild(svgElement("text", { x: String(tick.at), y: String(BOX.bottom + 13), "text-anchor": "middle" }, formatBytes(tick.value)));
-  }
+  const axes = chartAxes(BOX, { ticks: chart.yTicks, format: formatFlops }, { ticks: chart.xTicks, format: formatBytes }, 13);
   axes.append(
-    svgElement("path", { d: `M${BOX.left} ${BOX.top}V${BOX.bottom}H${BOX.right}`, class: "bwd-axis" }),
     svgElement("text", { x: String((BOX.left + BOX.right) / 2), y: String(HEIGHT - 8), "text-anchor": "middle" }, "saved activation bytes \u2192"),
     svgElement("text", { x: "12", y: String((BOX.top + BOX.bottom) / 2), "text-anchor": "middle", transform: `rotate(-90 12 ${(BOX.top + BOX.bottom) / 2})` }, "recompute FLOPs \u2192"),
   );
