@@ -33,8 +33,10 @@ import torch
 from .core.errors import BwdWidgetsError, one_line
 from .core.partitioners import resolve_partitioner
 from .graphnet_writer import (
+    LAYOUTS,
     SPLITS,
     TRAIN_SPLITS,
+    Layout,
     OutputError,
     check_target,
     clean_stale_staging,
@@ -43,6 +45,7 @@ from .graphnet_writer import (
     new_stamp,
     output_name,
     prepare_output,
+    sample_path,
     staging,
     write_eval_copy,
     write_extraction,
@@ -76,6 +79,8 @@ class Job:
     name: str
     """The output name: the sample's path relative to the samples root, as GraphNet keys its outputs."""
     folder: Path
+    listed: ListBase | None = None
+    """Set when the sample came from a list file: how its entry was resolved."""
 
 
 @dataclass
@@ -86,30 +91,63 @@ class Batch:
     settings: dict
     device: str = "cpu"
     previous: dict[str, dict] = field(default_factory=dict)
-    """Records of an earlier run from `summary.json`, by name (with resume only)."""
+    """Records of earlier runs from `summary.json`, by name."""
+    layout: Layout = "graphnet"
+    validate: bool = False
+    """Run GraphNet's validation steps on every written sample, in the worker that wrote it."""
+    resume: bool = False
+    """Skip samples whose outputs are complete and made with these settings."""
 
 
 def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def _sample_paths(paths: Sequence, list_file: Path | None) -> tuple[list[Path], Path | None]:
+@dataclass(frozen=True)
+class ListBase:
+    """The folder a list file's relative entries were resolved against, and how it was chosen."""
+
+    folder: Path
+    list_file: Path
+    how: str
+
+
+def _list_entries(list_file: Path) -> list[str]:
+    if not list_file.is_file():
+        raise BatchError(f"the list {list_file} is not a file: give a file of sample paths, one a line.")
+    lines = (line.strip() for line in list_file.read_text().splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def _list_base(entries: list[str], list_file: Path, root: str | os.PathLike | None) -> ListBase:
+    """Relative entries are relative to `--root`; without it, to the list's folder or the current folder,
+    whichever holds more of them (the list's folder on a tie), as GraphNet's lists are kept beside the samples
+    while `tar -T` and `rsync --files-from` lists are relative to where one stands."""
+    if root is not None:
+        return ListBase(Path(os.path.abspath(root)), list_file, "--root")
+    relative = [entry for entry in entries if not os.path.isabs(entry)]
+    candidates = [(Path(os.path.abspath(list_file.parent)), "the list's folder"), (Path.cwd(), "the current folder")]
+    found = [sum((folder / entry).is_dir() for entry in relative) for folder, _ in candidates]
+    folder, how = candidates[1] if found[1] > found[0] else candidates[0]
+    return ListBase(folder, list_file, how)
+
+
+def _sample_paths(
+    paths: Sequence, list_file: Path | None, root: str | os.PathLike | None
+) -> tuple[list[Path], ListBase | None]:
     folders = [Path(os.path.abspath(p)) for p in paths]
     if list_file is None:
         return folders, None
     list_file = Path(list_file)
-    if not list_file.is_file():
-        raise BatchError(f"the list {list_file} is not a file: give a file of sample paths, one a line.")
-    base = Path(os.path.abspath(list_file.parent))
-    for line in list_file.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            folders.append(Path(os.path.abspath(base / line)))
+    entries = _list_entries(list_file)
+    base = _list_base(entries, list_file, root)
+    folders += [Path(os.path.abspath(base.folder / entry)) for entry in entries]
     return folders, base
 
 
 def _samples_root(folders: list[Path], root: str | os.PathLike | None, list_base: Path | None) -> Path:
-    """`root` if given; else the list's folder when it holds every sample; else the samples' common parent."""
+    """`root` if given; else the folder list entries are relative to when it holds every sample; else the
+    samples' common parent."""
     if root is not None:
         root = Path(os.path.abspath(root))
         for folder in folders:
@@ -121,10 +159,11 @@ def _samples_root(folders: list[Path], root: str | os.PathLike | None, list_base
     return Path(os.path.commonpath([folder.parent for folder in folders]))
 
 
-def _read_previous(out: Path, resume: bool) -> dict[str, dict]:
+def _read_previous(out: Path, resume: bool) -> tuple[dict[str, dict], Layout | None]:
+    """The records of `summary.json` by name, and the layout it was written with (None: no summary)."""
     path = out / "summary.json"
     if not path.exists():
-        return {}
+        return {}, None
     try:
         document = json.loads(path.read_text())
         ours = isinstance(document, dict) and document.get("written_by") == SUMMARY_WRITER
@@ -135,12 +174,15 @@ def _read_previous(out: Path, resume: bool) -> dict[str, dict]:
             f"{path} is not a summary that bwd-extract wrote (foreign or corrupt): move it away or choose another "
             "output folder."
         )
-    if not resume:
-        return {}
+    layout = document.get("layout", "flat")  # summaries from before the layout was recorded were flat
+    if layout not in LAYOUTS:
+        raise BatchError(f"{path} names the unknown layout {layout!r}: move it away or choose another output folder.")
     records = document.get("samples")
     if not isinstance(records, list) or not all(isinstance(r, dict) and "name" in r for r in records):
-        raise BatchError(f"{path} has no list of sample records: move it away, or rerun without --resume.")
-    return {r["name"]: r for r in records}
+        if resume:
+            raise BatchError(f"{path} has no list of sample records: move it away, or rerun without --resume.")
+        return {}, layout
+    return {r["name"]: r for r in records}, layout
 
 
 def plan(
@@ -154,10 +196,17 @@ def plan(
     mode: str = "real",
     device: str = "cpu",
     resume: bool = False,
+    layout: Layout | None = None,
+    validate: bool = False,
 ) -> Batch:
-    """Name every sample and check every path; one-sentence errors, and nothing written (`run` creates `out`)."""
+    """Name every sample and check every path; one-sentence errors, and nothing written (`run` creates `out`).
+
+    layout: None keeps the layout an existing output folder was written with, else GraphNet's ("graphnet").
+    """
     if mode not in ("real", "fake"):
         raise BatchError(f"unknown mode {mode!r}: use 'real' or 'fake'.")
+    if layout is not None and layout not in LAYOUTS:
+        raise BatchError(f"unknown layout {layout!r}: use 'graphnet' (GraphNet's own) or 'flat'.")
     if not isinstance(partitioner, str):
         raise BatchError("a batch takes a registered partitioner name: worker processes cannot share a function.")
     resolved = resolve_partitioner(partitioner, memory_budget)
@@ -167,11 +216,15 @@ def plan(
         "mode": mode,
         "torch": torch.__version__,
     }
-    folders, list_base = _sample_paths(paths, list_file)
+    if validate:
+        settings["validate"] = True  # only then: outputs written before validation existed keep their settings
+    folders, list_base = _sample_paths(paths, list_file, root)
     if not folders:
         raise BatchError("no samples given: pass sample folders or a list file of sample paths.")
-    samples_root = _samples_root(folders, root, list_base)
+    samples_root = _samples_root(folders, root, list_base.folder if list_base else None)
     jobs = [Job(output_name(folder.relative_to(samples_root).as_posix()), folder) for folder in folders]
+    if list_base is not None:
+        jobs = [Job(job.name, job.folder, list_base) if _inside(job.folder, list_base.folder) else job for job in jobs]
 
     repeated = [name for name, count in Counter(job.name for job in jobs).items() if count > 1]
     if repeated:
@@ -201,8 +254,9 @@ def plan(
                     f"the input sample {job.folder} overlaps {out / split / job.name}, which this batch writes: "
                     "choose another output folder."
                 )
-    previous = _read_previous(out, resume) if out.is_dir() else {}
-    return Batch(out, samples_root, jobs, settings, device, previous)
+    previous, previous_layout = _read_previous(out, resume) if out.is_dir() else ({}, None)
+    chosen: Layout = layout or previous_layout or "graphnet"
+    return Batch(out, samples_root, jobs, settings, device, previous, chosen, validate, resume)
 
 
 # --- the summary ----------------------------------------------------------------------------------
@@ -222,6 +276,11 @@ class BatchSummary:
         return {status: sum(r["status"] == status for r in self.records) for status in STATUSES}
 
     @property
+    def validation(self) -> dict[str, int]:
+        """Samples whose written folders all passed GraphNet's validation steps, and those where one failed."""
+        return validation_counts(self.records)
+
+    @property
     def failed(self) -> list[dict]:
         return [r for r in self.records if r["status"] in FAILED]
 
@@ -236,16 +295,25 @@ class BatchSummary:
                 f"{r.get('reason', '')}"
             )
         counts = ", ".join(f"{n} {s}" for s, n in self.counts.items() if n)
+        validated = self.validation
+        if any(validated.values()):
+            counts += f"; validated {validated['passed']} passed, {validated['failed']} failed"
         lines.append(f"{counts}{'; interrupted' if self.interrupted else ''}; summary in {self.out / 'summary.json'}")
         return "\n".join(lines)
 
 
-def write_summary(out: Path, settings: dict, records: list[dict]) -> None:
+def validation_counts(records: list[dict]) -> dict[str, int]:
+    return {outcome: sum(r.get("validation") == outcome for r in records) for outcome in ("passed", "failed")}
+
+
+def write_summary(out: Path, settings: dict, records: list[dict], layout: Layout = "graphnet") -> None:
     """Replace `summary.json` atomically: a killed batch leaves the previous one or this one, whole."""
     document = {
         "written_by": SUMMARY_WRITER,
+        "layout": layout,
         "settings": settings,
         "counts": {status: sum(r["status"] == status for r in records) for status in STATUSES},
+        "validation": validation_counts(records),
         "samples": records,
     }
     temporary = out / f".bwd_widgets_summary_{uuid.uuid4().hex}.json"
@@ -293,16 +361,31 @@ def make_request(batch: Batch, job: Job) -> dict:
         "device": batch.device,
         "settings": batch.settings,
         "stamp": new_stamp(batch.settings),
+        "layout": batch.layout,
+        "validate": batch.validate,
         "files": {},
     }
     if not job.folder.is_dir():
-        request["error"] = f"SampleError: {job.folder} is not a folder: pass a GraphNet sample folder holding model.py."
+        request["error"] = f"SampleError: {_missing(job)}"
         return request
     try:
         request["files"] = read_files(job.folder)
     except OSError as error:
         request["error"] = f"SampleError: {job.folder} could not be read: {error.strerror or error}."
     return request
+
+
+def _missing(job: Job) -> str:
+    """Why a sample folder is not there, saying where a list entry was looked for and how to change it."""
+    if job.listed is None:
+        return f"{job.folder} is not a folder: pass a GraphNet sample folder holding model.py."
+    listed = job.listed
+    entry = job.folder.relative_to(listed.folder).as_posix()
+    return (
+        f"{entry} from the list {listed.list_file} is not a folder under {listed.folder} ({listed.how}): list "
+        "entries are relative to --root DIR, else to the list's folder or the current folder, whichever holds "
+        "them; pass --root."
+    )
 
 
 def run_sample(request: dict) -> dict:
@@ -312,6 +395,7 @@ def run_sample(request: dict) -> dict:
     """
     from .extractor import clear_trace_cache, extract
     from .graphnet import load_graphnet_sample
+    from .graphnet_validate import Validator
 
     name, started = request["name"], time.perf_counter()
     record: dict = {"name": name}
@@ -322,6 +406,7 @@ def run_sample(request: dict) -> dict:
         folder.mkdir(parents=True)
         unpack(request["files"], folder)
         settings = request["settings"]
+        validator = Validator() if request.get("validate") else None
         try:
             sample = load_graphnet_sample(folder, device=request["device"])
             extraction = extract(
@@ -332,7 +417,8 @@ def run_sample(request: dict) -> dict:
                 name=name,
                 cache=False,
             )
-            write_extraction(extraction, Path(scratch) / "out", name, request["stamp"])
+            layout = request.get("layout", "graphnet")
+            write_extraction(extraction, Path(scratch) / "out", name, request["stamp"], layout, validator)
             summary, notes = extraction.summary(), extraction.notes
             del sample, extraction
             files = read_files(Path(scratch) / "out")
@@ -346,6 +432,8 @@ def run_sample(request: dict) -> dict:
             gc.collect()
     record.update(status="ok", seconds=round(time.perf_counter() - started, 3), settings=settings)
     record.update({key: summary[key] for key in FIGURES})
+    if validator is not None:
+        record.update(validator.record(Path(scratch) / "out"))
     if notes:
         record["notes"] = notes
     record["files"] = files
@@ -354,16 +442,16 @@ def run_sample(request: dict) -> dict:
 
 def store(out: Path, request: dict, result: dict) -> None:
     """In the client: stage the worker's files and the input's copy, then swap all splits in at once."""
-    name = result["name"]
+    name, layout = result["name"], request["layout"]
     files = result.pop("files")
+    folders = tuple(sample_path(split, name, layout) + "/" for split in TRAIN_SPLITS)
     for relative in files:
-        split, _, rest = relative.partition("/")
-        if split not in TRAIN_SPLITS or not rest.startswith(name + "/"):
+        if not relative.startswith(folders):
             raise OutputError(f"a worker returned the file {relative!r}, which is not an output of {name}.")
     with staging(out) as stage:
         unpack(files, stage)
         write_eval_copy(stage, name, request["files"], request["stamp"])
-        install(out, stage, name, SPLITS)
+        install(out, stage, name, SPLITS, layout)
 
 
 # --- worker processes -------------------------------------------------------------------------------
@@ -516,6 +604,18 @@ def _crash_reason(returncode: int | None, detail: str, files: dict[str, bytes]) 
     if b"cuda" in files.get("model.py", b"") and not torch.cuda.is_available():
         reason += "; model.py mentions cuda, which this machine has not got"
     return " ".join(reason.split())[:300]
+
+
+class InProcessPool:
+    """Samples run in this process, one after another: for callers that are themselves a worker (GraphNet's
+    sample-pass driver runs each pass in the process it starts)."""
+
+    def results(self, requests: Iterator[dict], count: int) -> Iterator[dict]:
+        for request in requests:
+            yield run_sample(request)
+
+    def close(self) -> None:
+        pass
 
 
 class LocalPool:
@@ -695,30 +795,38 @@ def run(
     workers: int | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     scheduler: object = None,
-    resume: bool = False,
+    resume: bool | None = None,
     progress: bool = True,
     on_record: Callable[[dict], None] | None = None,
 ) -> BatchSummary:
     """Extract every sample of `batch`; Ctrl-C stops it with the summary of what is done.
 
     scheduler: None for worker processes here, "local" for a local Dask cluster, a Dask scheduler
-    address, or a `distributed.Client`. resume: skip samples whose outputs are complete and made with
-    these settings, keeping their figures.
+    address, a `distributed.Client`, or "in-process" to run the samples in this process. resume: as
+    planned (`plan(resume=...)`), unless given here.
     """
     from tqdm.auto import tqdm
 
+    resume = batch.resume if resume is None else resume
     workers = workers or cores()
-    out, settings = batch.out, batch.settings
-    pool = DaskPool(scheduler, workers, timeout) if scheduler is not None else LocalPool(workers, timeout)
+    out, settings, layout = batch.out, batch.settings, batch.layout
+    pool: InProcessPool | LocalPool | DaskPool
+    if scheduler == "in-process":
+        pool = InProcessPool()
+    elif scheduler is not None:
+        pool = DaskPool(scheduler, workers, timeout)
+    else:
+        pool = LocalPool(workers, timeout)
     try:
         prepare_output(out)
     except OutputError:
         pool.close()
         raise
     clean_stale_staging(out)
-    records: dict[str, dict] = dict(batch.previous)
     job_names = [job.name for job in batch.jobs]
     in_batch = set(job_names)
+    # other samples' records are kept; this batch's own only when resuming (else they are redone)
+    records: dict[str, dict] = {n: r for n, r in batch.previous.items() if resume or n not in in_batch}
     bar = tqdm(total=len(batch.jobs), desc="bwd-extract", unit="sample", file=sys.stderr, disable=not progress)
 
     def ordered() -> list[dict]:
@@ -726,7 +834,7 @@ def run(
 
     def finish(record: dict) -> None:
         records[record["name"]] = record
-        write_summary(out, settings, ordered())
+        write_summary(out, settings, ordered(), layout)
         bar.update(1)
         bar.set_postfix_str(record["name"][-40:])
         if on_record is not None:
@@ -734,14 +842,14 @@ def run(
 
     todo = []
     for job in batch.jobs:
-        if resume and is_complete(out, job.name, settings):
+        if resume and is_complete(out, job.name, settings, layout=layout):
             kept = batch.previous.get(job.name, {})
             kept = kept if kept.get("settings") == settings else {}
             finish({**kept, "name": job.name, "status": "skipped", "settings": settings})
             continue
         try:
             for split in SPLITS:
-                check_target(out, split, job.name)
+                check_target(out, split, job.name, layout)
         except OutputError as error:
             finish({"name": job.name, "status": "error", "reason": str(error)})
             continue
@@ -789,13 +897,18 @@ def extract_many(
     client: object = None,
     resume: bool = False,
     progress: bool = True,
+    layout: Layout | None = None,
+    validate: bool = False,
 ) -> BatchSummary:
     """Extract many GraphNet samples into `out` as `bwd-extract` does, with a progress bar.
 
-    Writes `out/{eval_forward,train_forward,train_backward}/REL` (REL: the sample's path relative to
-    `root`, by default the samples' common parent) and `out/summary.json`. Each sample runs in a worker
-    process (`workers`, default one per core; `timeout` seconds each), or on Dask with `client` (a
-    `distributed.Client`, a scheduler address, or "local"). Returns the summary, one row per sample.
+    Writes `out/eval_forward/REL`, `out/train_forward/REL/NAME_train_forward`,
+    `out/train_backward/REL/NAME_train_backward` (REL: the sample's path relative to `root`, by default the
+    samples' common parent; NAME: its folder's name), as GraphNet's extractor does, and `out/summary.json`.
+    `layout="flat"` writes `train_*/REL` instead. validate: run GraphNet's validation steps on every written
+    sample and write its `graph_hash.txt`. Each sample runs in a worker process (`workers`, default one per
+    core; `timeout` seconds each), or on Dask with `client` (a `distributed.Client`, a scheduler address,
+    or "local"). Returns the summary, one row per sample.
     """
     batch = plan(
         paths,
@@ -806,5 +919,7 @@ def extract_many(
         mode=mode,
         device=device,
         resume=resume,
+        layout=layout,
+        validate=validate,
     )
-    return run(batch, workers=workers, timeout=timeout, scheduler=client, resume=resume, progress=progress)
+    return run(batch, workers=workers, timeout=timeout, scheduler=client, progress=progress)

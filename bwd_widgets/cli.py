@@ -12,13 +12,16 @@ from pathlib import Path
 from .batch import DEFAULT_TIMEOUT, plan, run
 from .core.errors import BwdWidgetsError
 from .core.partitioners import partitioner_names
+from .graphnet_writer import LAYOUTS
 
 EXAMPLE = """examples:
   bwd-extract ../shared/graphnet_samples/torchvision/mobilenet_v2 --out out/
-  bwd-extract --list ../shared/graphnet_samples/dev_list.txt --out out/ --workers 2 --resume
-  bwd-extract --list samples.txt --out out/ --scheduler tcp://10.0.0.5:8786
-Writes out/eval_forward/REL, out/train_forward/REL and out/train_backward/REL (REL: the sample's
-path relative to the samples root) and out/summary.json; exits 1 if any sample failed.
+  bwd-extract --list ../shared/graphnet_samples/dev_list.txt --out out/ --workers 2 --resume --validate
+  bwd-extract --list samples.txt --root ~/GraphNet/samples --out out/ --scheduler tcp://10.0.0.5:8786
+Writes out/eval_forward/REL (a copy of the input), out/train_forward/REL/NAME_train_forward and
+out/train_backward/REL/NAME_train_backward, as GraphNet's own extractor does (REL: the sample's path
+relative to the samples root; NAME: the sample folder's name), and out/summary.json. Exits 1 if any
+sample failed or failed validation.
 A sample is code: its model.py runs (in a worker process), so extract only samples you trust.
 Its weight_meta.py and input_meta.py are read as data, never run."""
 
@@ -41,13 +44,20 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("samples", nargs="*", type=Path, metavar="SAMPLE_DIR", help="GraphNet sample folders")
-    parser.add_argument("--list", type=Path, metavar="FILE", help="a file of sample paths, one a line")
+    parser.add_argument(
+        "--list",
+        type=Path,
+        metavar="FILE",
+        help="a file of sample paths, one a line; relative ones are relative to --root, else to the list's folder "
+        "or the current folder, whichever holds more of them",
+    )
     parser.add_argument(
         "--root",
+        "--model-path-prefix",
         type=Path,
         metavar="DIR",
-        help="samples root that output names are relative to (default: the list's folder when it holds "
-        "every sample, else the samples' common parent)",
+        help="samples root that list entries and output names are relative to, as GraphNet's --model-path-prefix "
+        "(default: the folder list entries are found in when it holds every sample, else the samples' common parent)",
     )
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
     parser.add_argument(
@@ -56,6 +66,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--budget", type=float, help="activation memory budget in [0, 1]; implies min_cut")
     parser.add_argument(
         "--mode", choices=("real", "fake"), default="real", help="real runs the model; fake only traces shapes"
+    )
+    parser.add_argument(
+        "--validate",
+        action="store_true",
+        help="run GraphNet's validation on each written sample (it runs as one graph, it re-extracts, the "
+        "re-extraction runs) and write graph_hash.txt as GraphNet's validator does",
+    )
+    parser.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        help="graphnet: train_*/REL/NAME_train_* as GraphNet's extractor writes; flat: train_*/REL "
+        "(default: the layout an existing --out was written with, else graphnet)",
     )
     parser.add_argument(
         "--resume",
@@ -86,6 +108,9 @@ def _status_line(record: dict) -> str:
             f"  {record['seconds']:.1f}s  fw={record['forward_nodes']} bw={record['backward_nodes']}"
             f"  saved activations={record['saved_activation_bytes'] / 1e6:.2f} MB"
         )
+        if "validation" in record:
+            line += f"  validation {record['validation']} ({record['validated_folders']} samples)"
+            line += "".join(f"; {failure}" for failure in record.get("validation_failures", ())[:2])
     elif "reason" in record:
         line += f"  {record['reason']}"
     return line
@@ -115,13 +140,14 @@ def main(argv: list[str] | None = None) -> int:
             mode=args.mode,
             device=args.device,
             resume=args.resume,
+            layout=args.layout,
+            validate=args.validate,
         )
         summary = run(
             batch,
             workers=args.workers,
             timeout=args.timeout,
             scheduler=args.scheduler,
-            resume=args.resume,
             on_record=lambda record: tqdm.write(_status_line(record), file=sys.stderr),
         )
     except BwdWidgetsError as error:
@@ -142,8 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"interrupted: {done} of {len(batch.jobs)} samples done; rerun with --resume", file=sys.stderr)
         return 130
     failed = len(summary.failed)
-    print(
-        f"{done - failed} of {done} samples ok; summary in {args.out / 'summary.json'}",
-        file=sys.stderr,
-    )
-    return 1 if failed else 0
+    validation = summary.validation
+    checked = f"; {validation['passed']} validated, {validation['failed']} failed validation" if args.validate else ""
+    print(f"{done - failed} of {done} samples ok{checked}; summary in {args.out / 'summary.json'}", file=sys.stderr)
+    return 1 if failed or validation["failed"] else 0

@@ -13,7 +13,7 @@ from .core import memory
 from .core.analysis import GradientOutput, SavedTensor, TensorInfo
 from .core.partitioners import resolve_partitioner
 from .core.trace import Partition
-from .graphnet_writer import save_extraction
+from .graphnet_writer import Layout, save_extraction
 
 
 def _count_nodes(gm: torch.fx.GraphModule) -> int:
@@ -161,9 +161,21 @@ class BackwardExtraction:
             "saved_input_bytes": self.saved_input_bytes,
         }
 
-    def save_graphnet(self, out_dir: str | Path, name: str | None = None) -> dict[str, Path]:
-        """Write `train_forward/<name>` and `train_backward/<name>` GraphNet samples."""
-        return save_extraction(self, out_dir, name or self.model_name)
+    def save_graphnet(
+        self, out_dir: str | Path, name: str | None = None, *, layout: Layout = "graphnet", validate: bool = False
+    ) -> dict[str, Path]:
+        """Write the `train_forward` and `train_backward` GraphNet samples, as GraphNet's extractor lays them out.
+
+        `out_dir/train_backward/<name>/<basename>_train_backward` (`layout="flat"`: `out_dir/train_backward/<name>`).
+        validate: run GraphNet's validation steps on each and write `graph_hash.txt` as its validator does;
+        a sample that fails raises ValidationError and nothing is written. Returns the folder of each split.
+        """
+        check = None
+        if validate:
+            from .graphnet_validate import validate_or_raise
+
+            check = validate_or_raise
+        return save_extraction(self, out_dir, name or self.model_name, layout, check)
 
     def __repr__(self) -> str:
         return (

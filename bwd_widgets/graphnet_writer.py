@@ -1,13 +1,19 @@
-"""Write GraphNet samples (`model.py`, `weight_meta.py`, `input_meta.py`, `graph_net.json`) of an extraction.
+"""Write GraphNet samples of an extraction, with the layout and files of GraphNet's own extractor.
+
+GraphNet's `BackwardGraphExtractor` writes `train_forward/<rel>/<basename>_train_forward/` (and the same
+for `train_backward`), each holding `model.py`, `weight_meta.py`, `input_meta.py`,
+`input_tensor_constraints.py` and `graph_net.json`; `eval_forward/<rel>` is a copy of the input sample.
+We write the same (`layout="flat"` keeps the layout of bwd_widgets 0.1: `train_backward/<rel>/`), plus
+`graph_hash.txt` when the sample is validated the way GraphNet's validator does it.
 
 A user's folders are never touched: names stay inside the output folder, and an existing output is
-replaced only when its `graph_net.json` carries our marker and it holds nothing we did not write.
-All splits of a sample are staged, then swapped in with renames, the old ones deleted last.
+replaced only when its `graph_net.json` carries our marker and it holds nothing we did not write (but
+the `graph_hash.txt` that GraphNet's validator adds). All splits of a sample are staged, then swapped
+in with renames, the old ones deleted last.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -16,10 +22,10 @@ import shutil
 import socket
 import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
-from typing import TYPE_CHECKING
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Literal
 
 import torch
 
@@ -35,6 +41,11 @@ MARKER = "bwd_widgets"
 EVAL_SPLIT = "eval_forward"
 TRAIN_SPLITS = ("train_forward", "train_backward")
 SPLITS = (EVAL_SPLIT, *TRAIN_SPLITS)
+Layout = Literal["graphnet", "flat"]
+LAYOUTS: tuple[Layout, ...] = ("graphnet", "flat")
+"""graphnet: as GraphNet's extractor nests its outputs (the default); flat: `split/<rel>/`, as bwd_widgets 0.1 did."""
+VALIDATOR_FILES = frozenset({"graph_hash.txt"})
+"""Files GraphNet's validator writes into a sample it checks: a folder of ours holding them is still ours."""
 STAGING_PREFIX = ".bwd_widgets_tmp_"
 STAGING_OWNER = ".bwd_widgets_staging.json"
 MIN_FREE_BYTES = 16 * 2**20
@@ -107,26 +118,39 @@ def _is_fake(tensor) -> bool:
 
 
 def sample_files(code: str, names: list, values: list, original_names: dict) -> dict[str, str]:
-    """The files of one sample but `graph_net.json`, which is written last."""
+    """The files of one sample but `graph_net.json`, which is written last.
+
+    As GraphNet's extractor writes them: every graph input in `weight_meta.py`, an empty `input_meta.py`
+    and an empty `input_tensor_constraints.py` (static shapes have no constraints).
+    """
     metas = "\n\n".join(meta_class(n, v, original_names.get(n)) for n, v in zip(names, values))
-    return {
-        "model.py": code,
-        "weight_meta.py": metas,
-        "input_meta.py": "",
-        "graph_hash.txt": hashlib.sha256(code.encode()).hexdigest(),
-    }
+    return {"model.py": code, "weight_meta.py": metas, "input_meta.py": "", "input_tensor_constraints.py": ""}
 
 
 def write_sample(
-    directory: Path, code: str, names: list, values: list, original_names: dict, info: dict, marker: dict | None = None
+    directory: Path,
+    code: str,
+    names: list,
+    values: list,
+    original_names: dict,
+    info: dict,
+    marker: dict | None = None,
+    check: Callable[[Path], None] | None = None,
 ) -> None:
-    """Write one sample folder; `graph_net.json` last, as GraphNet's completion marker."""
+    """Write one sample folder; `graph_net.json` last, as GraphNet's completion marker.
+
+    `check`, if given, runs on the folder before `graph_net.json` is written (validation, which may add
+    `graph_hash.txt`); the marker lists every file the folder then holds.
+    """
     directory.mkdir(parents=True, exist_ok=True)
     files = sample_files(code, names, values, original_names)
     for file_name, text in files.items():
         (directory / file_name).write_text(text)
+    if check is not None:
+        check(directory)
     if marker is not None:
-        info = {**info, MARKER: {**marker, "files": sorted(files)}}
+        written = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file())
+        info = {**info, MARKER: {**marker, "files": written}}
     (directory / "graph_net.json").write_text(json.dumps(info, indent=4) + "\n")
 
 
@@ -155,6 +179,19 @@ def output_name(name: str | os.PathLike) -> str:
     if not parts:
         raise OutputError(f"the sample name {text!r} names no folder: give a sample name such as 'my_model'.")
     return "/".join(parts)
+
+
+def sample_path(split: str, name: str, layout: Layout = "graphnet") -> str:
+    """Where the sample `name` of `split` lives below the output folder.
+
+    GraphNet's extractor writes `train_*` splits into `<split>/<rel>/<basename>_<split>` and copies the
+    input to `eval_forward/<rel>`.
+    """
+    if layout not in LAYOUTS:
+        raise OutputError(f"unknown layout {layout!r}: use 'graphnet' (GraphNet's own) or 'flat'.")
+    if layout == "flat" or split == EVAL_SPLIT:
+        return f"{split}/{name}"
+    return f"{split}/{name}/{PurePosixPath(name).name}_{split}"
 
 
 def settings_of(extraction: BackwardExtraction) -> dict:
@@ -198,18 +235,20 @@ def owned_markers(folder: Path, name: str, split: str) -> list[dict] | None:
         return [m for markers in found for m in markers]
     if marker.get("name") != name or marker.get("split") != split:
         return None
-    listed = set(marker.get("files", ())) | {"graph_net.json"}
+    listed = set(marker.get("files", ())) | {"graph_net.json"} | VALIDATOR_FILES
     for path in folder.rglob("*"):
         if path.is_symlink() or (path.is_file() and path.relative_to(folder).as_posix() not in listed):
             return None
     return [marker]
 
 
-def is_complete(out_dir: Path, name: str, settings: dict, splits: Sequence[str] = SPLITS) -> bool:
+def is_complete(
+    out_dir: Path, name: str, settings: dict, splits: Sequence[str] = SPLITS, layout: Layout = "graphnet"
+) -> bool:
     """Every split of `name` is ours, written together (one run token), with these settings."""
     markers = []
     for split in splits:
-        found = owned_markers(Path(out_dir) / split / name, name, split)
+        found = owned_markers(Path(out_dir) / sample_path(split, name, layout), name, split)
         if found is None:
             return False
         markers += found
@@ -256,12 +295,13 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def check_target(out_dir: Path, split: str, name: str) -> Path:
-    """`out_dir/split/name`, or an OutputError if writing there could touch what is not ours."""
+def check_target(out_dir: Path, split: str, name: str, layout: Layout = "graphnet") -> Path:
+    """Where `split/name` goes under `out_dir`, or an OutputError if writing there could touch what is not ours."""
     out_dir = Path(out_dir)
-    target = out_dir / split / name
+    relative = sample_path(split, name, layout)
+    target = out_dir / relative
     folder = out_dir
-    for part in (split, *name.split("/")[:-1]):
+    for part in relative.split("/")[:-1]:
         folder = folder / part
         if folder.is_symlink():
             raise OutputError(
@@ -286,16 +326,19 @@ def _holds_sample(folder: Path) -> bool:
     return (folder / "graph_net.json").exists() or any(folder.glob("subgraph_*/graph_net.json"))
 
 
-def install(out_dir: Path, stage: Path, name: str, splits: Sequence[str]) -> dict[str, Path]:
-    """Swap `stage/split/name` into `out_dir/split/name` for every split: all of them or none.
+def install(
+    out_dir: Path, stage: Path, name: str, splits: Sequence[str], layout: Layout = "graphnet"
+) -> dict[str, Path]:
+    """Swap each split's sample from `stage` into `out_dir` (same relative path): all of them or none.
 
     Replaced outputs (ours only, checked first) move into the stage and go when the stage is removed.
     Any failure, an interrupt included, puts every folder back as it was.
     """
     out_dir = Path(out_dir)
-    targets = {split: check_target(out_dir, split, name) for split in splits}
+    targets = {split: check_target(out_dir, split, name, layout) for split in splits}
+    staged = {split: stage / sample_path(split, name, layout) for split in splits}
     for split in splits:
-        if not (stage / split / name).is_dir():
+        if not staged[split].is_dir():
             raise OutputError(f"nothing was staged for {split}/{name}: the sample's files are incomplete.")
     undo = []
     try:
@@ -306,8 +349,8 @@ def install(out_dir: Path, stage: Path, name: str, splits: Sequence[str]) -> dic
                 replaced.parent.mkdir(parents=True, exist_ok=True)
                 target.rename(replaced)
                 undo.append((replaced, target))
-            (stage / split / name).rename(target)
-            undo.append((target, stage / split / name))
+            staged[split].rename(target)
+            undo.append((target, staged[split]))
     except BaseException:
         for moved, origin in reversed(undo):
             try:
@@ -321,11 +364,24 @@ def install(out_dir: Path, stage: Path, name: str, splits: Sequence[str]) -> dic
 # --- writing an extraction ------------------------------------------------------------------------
 
 
-def write_extraction(extraction: BackwardExtraction, folder: Path, name: str, stamp: dict) -> None:
-    """Write `train_forward/<name>` and `train_backward/<name>` under `folder` (a stage), with our marker."""
+def write_extraction(
+    extraction: BackwardExtraction,
+    folder: Path,
+    name: str,
+    stamp: dict,
+    layout: Layout = "graphnet",
+    check: Callable[[Path], None] | None = None,
+) -> None:
+    """Write the `train_forward` and `train_backward` samples of `name` under `folder` (a stage), with our marker.
+
+    Several compiled regions (graph breaks) go into `subgraph_N` folders, as GraphNet's extractor writes them.
+    `check` runs on each sample folder before its `graph_net.json` is written.
+    """
     for split in TRAIN_SPLITS:
         for partition in extraction.partitions:
-            relative = Path(name) if len(extraction.partitions) == 1 else Path(name) / f"subgraph_{partition.index}"
+            relative = Path(sample_path(split, name, layout))
+            if len(extraction.partitions) > 1:
+                relative = relative / f"subgraph_{partition.index}"
             if split == "train_forward":
                 gm, code, real = partition.forward, partition.forward_code, partition.forward_inputs
             else:
@@ -340,7 +396,7 @@ def write_extraction(extraction: BackwardExtraction, folder: Path, name: str, st
                 "model_name": f"{Path(name).name}_{split}",
             }
             marker = {"name": name, "split": split, **stamp}
-            write_sample(folder / split / relative, code, names, values, originals, info, marker)
+            write_sample(folder / relative, code, names, values, originals, info, marker, check)
 
 
 def write_eval_copy(folder: Path, name: str, files: dict[str, bytes], stamp: dict) -> None:
@@ -384,15 +440,21 @@ def prepare_output(out_dir: str | os.PathLike) -> Path:
     return out_dir
 
 
-def save_extraction(extraction: BackwardExtraction, out_dir: str | Path, name: str) -> dict[str, Path]:
-    """Write train_forward/<name> and train_backward/<name>, together or not at all.
+def save_extraction(
+    extraction: BackwardExtraction,
+    out_dir: str | Path,
+    name: str,
+    layout: Layout = "graphnet",
+    check: Callable[[Path], None] | None = None,
+) -> dict[str, Path]:
+    """Write the train_forward and train_backward samples of `name`, together or not at all.
 
     `name` must stay inside `out_dir`; an existing output is replaced only if bwd_widgets wrote it.
     """
     name = output_name(name)
     out_dir = prepare_output(out_dir)
     for split in TRAIN_SPLITS:
-        check_target(out_dir, split, name)
+        check_target(out_dir, split, name, layout)
     with staging(out_dir) as stage:
-        write_extraction(extraction, stage, name, new_stamp(settings_of(extraction)))
-        return install(out_dir, stage, name, TRAIN_SPLITS)
+        write_extraction(extraction, stage, name, new_stamp(settings_of(extraction)), layout, check)
+        return install(out_dir, stage, name, TRAIN_SPLITS, layout)

@@ -22,7 +22,7 @@ import bwd_widgets as bw
 import bwd_widgets.batch as batch
 import bwd_widgets.graphnet_writer as graphnet_writer
 from bwd_widgets.cli import main as bwd_extract
-from bwd_widgets.graphnet_writer import SPLITS, OutputError
+from bwd_widgets.graphnet_writer import SPLITS, OutputError, sample_path
 
 MODEL = """import torch
 {prelude}
@@ -114,18 +114,22 @@ def test_inputs_by_absolute_dotdot_and_symlink_paths_extract_and_stay_untouched(
         "an input changed, or something was written outside --out"
     )
     names = ["a/net", "b/net", "c/linked", "d/absolute"]
-    assert [(r["name"], r["status"]) for r in summary_of(out)["samples"]] == [("conv_bn", "ok")]
+    # the second batch keeps the first one's records: a summary covers every sample of the output folder
+    assert [(r["name"], r["status"]) for r in summary_of(out)["samples"]] == [("conv_bn", "ok")] + [
+        (name, "ok") for name in ["a/net", "b/net", "c/linked", "d/absolute"]
+    ]
     for name in [*names, "conv_bn"]:
         assert graphnet_writer.is_complete(out, name, summary_of(out)["settings"]), name
-        assert sorted(p.name for p in (out / "train_backward" / name).iterdir()) == [
-            "graph_hash.txt",
+        folder = out / "train_backward" / name / f"{Path(name).name}_train_backward"  # as GraphNet nests it
+        assert sorted(p.name for p in folder.iterdir()) == [
             "graph_net.json",
             "input_meta.py",
+            "input_tensor_constraints.py",
             "model.py",
             "weight_meta.py",
         ]
     assert (out / "eval_forward" / "conv_bn" / "model.py").read_bytes() == (conv_bn_dir / "model.py").read_bytes()
-    backward = bw.load_graphnet_sample(out / "train_backward" / "a" / "net")
+    backward = bw.load_graphnet_sample(out / "train_backward" / "a" / "net" / "net_train_backward")
     with torch.no_grad():
         gradients = backward.module(*backward.inputs)
     assert [tuple(g.shape) for g in gradients] == [(4, 4), (2, 4)]
@@ -143,7 +147,7 @@ def test_save_graphnet_refuses_names_that_escape_and_folders_it_did_not_write(co
         assert isinstance(error.value, bw.BwdWidgetsError) and "\n" not in str(error.value)
     assert checksums(tmp_path) == before
 
-    mine = out / "train_forward" / "mine"
+    mine = out / "train_forward" / "mine" / "mine_train_forward"
     mine.mkdir(parents=True)
     (mine / "notes.txt").write_text("the user's own file")
     with pytest.raises(OutputError, match="did not write"):
@@ -152,7 +156,7 @@ def test_save_graphnet_refuses_names_that_escape_and_folders_it_did_not_write(co
     assert not (out / "train_backward" / "mine").exists(), "no split may appear without the other"
 
     written = extraction.save_graphnet(out, "./nested//conv_bn")
-    assert written["train_backward"] == out / "train_backward" / "nested" / "conv_bn"
+    assert written["train_backward"] == out / "train_backward" / "nested" / "conv_bn" / "conv_bn_train_backward"
     first = json.loads((written["train_backward"] / "graph_net.json").read_text())["bwd_widgets"]["run"]
     extraction.save_graphnet(out, "nested/conv_bn")  # ours: replaced
     second = json.loads((written["train_backward"] / "graph_net.json").read_text())["bwd_widgets"]["run"]
@@ -161,8 +165,10 @@ def test_save_graphnet_refuses_names_that_escape_and_folders_it_did_not_write(co
     with pytest.raises(OutputError, match="did not write"):
         extraction.save_graphnet(out, "nested/conv_bn")
     assert (written["train_backward"] / "extra.txt").is_file()
+    flat = extraction.save_graphnet(out / "flat", "nested/conv_bn", layout="flat")
+    assert flat["train_backward"] == out / "flat" / "train_backward" / "nested" / "conv_bn"
     with pytest.raises(OutputError, match="inside the sample"):
-        extraction.save_graphnet(out, "nested/conv_bn/deeper")
+        extraction.save_graphnet(out / "flat", "nested/conv_bn/deeper", layout="flat")
     assert not list(out.glob(".bwd_widgets_tmp_*"))
 
 
@@ -199,14 +205,14 @@ def test_install_puts_every_split_back_when_one_swap_fails(tmp_path, monkeypatch
     out = tmp_path / "out"
     old = graphnet_writer.new_stamp({"mode": "old"})
     for split in SPLITS:
-        _owned_output(out / split / "net", "net", split, old, "old")
+        _owned_output(out / sample_path(split, "net"), "net", split, old, "old")
     before = checksums(out)
     real_rename = Path.rename
 
     failures = []
 
     def failing_rename(self, target):
-        if Path(target) == out / "train_backward" / "net" and not failures:
+        if Path(target) == out / sample_path("train_backward", "net") and not failures:
             failures.append(self)  # an interrupt as the last split's new folder moves in
             raise KeyboardInterrupt
         return real_rename(self, target)
@@ -215,7 +221,7 @@ def test_install_puts_every_split_back_when_one_swap_fails(tmp_path, monkeypatch
     new = graphnet_writer.new_stamp({"mode": "new"})
     with pytest.raises(KeyboardInterrupt), graphnet_writer.staging(out) as stage:
         for split in SPLITS:
-            _owned_output(stage / split / "net", "net", split, new, "new")
+            _owned_output(stage / sample_path(split, "net"), "net", split, new, "new")
         graphnet_writer.install(out, stage, "net", SPLITS)
     assert failures and checksums(out) == before
     assert not list(out.glob(".bwd_widgets_tmp_*"))
@@ -223,10 +229,10 @@ def test_install_puts_every_split_back_when_one_swap_fails(tmp_path, monkeypatch
     monkeypatch.setattr(Path, "rename", real_rename)
     with graphnet_writer.staging(out) as stage:
         for split in SPLITS:
-            _owned_output(stage / split / "net", "net", split, new, "new")
+            _owned_output(stage / sample_path(split, "net"), "net", split, new, "new")
         graphnet_writer.install(out, stage, "net", SPLITS)
     assert graphnet_writer.is_complete(out, "net", {"mode": "new"})
-    assert all((out / split / "net" / "model.py").read_text() == "new" for split in SPLITS)
+    assert all((out / sample_path(split, "net") / "model.py").read_text() == "new" for split in SPLITS)
     assert not list(out.glob(".bwd_widgets_tmp_*"))
 
 
@@ -297,9 +303,9 @@ def test_dask_cluster_loses_a_worker_mid_batch_and_writes_every_sample_once(tmp_
     installs = []
     real_install = batch.install
 
-    def counting_install(out, stage, name, splits):
+    def counting_install(out, stage, name, splits, layout):
         installs.append(name)
-        return real_install(out, stage, name, splits)
+        return real_install(out, stage, name, splits, layout)
 
     monkeypatch.setattr(batch, "install", counting_install)
     try:

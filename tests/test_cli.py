@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bwd_widgets.cli import main as bwd_extract
-from bwd_widgets.graphnet_writer import STAGING_OWNER, is_complete
+from bwd_widgets.graphnet_writer import STAGING_OWNER, is_complete, sample_path
 
 from test_batch import checksums, summary_of, tiny_sample
 
@@ -51,7 +51,7 @@ def test_cli_batch_isolates_failures_and_resumes(conv_bn_dir, tmp_path, capsys):
     assert summary["settings"]["partitioner"] == "min_cut" and summary["settings"]["memory_budget"] == 0.0
     record = {r["name"]: r for r in summary["samples"]}[conv_bn]
     assert record["status"] == "ok" and record["settings"] == summary["settings"]
-    info = json.loads((out / "train_backward" / conv_bn / "graph_net.json").read_text())
+    info = json.loads((out / sample_path("train_backward", conv_bn) / "graph_net.json").read_text())
     assert info["bwd_widgets"]["settings"] == summary["settings"]
 
 
@@ -61,7 +61,7 @@ def test_cli_resume_redoes_torn_writes_and_cleans_stale_staging(tmp_path):
     command = [str(first), str(second), "--out", str(out), "--workers", "1"]
     assert bwd_extract(command) == 0
     # as if killed between two renames: one split from another write
-    graph_net = out / "train_backward" / "first" / "graph_net.json"
+    graph_net = out / sample_path("train_backward", "first") / "graph_net.json"
     info = json.loads(graph_net.read_text())
     info["bwd_widgets"]["run"] = "another-write"
     graph_net.write_text(json.dumps(info))
@@ -71,7 +71,7 @@ def test_cli_resume_redoes_torn_writes_and_cleans_stale_staging(tmp_path):
     (stale / STAGING_OWNER).write_text(json.dumps({"pid": int(finished.stdout), "host": os.uname().nodename}))
 
     third = tiny_sample(tmp_path / "s" / "third")
-    users = out / "train_forward" / "third"
+    users = out / sample_path("train_forward", "third")
     users.mkdir(parents=True)
     (users / "notes.txt").write_text("the user's own")
 
@@ -81,7 +81,7 @@ def test_cli_resume_redoes_torn_writes_and_cleans_stale_staging(tmp_path):
     assert is_complete(out, "first", summary_of(out)["settings"])
     assert not stale.exists()
     assert "did not write" in records["third"]["reason"] and (users / "notes.txt").read_text() == "the user's own"
-    assert not (out / "train_backward" / "third").exists()
+    assert not (out / sample_path("train_backward", "third")).exists()
 
     assert bwd_extract([*command, "--resume"]) == 0  # nothing left to do: no worker is started
     assert {r["name"]: r["status"] for r in summary_of(out)["samples"]} == {

@@ -23,9 +23,9 @@ def test_sample_extracts_and_written_samples_run(name, samples_dir, tmp_path):
         extraction = bw.extract(sample, name=name)
     except bw.BwdWidgetsError as error:
         pytest.fail(f"{name}: {error}")
-    extraction.save_graphnet(tmp_path, name)
+    written = extraction.save_graphnet(tmp_path, name)
     for partition in extraction.partitions:
         suffix = "" if len(extraction.partitions) == 1 else f"subgraph_{partition.index}"
-        run_written_sample(tmp_path / "train_backward" / name / suffix, partition.backward)
-        run_written_sample(tmp_path / "train_forward" / name / suffix, partition.forward)
+        run_written_sample(written["train_backward"] / suffix, partition.backward)
+        run_written_sample(written["train_forward"] / suffix, partition.forward)
     assert extraction.saved_tensors and extraction.gradients

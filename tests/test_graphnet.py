@@ -29,18 +29,19 @@ def test_save_and_reload_reference(conv_bn_dir, tmp_path):
     written = extraction.save_graphnet(tmp_path, "conv_bn")
     assert set(written) == {"train_forward", "train_backward"}
     for split, gm in (("train_forward", extraction.forward), ("train_backward", extraction.backward)):
-        folder = tmp_path / split / "conv_bn"
+        folder = tmp_path / split / "conv_bn" / f"conv_bn_{split}"  # GraphNet's extractor nests it so
+        assert written[split] == folder
         assert sorted(p.name for p in folder.iterdir()) == [
-            "graph_hash.txt",
             "graph_net.json",
             "input_meta.py",
+            "input_tensor_constraints.py",
             "model.py",
             "weight_meta.py",
         ]
         info = json.loads((folder / "graph_net.json").read_text())
         assert info["framework"] == "torch" and info["model_name"] == f"conv_bn_{split}"
         run_written_sample(folder, gm)
-    backward = bw.load_graphnet_sample(tmp_path / "train_backward" / "conv_bn")
+    backward = bw.load_graphnet_sample(written["train_backward"])
     assert [m.name for m in backward.metas][:2] == ["primals_1", "primals_2"]
     assert backward.metas[0].original_name == "bn.running_mean"
     assert not list(tmp_path.glob(".bwd_widgets_tmp_*"))

@@ -9,7 +9,17 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "bwd_widgets"
-OPERATIONS = {"extraction", "graphnet", "graphnet_writer", "extractor", "studio", "examples", "batch"}
+OPERATIONS = {
+    "extraction",
+    "graphnet",
+    "graphnet_writer",
+    "graphnet_validate",
+    "graphnet_pass",
+    "extractor",
+    "studio",
+    "examples",
+    "batch",
+}
 LAYER = {"core": 0, "operations": 1, "views": 2, "cli": 2, "jupyter": 3, "facade": 4}
 CORE_MAY_NOT_IMPORT = ("IPython", "ipywidgets", "anywidget", "traitlets", "graphviz", "tqdm")
 

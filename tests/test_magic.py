@@ -41,7 +41,7 @@ def test_line_magic_options(shell, tmp_path):
     assert result.success and not captured.outputs
     extraction = shell.user_ns["g"]
     assert extraction.partitioner == "min_cut" and extraction.memory_budget == 0.0
-    assert (tmp_path / "train_backward" / "convbn" / "graph_net.json").is_file()
+    assert (tmp_path / "train_backward" / "convbn" / "convbn_train_backward" / "graph_net.json").is_file()
     result, _ = _run(shell, "g = %bwd_extract model(x) --fake --no-display")
     assert result.success and shell.user_ns["g"].mode == "fake"
 
