@@ -26,6 +26,7 @@ from .core.trace import InputSource, Partition, Trace
 from .extraction import BackwardExtraction
 from .extractor import clear_trace_cache, default_requires_grad, extract
 from .graphnet import GraphNetSample, TensorMeta, load_graphnet_sample
+from .graphnet_validate import Validation, ValidationError, graph_hash, validate_sample
 from .graphnet_writer import OutputError
 from .studio import Comparison, Sweep, SweepPoint, compare, diff, sweep
 from .views import plot
@@ -58,12 +59,15 @@ __all__ = [
     "TensorInfo",
     "TensorMeta",
     "Trace",
+    "Validation",
+    "ValidationError",
     "clear_trace_cache",
     "compare",
     "default_requires_grad",
     "diff",
     "extract",
     "extract_many",
+    "graph_hash",
     "load_graphnet_sample",
     "partitioner_names",
     "plot",
@@ -73,6 +77,7 @@ __all__ = [
     "sweep",
     "to_dot",
     "to_html",
+    "validate_sample",
 ]
 
 

@@ -829,8 +829,10 @@ def run(
     records: dict[str, dict] = {n: r for n, r in batch.previous.items() if resume or n not in in_batch}
     bar = tqdm(total=len(batch.jobs), desc="bwd-extract", unit="sample", file=sys.stderr, disable=not progress)
 
+    order = list(batch.previous) + [n for n in job_names if n not in batch.previous]  # a summary's rows stay put
+
     def ordered() -> list[dict]:
-        return [records[n] for n in job_names if n in records] + [r for n, r in records.items() if n not in in_batch]
+        return [records[n] for n in order if n in records]
 
     def finish(record: dict) -> None:
         records[record["name"]] = record

@@ -156,7 +156,8 @@ def _load(folder: Path, use_graphnet: bool) -> tuple[torch.nn.Module, dict[str, 
         weights = utils.load_converted_from_text(str(folder))["weight_info"]
         return model, {name: utils.replay_tensor(info) for name, info in weights.items()}
     sample = load_graphnet_sample(folder)
-    return sample.module, dict(zip((meta.name for meta in sample.metas), sample.inputs))
+    inputs = (t.contiguous() if isinstance(t, torch.Tensor) else t for t in sample.inputs)  # as GraphNet builds them
+    return sample.module, dict(zip((meta.name for meta in sample.metas), inputs))
 
 
 def _trace(model: torch.nn.Module, inputs: dict, then: Callable | None = None) -> int:
@@ -185,7 +186,9 @@ def _trace(model: torch.nn.Module, inputs: dict, then: Callable | None = None) -
 
 
 def _first_output(model: torch.nn.Module, inputs: dict) -> None:
-    _ = model(**inputs)[0]  # as GraphNet's runner reads it: a sample returns a tuple
+    """As GraphNet's runner reads a sample's result: the first of the tuple, through argmin and argmax."""
+    first = model(**inputs)[0]
+    torch.argmin(first), torch.argmax(first)
 
 
 def _hash_and_reextract(model: torch.nn.Module, inputs: dict, workspace: Path, use_graphnet: bool) -> tuple[str, Path]:

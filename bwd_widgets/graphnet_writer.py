@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Literal
 
 import torch
 
+from .core.codegen import copy_graph_module, graphnet_code
 from .core.errors import BwdWidgetsError
 
 if TYPE_CHECKING:
@@ -152,6 +153,91 @@ def write_sample(
         written = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file())
         info = {**info, MARKER: {**marker, "files": written}}
     (directory / "graph_net.json").write_text(json.dumps(info, indent=4) + "\n")
+
+
+def _runs_on(gm: torch.fx.GraphModule, values: list, recorded_strides: bool) -> bool:
+    """Whether the graph runs on fake inputs of these shapes, contiguous or in their recorded strides."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        inputs = [
+            (
+                torch.empty_strided(v.shape, v.stride(), dtype=v.dtype)
+                if recorded_strides
+                else torch.empty(v.shape, dtype=v.dtype)
+            )
+            if isinstance(v, torch.Tensor)
+            else v
+            for v in values
+        ]
+        try:
+            torch.fx.Interpreter(gm).run(*inputs)
+        except Exception:  # data-dependent ops and the like: this check cannot tell
+            return False
+    return True
+
+
+def _layout_matters(gm: torch.fx.GraphModule, values: list) -> bool:
+    """GraphNet's loaders build inputs contiguous: does the graph fail on those, and run in the recorded strides?"""
+    if all(v.is_contiguous() for v in values if isinstance(v, torch.Tensor)):
+        return False
+    return not _runs_on(gm, values, recorded_strides=False) and _runs_on(gm, values, recorded_strides=True)
+
+
+def _is_bool_tensor(value: object) -> bool:
+    val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+    return isinstance(val, torch.Tensor) and val.dtype == torch.bool
+
+
+def for_graphnet_tools(gm: torch.fx.GraphModule, values: list) -> tuple[torch.fx.GraphModule, list[str]]:
+    """The graph as GraphNet's own tools can run it, and what was changed (nothing, most often).
+
+    `values` are the graph's inputs as they will be written (real values carry the layout that ran).
+
+    GraphNet's loaders build every input contiguous (they ignore `stride`), so when the graph fails on such
+    inputs and runs in the recorded strides (checked on fake tensors), its non-contiguous inputs are copied into
+    their recorded layout first; GraphNet's runner reads the first output with
+    `argmin`, which refuses booleans, so a boolean first output (a mask passed across a graph break) trades
+    places with the first output that is not one.
+    """
+    restride = []
+    if _layout_matters(gm, values):
+        restride = [
+            (node, value)
+            for node, value in zip(gm.graph.find_nodes(op="placeholder"), values)
+            if isinstance(value, torch.Tensor) and value.numel() and not value.is_contiguous()
+        ]
+    outputs = gm.graph.output_node().args[0]
+    swap = None
+    if isinstance(outputs, (tuple, list)) and outputs and _is_bool_tensor(outputs[0]):
+        swap = next((i for i, o in enumerate(outputs) if isinstance(o, torch.fx.Node) and not _is_bool_tensor(o)), None)
+    if not restride and swap is None:
+        return gm, []
+    result = copy_graph_module(gm)
+    changes = []
+    by_name = {node.name: node for node in result.graph.find_nodes(op="placeholder")}
+    anchor = next(node for node in result.graph.nodes if node.op != "placeholder")
+    for original, val in restride:
+        node = by_name[original.name]
+        device = torch.device("cpu") if val.device.type == "meta" else val.device
+        with result.graph.inserting_before(anchor):
+            empty = result.graph.call_function(
+                torch.ops.aten.empty_strided.default,
+                (list(val.shape), list(val.stride())),
+                {"dtype": val.dtype, "device": device},
+            )
+            laid_out = result.graph.call_function(torch.ops.aten.copy.default, (empty, node))
+        node.replace_all_uses_with(laid_out, delete_user_cb=lambda user, laid_out=laid_out: user is not laid_out)
+        changes.append(f"{node.name} is copied into its recorded strides {list(val.stride())}")
+    if swap is not None:
+        output = result.graph.output_node()
+        values = list(output.args[0])
+        values[0], values[swap] = values[swap], values[0]
+        output.args = (tuple(values),)
+        changes.append(f"outputs 0 and {swap} trade places: the first output is a boolean tensor")
+    result.recompile()
+    return result, changes
 
 
 def _placeholder_values(gm, real_values):
@@ -387,6 +473,9 @@ def write_extraction(
             else:
                 gm, code, real = partition.backward, partition.backward_code, partition.backward_inputs
             names, values = _placeholder_values(gm, real)
+            gm, rewritten = for_graphnet_tools(gm, values)
+            if rewritten:
+                code = graphnet_code(gm)
             originals = {f"primals_{i + 1}": source.name for i, source in enumerate(partition.inputs)}
             info = {
                 "framework": "torch",
@@ -396,6 +485,8 @@ def write_extraction(
                 "model_name": f"{Path(name).name}_{split}",
             }
             marker = {"name": name, "split": split, **stamp}
+            if rewritten:
+                marker["rewritten_for_graphnet"] = rewritten
             write_sample(folder / relative, code, names, values, originals, info, marker, check)
 
 

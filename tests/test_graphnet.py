@@ -104,3 +104,32 @@ def test_constant_tensors_are_written_by_value_not_inlined(tmp_path):
     )
     tangents, reloaded_third, _ = bw.load_graphnet_sample(tmp_path).inputs
     assert torch.equal(tangents, ones) and torch.equal(reloaded_third, third)
+
+
+def test_graphs_are_written_so_graphnet_tools_run_them():
+    """GraphNet's loaders build inputs contiguous and its runner takes argmin of the first output."""
+
+    def layout_bound(x):
+        return (x.add(1).transpose(0, 1).view(-1),)  # the view needs x's transposed layout
+
+    gm = torch.fx.symbolic_trace(layout_bound)
+    x = torch.randn(4, 3).t()
+    with pytest.raises(RuntimeError):
+        gm(x.contiguous())
+    rewritten, changes = graphnet_writer.for_graphnet_tools(gm, [x])
+    assert changes == ["x is copied into its recorded strides [1, 3]"]
+    assert torch.equal(rewritten(x.contiguous())[0], gm(x)[0])
+    assert graphnet_writer.for_graphnet_tools(gm, [x.contiguous()]) == (gm, [])  # nothing to do: unchanged
+
+    def mask_first(x):
+        return (x > 0, x * 2)
+
+    gm = torch.fx.symbolic_trace(mask_first)
+    torch.fx.passes.shape_prop.ShapeProp(gm).propagate(torch.randn(3))
+    for node in gm.graph.nodes:
+        if node.op != "output":  # values as AOT Autograd leaves them on its nodes
+            node.meta["val"] = torch.empty(node.meta["tensor_meta"].shape, dtype=node.meta["tensor_meta"].dtype)
+    rewritten, changes = graphnet_writer.for_graphnet_tools(gm, [torch.randn(3)])
+    assert changes == ["outputs 0 and 1 trade places: the first output is a boolean tensor"]
+    first = rewritten(torch.tensor([1.0, -1.0, 2.0]))[0]
+    assert first.dtype == torch.float32 and torch.argmin(first) == 1
