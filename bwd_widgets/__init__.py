@@ -11,23 +11,26 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .batch import BatchError, extract_many
+from .batch import extract_many
 from .core.analysis import GradientOutput, SavedTensor, TensorInfo
 from .core.errors import (
+    BatchError,
     BwdWidgetsError,
     ExtractionFailed,
     NoDifferentiableOutputError,
     NothingRequiresGradError,
+    OutputError,
     PartitionerError,
     SampleError,
+    SamplePassError,
+    ValidationError,
 )
 from .core.partitioners import Partitioner, partitioner_names, register_partitioner
 from .core.trace import InputSource, Partition, Trace
 from .extraction import BackwardExtraction
 from .extractor import clear_trace_cache, default_requires_grad, extract
 from .graphnet import GraphNetSample, TensorMeta, load_graphnet_sample
-from .graphnet_validate import Validation, ValidationError, graph_hash, validate_sample
-from .graphnet_writer import OutputError
+from .graphnet_validate import Validation, graph_hash, validate_sample
 from .studio import Comparison, Sweep, SweepPoint, compare, diff, sweep
 from .views import plot
 
@@ -53,6 +56,7 @@ __all__ = [
     "Partitioner",
     "PartitionerError",
     "SampleError",
+    "SamplePassError",
     "SavedTensor",
     "Sweep",
     "SweepPoint",

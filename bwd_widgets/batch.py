@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from .core.errors import BwdWidgetsError, one_line
+from .core.errors import BatchError, one_line
 from .core.partitioners import resolve_partitioner
 from .graphnet_writer import (
     LAYOUTS,
@@ -58,9 +58,6 @@ SUMMARY_WRITER = "bwd-extract"
 FIGURES = ("graphs", "forward_nodes", "backward_nodes", "saved", "saved_activation_bytes", "saved_input_bytes")
 _THREADS_ENV = "BWD_WIDGETS_WORKER_THREADS"
 
-
-class BatchError(BwdWidgetsError):
-    """A batch that cannot start: bad sample paths, names that collide, a summary that is not ours."""
 
 
 def cores() -> int:

@@ -18,11 +18,12 @@ from collections.abc import Callable, Iterator, Sequence
 import torch
 import torch.utils._pytree as pytree
 
-from .core.capture import CaptureSession, NotForFx, fx_eligible, own_dynamo_entries, signature_names
+from .core.capture import CaptureSession, fx_eligible, own_dynamo_entries, signature_names
 from .core.errors import (
     BwdWidgetsError,
     ExtractionFailed,
     NoDifferentiableOutputError,
+    NotForFx,
     NothingRequiresGradError,
     describe_failure,
     one_line,

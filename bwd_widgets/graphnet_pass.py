@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 
 from bwd_widgets.batch import FAILED, plan, run
-from bwd_widgets.core.errors import BwdWidgetsError
+
+from .core.errors import SamplePassError
 
 GRAPHNET_KEYS = {
     "model_path_prefix": None,
@@ -33,9 +34,6 @@ GRAPHNET_KEYS = {
 OUR_KEYS = {"partitioner": "default", "memory_budget": None, "mode": "real", "validate": False}
 REQUIRED = ("model_path_prefix", "output_dir")
 
-
-class SamplePassError(BwdWidgetsError, ValueError):
-    """A sample pass config that cannot work, or a sample the pass could not extract."""
 
 
 class BackwardGraphExtractorPass:

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from .core.capture import own_dynamo_entries
-from .core.errors import BwdWidgetsError, one_line
+from .core.errors import ValidationError, one_line
 from .graphnet import load_graphnet_sample
 from .graphnet_writer import sample_files
 
@@ -59,9 +59,6 @@ STABLE_API_REPLACEMENTS = (
 )
 """GraphNet's `serialize_graph_module_to_str`: private torch calls in Dynamo's code written as public ones."""
 
-
-class ValidationError(BwdWidgetsError, RuntimeError):
-    """A written sample that GraphNet's validation steps reject."""
 
 
 @dataclass(frozen=True)

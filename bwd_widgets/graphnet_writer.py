@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Literal
 import torch
 
 from .core.codegen import copy_graph_module, graphnet_code
-from .core.errors import BwdWidgetsError
+from .core.errors import OutputError
 
 if TYPE_CHECKING:
     from .extraction import BackwardExtraction
@@ -52,9 +52,6 @@ STAGING_OWNER = ".bwd_widgets_staging.json"
 MIN_FREE_BYTES = 16 * 2**20
 _SUBGRAPH = re.compile(r"subgraph_\d+")
 
-
-class OutputError(BwdWidgetsError):
-    """An output name or folder that would escape the output folder or touch what bwd_widgets did not write."""
 
 
 def _literal(value) -> str:

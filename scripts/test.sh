@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: set up; lint and type checks; the kernel-browser contract
+# The whole test suite, as CI runs it: set up; lint and type checks (ruff, mypy, tsc); the kernel-browser contract
 # fixture, then the front end's unit tests; the Python tests (the GraphNet corpus and the
 # real-browser JupyterLab tests among them); the notebooks.
 set -euo pipefail
@@ -8,6 +8,7 @@ bash scripts/setup.sh
 export PYTHONUNBUFFERED=1
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/mypy  # the package, zero errors (pyproject.toml [tool.mypy])
 npm run --silent typecheck
 .venv/bin/python -m pytest tests/test_contract.py -q -p no:logging  # writes js/test/fixtures/payload.json
 npx vitest run

@@ -22,7 +22,8 @@ import bwd_widgets as bw
 import bwd_widgets.batch as batch
 import bwd_widgets.graphnet_writer as graphnet_writer
 from bwd_widgets.cli import main as bwd_extract
-from bwd_widgets.graphnet_writer import SPLITS, OutputError, sample_path
+from bwd_widgets.core.errors import OutputError
+from bwd_widgets.graphnet_writer import SPLITS, sample_path
 
 MODEL = """import torch
 {prelude}

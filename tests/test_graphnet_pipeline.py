@@ -18,7 +18,8 @@ import torch
 
 import bwd_widgets as bw
 from bwd_widgets.cli import main as bwd_extract
-from bwd_widgets.graphnet_pass import BackwardGraphExtractorPass, SamplePassError
+from bwd_widgets.core.errors import SamplePassError
+from bwd_widgets.graphnet_pass import BackwardGraphExtractorPass
 from bwd_widgets.graphnet_validate import GRAPHNET_DYNAMO_CONFIG, HASH_FILE, validate_sample
 from bwd_widgets.graphnet_writer import TRAIN_SPLITS, sample_path
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.fx
 
+from .kinds import is_tangent
 from .naming import module_path, source_line
 from .why import why_saved
 
@@ -151,7 +152,7 @@ def saved_tensors(partition: Partition) -> list[SavedTensor]:
     counted_storages = set()
     saved = []
     for node in partition.backward_with_nones.graph.find_nodes(op="placeholder"):
-        if node.name.startswith("tangents_"):
+        if is_tangent(node.name):
             continue
         value = node.meta.get("val")
         index = primal_index(node.name)
@@ -210,7 +211,7 @@ def tangents(backward: torch.fx.GraphModule) -> list[TensorInfo]:
     return [
         tensor_info(n.name, n.meta.get("val"))
         for n in backward.graph.find_nodes(op="placeholder")
-        if n.name.startswith("tangents_")
+        if is_tangent(n.name)
     ]
 
 

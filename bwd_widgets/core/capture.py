@@ -21,13 +21,11 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import aot_module_simplified
 from torch.fx._lazy_graph_module import _LazyGraphModule
 
+from .errors import NotForFx
+from .kinds import is_tangent
 from .naming import parse_source_name
 from .partitioners import Partitioner
 from .trace import InputSource, Partition, Trace
-
-
-class NotForFx(Exception):
-    """The fx route could not keep this model's meaning (hooks, checkpoints, grad-mode changes...)."""
 
 
 @dataclass
@@ -189,7 +187,7 @@ class CaptureSession:
         partition.backward_inputs = list(args)
         names = [n.name for n in partition.backward_with_nones.graph.find_nodes(op="placeholder")]
         partition.trace.tangent_values = {
-            name: value for name, value in zip(names, args) if name.startswith("tangents_")
+            name: value for name, value in zip(names, args) if is_tangent(name)
         }
 
     def _dynamo_sources(self, gm: torch.fx.GraphModule) -> list[InputSource]:

@@ -1,28 +1,51 @@
-"""Typed errors: each carries one sentence saying what is wrong and what to do."""
+"""Every error class bwd_widgets raises, in one place: each carries one sentence saying what is wrong
+and what to do, and each also inherits the built-in it resembles, so that a user's `except ValueError`
+(bad input) or `except RuntimeError` (torch or a worker failed) catches it as it would Python's own."""
 
 
 class BwdWidgetsError(Exception):
     """Base class for every user-facing error raised by bwd_widgets."""
 
 
-class NothingRequiresGradError(BwdWidgetsError):
-    pass
+class NothingRequiresGradError(BwdWidgetsError, ValueError):
+    """No input or parameter would get a gradient: there is no backward to show."""
 
 
-class NoDifferentiableOutputError(BwdWidgetsError):
-    pass
+class NoDifferentiableOutputError(BwdWidgetsError, ValueError):
+    """No output is a differentiable tensor: there is no backward to show."""
 
 
-class SampleError(BwdWidgetsError):
+class SampleError(BwdWidgetsError, ValueError):
     """A GraphNet sample folder is incomplete or its code cannot be loaded."""
 
 
-class PartitionerError(BwdWidgetsError):
-    pass
+class PartitionerError(BwdWidgetsError, ValueError):
+    """An unknown partitioner name, a budget outside [0, 1], or a partition_fn of the wrong shape."""
 
 
-class ExtractionFailed(BwdWidgetsError):
+class ExtractionFailed(BwdWidgetsError, RuntimeError):
     """Tracing or partitioning failed inside torch; the message names the cause."""
+
+
+class BatchError(BwdWidgetsError, ValueError):
+    """A batch that cannot start: bad sample paths, names that collide, a summary that is not ours."""
+
+
+class OutputError(BwdWidgetsError, ValueError):
+    """An output name or folder that would escape the output folder or touch what bwd_widgets did not write."""
+
+
+class ValidationError(BwdWidgetsError, RuntimeError):
+    """A written sample that GraphNet's validation steps reject."""
+
+
+class SamplePassError(BwdWidgetsError, ValueError):
+    """A sample pass config that cannot work, or a sample the pass could not extract."""
+
+
+class NotForFx(Exception):
+    """Internal, never shown: the fx route could not keep this model's meaning (hooks, checkpoints,
+    grad-mode changes...), so the capture goes through Dynamo instead."""
 
 
 def one_line(error: BaseException, limit: int = 300) -> str:

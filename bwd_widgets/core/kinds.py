@@ -1,0 +1,29 @@
+"""The closed sets of words that cross layers and processes, as `Literal` types the type checker holds.
+
+A value outside one of these is a bug, not a user's choice: user input is checked against the tuples
+(`MODES`...) where it arrives, with a sentence naming the choices.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+Mode = Literal["real", "fake"]
+"""real: forward and backward run, real values kept; fake: shapes only, under FakeTensorMode."""
+MODES: tuple[Mode, ...] = get_args(Mode)
+
+InputKind = Literal["parameter", "buffer", "input"]
+"""What a forward primal is."""
+
+NodeKind = Literal["saved", "tangent", "gradient", "op"]
+"""What a backward node is: a value saved in forward, a tangent (the gradient flowing in), an op
+whose output is an input's gradient, or any other op."""
+NODE_KINDS: tuple[NodeKind, ...] = get_args(NodeKind)
+
+TANGENT_PREFIX = "tangents_"
+"""AOT Autograd names the backward's incoming-gradient placeholders `tangents_<i>`."""
+
+
+def is_tangent(name: str) -> bool:
+    """Whether a backward placeholder is a tangent (torch's own naming), not a saved value."""
+    return name.startswith(TANGENT_PREFIX)
