@@ -19,6 +19,8 @@ OPERATIONS = {
     "studio",
     "examples",
     "batch",
+    "requires_grad",
+    "trace_cache",
 }
 LAYER = {"core": 0, "operations": 1, "views": 2, "cli": 2, "jupyter": 3, "facade": 4}
 CORE_MAY_NOT_IMPORT = ("IPython", "ipywidgets", "anywidget", "traitlets", "graphviz", "tqdm")

@@ -22,15 +22,29 @@ from torch._functorch.aot_autograd import aot_module_simplified
 from torch.fx._lazy_graph_module import _LazyGraphModule
 
 from .errors import NotForFx
-from .kinds import is_tangent
+from .kinds import InputKind, is_tangent
 from .naming import parse_source_name
 from .partitioners import Partitioner
-from .trace import InputSource, Partition, Trace
+from .trace import InputSource, Partition, RealValues, Trace, build_partition
+
+
+@dataclass(eq=False)
+class _Region:
+    """What the compilers record about one compiled region while the run goes on; `CaptureSession.build`
+    turns each into a Partition once the run is over."""
+
+    trace: Trace
+    forward: torch.fx.GraphModule
+    backward_with_nones: torch.fx.GraphModule
+    forward_values: list | None = None
+    forward_versions: list[int | None] | None = None
+    backward_inputs: list | None = None
+    tangent_values: dict[str, torch.Tensor] | None = None
 
 
 @dataclass
 class CaptureSession:
-    """Records each compiled region as a Trace and its first Partition, by one of two routes.
+    """Records each compiled region by one of two routes, and builds its Trace and first Partition.
 
     `compile_fx` traces an nn.Module with torch.fx and hands it straight to AOT Autograd, as GraphNet's
     own extractor does (no bytecode tracing); `compile_dynamo` goes through Dynamo, which reads any
@@ -39,18 +53,18 @@ class CaptureSession:
 
     partitioner: Partitioner
     keep_real_inputs: bool
-    input_names: dict[str, tuple[str, str]] = field(default_factory=dict)
+    input_names: dict[str, tuple[InputKind, str]] = field(default_factory=dict)
     """Local argument name -> (kind, human name), for GraphNet samples."""
     signature: list[str] = field(default_factory=list)
-    partitions: list[Partition] = field(default_factory=list)
+    regions: list[_Region] = field(default_factory=list)
     rng_state: torch.Tensor | None = None
     """The CPU generator's state before the real forward: replays draw the same random numbers."""
     _inputs: list[InputSource] = field(default_factory=list)
-    _current: Partition | None = None
+    _current: _Region | None = None
     _mutable: list[tuple[torch.Tensor, torch.Tensor, int]] = field(default_factory=list)
     _recording: bool = True
 
-    def compilers(self) -> dict[str, Callable]:
+    def compilers(self) -> tuple[Callable, Callable, Callable]:
         """The fw/bw compilers and partition_fn that record what AOT Autograd hands them.
 
         They hold the session weakly: compiled code Dynamo keeps (on code the user compiled too) must not
@@ -59,48 +73,68 @@ class CaptureSession:
         session = weakref.ref(self)
 
         def partition_fn(joint, joint_inputs, *, num_fwd_outputs, **kwargs):
-            return session()._partition(joint, joint_inputs, dict(kwargs, num_fwd_outputs=num_fwd_outputs))
+            return _alive(session)._partition(joint, joint_inputs, dict(kwargs, num_fwd_outputs=num_fwd_outputs))
 
         def fw_compiler(gm, example_inputs):
-            return session()._compiled_forward(gm)
+            return _alive(session)._compiled_forward(gm)
 
         def bw_compiler(gm, example_inputs):
-            return session()._compiled_backward(gm)
+            return _alive(session)._compiled_backward(gm)
 
-        return {"fw_compiler": fw_compiler, "bw_compiler": bw_compiler, "partition_fn": partition_fn}
+        return fw_compiler, bw_compiler, partition_fn
+
+    def build(self, notes: list[str], backward_ran: bool) -> list[Partition]:
+        """The capture's partitions, each built once; `notes` go to the first region's trace."""
+        partitions = []
+        for region in self.regions:
+            real = None
+            if region.forward_values is not None and region.forward_versions is not None:
+                tangents = region.tangent_values if backward_ran else None
+                real = RealValues(region.forward_values, region.forward_versions, self.rng_state, tangents)
+            region.trace.record(real, notes if region is self.regions[0] else [])
+            backward_inputs = region.backward_inputs if backward_ran else None
+            partitions.append(
+                build_partition(
+                    region.trace, self.partitioner, region.forward, region.backward_with_nones, backward_inputs
+                )
+            )
+        return partitions
 
     def _partition(self, joint, joint_inputs, partition_kwargs: dict) -> tuple:
         trace = Trace(
-            index=len(self.partitions),
+            index=len(self.regions),
             joint=joint,
             joint_inputs=joint_inputs,
             partition_kwargs=partition_kwargs,
             inputs=self._inputs,
         )
         forward, backward = trace.split(self.partitioner)
-        self._current = Partition(trace, self.partitioner, forward, backward)
-        self.partitions.append(self._current)
+        self._current = _Region(trace, forward, backward)
+        self.regions.append(self._current)
         return forward, backward
 
     def _compiled_forward(self, gm: torch.fx.GraphModule) -> Callable:
-        current = self._current
-        if current is None:  # an inference graph: nothing needs a gradient here
+        region = self._current
+        if region is None:  # an inference graph: nothing needs a gradient here
             return make_boxed_func(gm.forward)
-        current.forward = gm
-        return self._recorded(gm, CaptureSession._keep_forward_inputs, current)
+        region.forward = gm  # the graph AOT Autograd runs, after its own rewrites of the split
+        return self._recorded(gm, CaptureSession._keep_forward_inputs, region)
 
     def _compiled_backward(self, gm: torch.fx.GraphModule) -> Callable:
-        current = self._current
-        current.backward_with_nones = gm
-        return self._recorded(gm, CaptureSession._keep_backward_inputs, current)
+        region = self._current
+        if region is None:
+            raise RuntimeError("AOT Autograd compiled a backward graph before its forward")
+        region.backward_with_nones = gm
+        return self._recorded(gm, CaptureSession._keep_backward_inputs, region)
 
     def compile_dynamo(self, model: Callable) -> Callable:
         session = weakref.ref(self)  # Dynamo keeps its backend with code the user compiled too
 
         def backend(gm, example_inputs):
-            return session()._dynamo_region(gm, example_inputs)
+            return _alive(session)._dynamo_region(gm, example_inputs)
 
-        return torch.compile(model, backend=backend, dynamic=False, isolate_recompiles=True)
+        # torch's typing overloads omit isolate_recompiles, which torch.compile itself takes
+        return torch.compile(model, backend=backend, dynamic=False, isolate_recompiles=True)  # type: ignore[call-overload]
 
     def _dynamo_region(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         order = _signature_order(gm, self.signature)
@@ -110,7 +144,10 @@ class CaptureSession:
             example_inputs = [example_inputs[i] for i in order]
         self._inputs = self._dynamo_sources(gm)
         self._current = None
-        return aot_autograd(**self.compilers())(gm, example_inputs)
+        fw_compiler, bw_compiler, partition_fn = self.compilers()
+        return aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn)(
+            gm, example_inputs
+        )
 
     def compile_fx(self, module: torch.nn.Module, inputs: list) -> Callable:
         """Trace with torch.fx (module paths and source lines kept), then AOT Autograd; raises NotForFx."""
@@ -127,7 +164,10 @@ class CaptureSession:
         traced = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.fx.Node)]
         output.args = (tuple(leaves[i] for i in traced),)  # AOT Autograd wants a flat tuple out
         gm.recompile()
-        compiled = aot_module_simplified(gm, inputs, **self.compilers())
+        fw_compiler, bw_compiler, partition_fn = self.compilers()
+        compiled = aot_module_simplified(
+            gm, inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn
+        )
 
         def run(*args):
             values = list(leaves)
@@ -150,10 +190,10 @@ class CaptureSession:
                     tensor.copy_(before)
         self._mutable.clear()
 
-    def _recorded(self, gm: torch.fx.GraphModule, keep: Callable, partition: Partition) -> Callable:
+    def _recorded(self, gm: torch.fx.GraphModule, keep: Callable, region: _Region) -> Callable:
         """Torch's boxed calling convention around gm, keeping its real inputs while recording."""
         session = weakref.ref(self)
-        target = weakref.ref(partition)
+        target = weakref.ref(region)
 
         def run(args):
             owner, current = session(), target()
@@ -161,14 +201,15 @@ class CaptureSession:
                 keep(owner, args, current)
             return gm(*args)
 
-        run._boxed_call = True
+        run._boxed_call = True  # type: ignore[attr-defined]  # torch's marker for boxed compiled code
         return run
 
-    def _keep_forward_inputs(self, args: list, partition: Partition) -> None:
+    def _keep_forward_inputs(self, args: list, region: _Region) -> None:
         """Parameters and inputs requiring grad are kept by reference (autograd forbids changing them in
         place during the run; their version counters show any change after); anything else is copied,
         since the forward may change it in place (running statistics)."""
-        values, versions = [], []
+        values: list = []
+        versions: list[int | None] = []
         for value in args:
             if isinstance(value, torch.Tensor):
                 versions.append(value._version)
@@ -179,16 +220,13 @@ class CaptureSession:
             else:
                 versions.append(None)
             values.append(value)
-        trace = partition.trace
-        trace.forward_inputs, trace.forward_versions, trace.rng_state = values, versions, self.rng_state
+        region.forward_values, region.forward_versions = values, versions
 
-    def _keep_backward_inputs(self, args: list, partition: Partition) -> None:
+    def _keep_backward_inputs(self, args: list, region: _Region) -> None:
         """By reference: autograd lets go of its saved values after backward; these are the same tensors."""
-        partition.backward_inputs = list(args)
-        names = [n.name for n in partition.backward_with_nones.graph.find_nodes(op="placeholder")]
-        partition.trace.tangent_values = {
-            name: value for name, value in zip(names, args) if is_tangent(name)
-        }
+        region.backward_inputs = list(args)
+        names = [n.name for n in region.backward_with_nones.graph.find_nodes(op="placeholder")]
+        region.tangent_values = {name: value for name, value in zip(names, args) if is_tangent(name)}
 
     def _dynamo_sources(self, gm: torch.fx.GraphModule) -> list[InputSource]:
         sources = []
@@ -208,6 +246,13 @@ class CaptureSession:
                 kind, name = self.input_names[local]
             sources.append(InputSource(kind, name, key))
         return sources
+
+
+def _alive(session: weakref.ref[CaptureSession]) -> CaptureSession:
+    owner = session()
+    if owner is None:
+        raise RuntimeError("a capture's compiler was called after the capture ended")
+    return owner
 
 
 class _Tracer(torch.fx.Tracer):

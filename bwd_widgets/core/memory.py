@@ -158,7 +158,9 @@ def profile(partition: Partition) -> MemoryProfile:
     forward_death = forward.deaths({k for keys in forward_outputs.values() for k in keys if k is not None})
     forward_live = _live(forward, {}, forward_death)
     backward = _Walk(backward_graph, {name: ("saved", key) for name, key in saved_keys.items() if key is not None})
-    carried = {("saved", key): forward.size[key] for key in set(saved_keys.values()) if key in forward.size}
+    carried: dict[object, int] = {
+        ("saved", key): forward.size[key] for key in set(saved_keys.values()) if key in forward.size
+    }
     gradient_keys = {k for keys in backward.output_keys(backward_graph).values() for k in keys if k is not None}
     backward_live = _live(backward, carried, backward.deaths(gradient_keys))
     timeline = [{"phase": FORWARD, "node": n.name, "live_bytes": b} for n, b in zip(forward.ops, forward_live)]

@@ -8,6 +8,8 @@ import re
 
 import torch
 
+from .kinds import InputKind
+
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _USER_FACING = {os.path.join(_PACKAGE_DIR, "examples.py")}
@@ -22,10 +24,10 @@ def is_library_file(path: str) -> bool:
 
 
 _FLAT_SEGMENT = re.compile(r"_(modules|parameters|buffers)_")
-_KIND = {"parameters": "parameter", "buffers": "buffer", "modules": "input"}
+_KIND: dict[str, InputKind] = {"parameters": "parameter", "buffers": "buffer", "modules": "input"}
 
 
-def parse_flat_name(name: str) -> tuple[str, str]:
+def parse_flat_name(name: str) -> tuple[InputKind, str]:
     """Read Dynamo's flat argument names, as GraphNet samples keep them.
 
     `L_self_modules_bn_parameters_weight_` -> ("parameter", "bn.weight"),
@@ -80,7 +82,7 @@ def _segments(expression: str) -> list[tuple[str, str]] | None:
             segments.append(("attr", node.attr))
             return True
         is_getattr = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
-        if is_getattr and len(node.args) == 2 and isinstance(node.args[1], ast.Constant):
+        if is_getattr and isinstance(node, ast.Call) and len(node.args) == 2 and isinstance(node.args[1], ast.Constant):
             if not walk(node.args[0]):
                 return False
             segments.append(("attr", str(node.args[1].value)))
@@ -90,7 +92,7 @@ def _segments(expression: str) -> list[tuple[str, str]] | None:
     return segments if walk(tree) and segments and segments[0][0] in ("local", "global") else None
 
 
-def parse_source_name(source_name: str) -> tuple[str, str]:
+def parse_source_name(source_name: str) -> tuple[InputKind, str]:
     """Read a Dynamo source such as `L['self']._modules['l1']._parameters['weight']`."""
     segments = _segments(source_name)
     if segments is None:

@@ -103,16 +103,16 @@ def resolve_partitioner(partitioner: object = "default", memory_budget: float | 
     if callable(partitioner):
         name = getattr(partitioner, "__name__", type(partitioner).__name__)
         return Partitioner(name, partitioner, memory_budget)
-    entry = _lookup("default" if partitioner is None else str(partitioner))
-    if entry is None:
+    found = _lookup("default" if partitioner is None else str(partitioner))
+    if found is None:
         raise PartitionerError(
             f"unknown partitioner {partitioner!r}: use one of {', '.join(partitioner_names())}, "
             "a memory budget in [0, 1], or a partition function."
         )
-    if memory_budget is not None and not entry.takes_budget:
+    if memory_budget is not None and not found.takes_budget:
         budgeted = " or ".join(repr(e.name) for e in _REGISTRY.values() if e.takes_budget)
         raise PartitionerError(f"a memory budget needs a partitioner that takes one: pass partitioner={budgeted}.")
-    return Partitioner(entry.name, entry.load(), memory_budget, entry.why_saved)
+    return Partitioner(found.name, found.load(), memory_budget, found.why_saved)
 
 
 def _default_partition() -> PartitionFn:

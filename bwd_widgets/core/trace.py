@@ -1,12 +1,13 @@
 """A trace owns one compiled region's joint graph; a partition is one split of it into forward and backward.
 
-`Trace.partition(p)` is the only way a joint graph gets split, for the first capture and every rerun,
-comparison or sweep after it: no tracing again, and the working copy never leaks between partitions.
+`Trace.split(p)` is the only place a joint graph is split (the capture's first split and every rerun,
+comparison or sweep after it: no tracing again, and the working copy never leaks between partitions),
+and `build_partition` the only place a `Partition` is made; partitions do not change once built.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple
 
@@ -16,15 +17,16 @@ import torch.fx
 from . import analysis
 from .codegen import copy_graph_module, graphnet_code, without_none_outputs
 from .errors import one_line
+from .kinds import InputKind
 from .memory import MemoryProfile, profile
+from .nodes import BackwardNode, backward_nodes
 from .partitioners import Partitioner, resolve_partitioner
 
 
 class InputSource(NamedTuple):
     """What a forward primal is: kind, human name, and the key autograd's grads use."""
 
-    kind: str
-    """`parameter`, `buffer` or `input`."""
+    kind: InputKind
     name: str
     """`bn.weight`, or the argument name."""
     key: str
@@ -33,6 +35,20 @@ class InputSource(NamedTuple):
 
 def _fingerprint(gm: torch.fx.GraphModule) -> tuple:
     return tuple((n.name, n.op, n.target, len(n.users)) for n in gm.graph.nodes)
+
+
+@dataclass(frozen=True)
+class RealValues:
+    """What the real run handed torch's compiled graphs (real mode), recorded once when the run ends."""
+
+    forward_inputs: list
+    """Real values of the forward primals: parameters by reference, the rest copied."""
+    forward_versions: list[int | None]
+    """Version counters of the forward inputs when captured: a later in-place change shows."""
+    rng_state: torch.Tensor | None
+    """The CPU generator's state before the real forward: a replay draws the same dropout masks."""
+    tangent_values: dict[str, Any] | None
+    """Real tangents autograd used, by placeholder name; None when the real backward did not run."""
 
 
 @dataclass(eq=False)
@@ -47,34 +63,50 @@ class Trace:
     """`num_fwd_outputs` and whatever else torch passed the partitioner."""
     inputs: list[InputSource]
     """One per forward primal."""
-    forward_inputs: list | None = None
-    """Real values of the forward primals (real mode): parameters by reference, the rest copied."""
-    forward_versions: list[int | None] | None = None
-    """Version counters of the forward inputs when captured: a later in-place change shows."""
-    tangent_values: dict[str, Any] | None = None
-    """Real tangents autograd used, by placeholder name (real mode)."""
-    rng_state: torch.Tensor | None = None
-    """The CPU generator's state before the real forward: a replay draws the same dropout masks."""
-    notes: list[str] = field(default_factory=list)
-    _work: torch.fx.GraphModule | None = field(default=None, repr=False)
+    real: RealValues | None = None
+    """Real mode: what the real run used (set once, by `record`, when the capture ends)."""
+    notes: tuple[str, ...] = ()
+    """What the capture has to say about this region (set once, by `record`)."""
+    _work: torch.fx.GraphModule | None = None
+    _recorded: bool = False
+
+    def record(self, real: RealValues | None, notes: list[str]) -> None:
+        """Keep the real run's values and the capture's notes; a trace is recorded once."""
+        if self._recorded:
+            raise RuntimeError(f"trace {self.index} was already recorded")
+        self.real, self.notes, self._recorded = real, tuple(notes), True
+
+    @property
+    def forward_inputs(self) -> list | None:
+        return self.real.forward_inputs if self.real is not None else None
+
+    @property
+    def forward_versions(self) -> list[int | None] | None:
+        return self.real.forward_versions if self.real is not None else None
+
+    @property
+    def tangent_values(self) -> dict[str, Any] | None:
+        return self.real.tangent_values if self.real is not None else None
+
+    @property
+    def rng_state(self) -> torch.Tensor | None:
+        return self.real.rng_state if self.real is not None else None
 
     def partition(self, partitioner: Partitioner | str | float = "default") -> Partition:
         """Split the joint graph with `partitioner`; in real mode, replay the real backward inputs."""
         resolved = resolve_partitioner(partitioner)
         forward, backward = self.split(resolved)
-        result = Partition(self, resolved, forward, backward)
-        result.note_random_recompute()
-        if self.forward_inputs is not None and self.tangent_values is not None:
-            if self.inputs_changed():
-                result.notes.append(
-                    "a weight or input changed in place since the extraction: real backward values not replayed."
-                )
-            else:
-                try:
-                    result.backward_inputs = result.replay_backward_inputs()
-                except Exception as error:  # the graphs stand; only the real values are missing
-                    result.notes.append(f"could not replay real backward inputs: {one_line(error)}")
-        return result
+        if self.real is None or self.real.tangent_values is None:
+            return build_partition(self, resolved, forward, backward)
+        if self.inputs_changed():
+            note = "a weight or input changed in place since the extraction: real backward values not replayed."
+            return build_partition(self, resolved, forward, backward, notes=[note])
+        try:
+            replayed = replay_backward_inputs(self.real, forward, backward)
+        except Exception as error:  # the graphs stand; only the real values are missing
+            note = f"could not replay real backward inputs: {one_line(error)}"
+            return build_partition(self, resolved, forward, backward, notes=[note])
+        return build_partition(self, resolved, forward, backward, replayed)
 
     def inputs_changed(self) -> bool:
         """Whether a forward input kept by reference was changed in place after the capture."""
@@ -109,9 +141,51 @@ class Trace:
                 self._work = work
 
 
-@dataclass(eq=False)
+def build_partition(
+    trace: Trace,
+    partitioner: Partitioner,
+    forward: torch.fx.GraphModule,
+    backward_with_nones: torch.fx.GraphModule,
+    backward_inputs: list | None = None,
+    notes: list[str] | None = None,
+) -> Partition:
+    """The one way a Partition is made, for the capture's first split and every split after it.
+
+    It says so when the partitioner recomputes a random op: such an extraction must not look exact.
+    """
+    notes = list(notes or [])
+    recomputed = {name for name, _ in analysis.recomputed(backward_with_nones)}
+    random = analysis.random_ops(backward_with_nones, recomputed)
+    if random:
+        notes.append(
+            f"{partitioner.name} recomputes random op(s) {', '.join(random)} in backward: the backward "
+            "draws new random numbers, so its gradients differ from eager autograd's."
+        )
+    return Partition(trace, partitioner, forward, backward_with_nones, backward_inputs, tuple(notes))
+
+
+def replay_backward_inputs(
+    real: RealValues, forward: torch.fx.GraphModule, backward_with_nones: torch.fx.GraphModule
+) -> list:
+    """Run a forward graph on the real forward inputs: its saved outputs, plus the tangents autograd
+    used, are the real inputs of its backward graph."""
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        if real.rng_state is not None:
+            torch.set_rng_state(real.rng_state)
+        outputs = forward(*real.forward_inputs)
+    output_nodes = forward.graph.output_node().args[0]
+    assert isinstance(output_nodes, (tuple, list))
+    by_name = {node.name: value for node, value in zip(output_nodes, outputs) if isinstance(node, torch.fx.Node)}
+    by_name.update(real.tangent_values or {})
+    return [by_name[node.name] for node in backward_with_nones.graph.find_nodes(op="placeholder")]
+
+
+@dataclass(frozen=True, eq=False)
 class Partition:
-    """One trace split into a forward and a backward graph by one partitioner."""
+    """One trace split into a forward and a backward graph by one partitioner (made by `build_partition`).
+
+    Frozen: its analyses are cached on first use, and nothing may change what they were computed from.
+    """
 
     trace: Trace
     partitioner: Partitioner
@@ -120,7 +194,7 @@ class Partition:
     """The backward graph as torch returns it: `None` for inputs that need no gradient."""
     backward_inputs: list | None = None
     """Real values of the backward placeholders (real mode)."""
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
 
     @property
     def index(self) -> int:
@@ -154,6 +228,11 @@ class Partition:
     @cached_property
     def saved_tensors(self) -> list[analysis.SavedTensor]:
         return analysis.saved_tensors(self)
+
+    @cached_property
+    def nodes(self) -> list[BackwardNode]:
+        """The table of backward nodes the views show (kind, module, lines, bytes, why saved)."""
+        return backward_nodes(self)
 
     @cached_property
     def tangents(self) -> list[analysis.TensorInfo]:
@@ -204,24 +283,3 @@ class Partition:
     def saved_input_bytes(self) -> int:
         """Forward inputs (parameters, buffers, user inputs) kept alive for backward."""
         return sum(s.bytes for s in self.saved_tensors if not s.is_activation)
-
-    def note_random_recompute(self) -> None:
-        """Say so when the partitioner recomputes a random op: the extraction must not look exact."""
-        random = self.recomputed_random_ops
-        if random:
-            self.notes.append(
-                f"{self.partitioner.name} recomputes random op(s) {', '.join(random)} in backward: the backward "
-                "draws new random numbers, so its gradients differ from eager autograd's."
-            )
-
-    def replay_backward_inputs(self) -> list:
-        """Run this forward graph on the real forward inputs: its saved outputs, plus the tangents
-        autograd used, are the real inputs of this backward graph."""
-        with torch.no_grad(), torch.random.fork_rng(devices=[]):
-            if self.trace.rng_state is not None:
-                torch.set_rng_state(self.trace.rng_state)
-            outputs = self.forward(*self.trace.forward_inputs)
-        output_nodes = self.forward.graph.output_node().args[0]
-        by_name = {node.name: value for node, value in zip(output_nodes, outputs) if isinstance(node, torch.fx.Node)}
-        by_name.update(self.trace.tangent_values or {})
-        return [by_name[node.name] for node in self.backward_with_nones.graph.find_nodes(op="placeholder")]

@@ -1,0 +1,42 @@
+"""Fake mode: parameters, buffers and inputs swapped for fake tensors, so that nothing is computed and
+no memory is taken, for models of any size (meta-device weights included)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import torch
+
+
+@contextlib.contextmanager
+def faked(model: Callable, inputs: list) -> Iterator[list]:
+    """Swap parameters, buffers and inputs for fake tensors: no compute, no memory."""
+    from torch._guards import detect_fake_mode
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+    from torch.nn.utils.stateless import _reparametrize_module
+
+    state: dict[str, torch.Tensor] = {}
+    if isinstance(model, torch.nn.Module):
+        state.update(model.named_parameters(remove_duplicate=False))
+        state.update(model.named_buffers(remove_duplicate=False))
+    tensors = list(state.values()) + [t for t in inputs if isinstance(t, torch.Tensor)]
+    fake_mode = detect_fake_mode(tensors) or FakeTensorMode()
+
+    def fake(tensor: torch.Tensor) -> torch.Tensor:
+        if isinstance(tensor, FakeTensor):
+            return tensor
+        if tensor.device.type == "meta":
+            with fake_mode:
+                result = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="cpu")
+        else:
+            result = fake_mode.from_tensor(tensor)
+        return result.requires_grad_(tensor.requires_grad) if result.is_floating_point() else result
+
+    fake_state = {n: fake(t) for n, t in state.items()}
+    fake_inputs = [fake(t) if isinstance(t, torch.Tensor) else t for t in inputs]
+    with contextlib.ExitStack() as stack:
+        if isinstance(model, torch.nn.Module):
+            stack.enter_context(_reparametrize_module(model, fake_state, tie_weights=True))
+        stack.enter_context(fake_mode)
+        yield fake_inputs
