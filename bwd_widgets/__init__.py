@@ -7,7 +7,6 @@ This module is the public façade. Layers, each importing only those below it:
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +26,7 @@ from .core.errors import (
 )
 from .core.partitioners import Partitioner, partitioner_names, register_partitioner
 from .core.trace import InputSource, Partition, Trace
+from .display_hook import set_provider
 from .extraction import BackwardExtraction
 from .extractor import clear_trace_cache, default_requires_grad, extract
 from .graphnet import GraphNetSample, TensorMeta, load_graphnet_sample
@@ -115,11 +115,9 @@ def show(target: object, *example_inputs: object, **extract_kwargs: object) -> B
 
 def load_ipython_extension(shell: InteractiveShell) -> None:
     """`%load_ext bwd_widgets`: registers %bwd_extract and %%bwd_extract."""
-    from .jupyter.display import register
     from .jupyter.magic import load
 
     load(shell)
-    register(shell)
 
 
 def unload_ipython_extension(shell: InteractiveShell) -> None:
@@ -128,17 +126,14 @@ def unload_ipython_extension(shell: InteractiveShell) -> None:
     unload(shell)
 
 
-def _register_display() -> None:
-    """Inside a Jupyter kernel, extractions, comparisons and sweeps that end a cell show as the widget."""
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None
-    if shell is not None:
-        from .jupyter.display import register
+def _widget_bundle(obj: object) -> tuple[dict, dict] | None:
+    """Results that end a cell in a Jupyter kernel show as the widget (the Jupyter layer decides)."""
+    from .jupyter.display import widget_bundle
 
-        register(shell)
+    return widget_bundle(obj)
 
 
-_register_display()
+set_provider(_widget_bundle)
 
 
 def __getattr__(name: str) -> object:

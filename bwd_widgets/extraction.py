@@ -13,6 +13,7 @@ from .core import memory
 from .core.analysis import GradientOutput, SavedTensor, TensorInfo
 from .core.partitioners import resolve_partitioner
 from .core.trace import Partition
+from .display_hook import RichDisplay
 from .graphnet_writer import Layout, save_extraction
 
 
@@ -22,7 +23,7 @@ def _count_nodes(gm: torch.fx.GraphModule) -> int:
 
 
 @dataclass(eq=False)
-class BackwardExtraction:
+class BackwardExtraction(RichDisplay):
     """Everything captured for one model, one partitioner, one mode.
 
     A model with graph breaks has several partitions (one per compiled region), in execution order;

@@ -6,9 +6,12 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from .core.errors import BwdWidgetsError
 from .core.partitioners import resolve_partitioner
+from .display_hook import RichDisplay
 from .extraction import BackwardExtraction
 from .extractor import extract
+from .graphnet import GraphNetSample
 
 DEFAULT_BUDGETS = tuple(i / 10 for i in range(11))
 
@@ -43,7 +46,7 @@ def row(extraction: BackwardExtraction) -> dict:
 
 
 @dataclass
-class Comparison:
+class Comparison(RichDisplay):
     """Partitions of one joint graph, side by side."""
 
     extractions: list[BackwardExtraction]
@@ -62,7 +65,12 @@ class Comparison:
 def _base(model_or_extraction: object, inputs: tuple, extract_kwargs: dict) -> BackwardExtraction:
     if isinstance(model_or_extraction, BackwardExtraction):
         return model_or_extraction
-    return extract(model_or_extraction, *inputs, **extract_kwargs)
+    if isinstance(model_or_extraction, GraphNetSample) or callable(model_or_extraction):
+        return extract(model_or_extraction, *inputs, **extract_kwargs)
+    raise BwdWidgetsError(
+        f"expected a model, a GraphNet sample or an extraction, got {type(model_or_extraction).__name__}: "
+        "pass the model and its inputs, or the result of bw.extract."
+    )
 
 
 def compare(
@@ -106,7 +114,7 @@ class SweepPoint:
 
 
 @dataclass
-class Sweep:
+class Sweep(RichDisplay):
     points: list[SweepPoint]
     interrupted: bool = False
 

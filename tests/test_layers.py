@@ -13,6 +13,7 @@ OPERATIONS = {
     "extraction",
     "graphnet",
     "graphnet_writer",
+    "graphnet_files",
     "graphnet_validate",
     "graphnet_pass",
     "extractor",
@@ -21,6 +22,7 @@ OPERATIONS = {
     "batch",
     "requires_grad",
     "trace_cache",
+    "display_hook",
 }
 LAYER = {"core": 0, "operations": 1, "views": 2, "cli": 2, "jupyter": 3, "facade": 4}
 CORE_MAY_NOT_IMPORT = ("IPython", "ipywidgets", "anywidget", "traitlets", "graphviz", "tqdm")

@@ -149,7 +149,7 @@ def saved_tensors(partition: Partition) -> list[SavedTensor]:
     forward_nodes = {n.name: n for n in partition.forward.graph.nodes}
     joint_nodes = {n.name: n for n in partition.joint.graph.nodes}
     sources = partition.inputs
-    counted_storages = set()
+    counted_storages: set[str] = set()
     saved = []
     for node in partition.backward_with_nones.graph.find_nodes(op="placeholder"):
         if is_tangent(node.name):
@@ -171,20 +171,9 @@ def saved_tensors(partition: Partition) -> list[SavedTensor]:
         else:
             module = node_module(producer, sources)
         alias_of = storage_op = None
-        activation_bytes = 0
+        activation_bytes = info.bytes if is_activation else 0
         if is_activation and producer is not None:
-            root = storage_root(producer)
-            if root is not producer:
-                index_of_root = primal_index(root.name) if root.op == "placeholder" else None
-                if index_of_root is not None and index_of_root < len(sources):
-                    alias_of = sources[index_of_root].name
-                else:
-                    alias_of, storage_op = root.name, op_name(root)
-            if root.op != "placeholder" and root.name not in counted_storages:
-                counted_storages.add(root.name)
-                activation_bytes = _storage_bytes(root) if root is not producer else info.bytes
-        elif is_activation:
-            activation_bytes = info.bytes
+            alias_of, storage_op, activation_bytes = _storage(producer, info.bytes, sources, counted_storages)
         saved.append(
             SavedTensor(
                 name=node.name,
@@ -205,6 +194,25 @@ def saved_tensors(partition: Partition) -> list[SavedTensor]:
             )
         )
     return saved
+
+
+def _storage(
+    producer: torch.fx.Node, nbytes: int, sources: list[InputSource], counted: set[str]
+) -> tuple[str | None, str | None, int]:
+    """For a saved activation: what its memory is a view of (a forward input, or a forward value and the
+    op that made it), and the bytes it adds, each storage counted once (`counted` records those seen)."""
+    alias_of = storage_op = None
+    root = storage_root(producer)
+    if root is not producer:
+        index_of_root = primal_index(root.name) if root.op == "placeholder" else None
+        if index_of_root is not None and index_of_root < len(sources):
+            alias_of = sources[index_of_root].name
+        else:
+            alias_of, storage_op = root.name, op_name(root)
+    if root.op == "placeholder" or root.name in counted:
+        return alias_of, storage_op, 0
+    counted.add(root.name)
+    return alias_of, storage_op, _storage_bytes(root) if root is not producer else nbytes
 
 
 def tangents(backward: torch.fx.GraphModule) -> list[TensorInfo]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
 import builtins
 import keyword
 import re
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -57,30 +59,14 @@ class BwdMagics(Magics):
         extracts the cell as a function of the tensors and modules it reads, then runs the cell
         once more so that the names it assigns exist afterwards.
         """
-        call, options = _split_call(line) if cell is None else ("", line)
-        try:
-            args = parse_argstring(self.bwd_extract, options)
-        except SystemExit:
-            raise UsageError("bad arguments to %bwd_extract: see %bwd_extract? for the usage") from None
-        except ValueError as error:
-            raise UsageError(f"could not read the options ({error}): close every quote") from None
-        if args.call:
-            where = "the call goes first, e.g. %bwd_extract model(x) --fake" if cell is None else "put it in the cell"
-            raise UsageError(f"unexpected {' '.join(args.call)!r}: {where}")
-        partitioner = "min_cut" if args.budget is not None and args.partitioner == "default" else args.partitioner
-        try:
-            resolve_partitioner(partitioner, args.budget)
-        except BwdWidgetsError as error:
-            raise UsageError(str(error)) from None
-        namespace = self.shell.user_ns
+        shell = self.shell
+        if shell is None:
+            raise UsageError("%bwd_extract needs an IPython shell")
+        call, args, partitioner = _read_options(self.bwd_extract, line, cell)
         if cell is None:
-            if not call:
-                raise UsageError("give the forward call to extract, e.g. %bwd_extract model(x)")
-            if args.output:
-                raise UsageError("--output is for the cell magic %%bwd_extract")
-            model, inputs, called = _evaluate_call(call, namespace)
+            model, inputs, called = _evaluate_call(call, shell.user_ns)
         else:
-            model, inputs = _cell_module(cell, namespace, args.output)
+            model, inputs = _cell_module(cell, shell.user_ns, args.output)
             called = "cell"
         try:
             extraction = extract(
@@ -94,7 +80,7 @@ class BwdMagics(Magics):
         except BwdWidgetsError as error:
             raise UsageError(str(error)) from None
         if cell is not None and not args.fake:
-            self.shell.ex(cell)  # the names the cell assigns exist afterwards, as if it had run
+            shell.ex(cell)  # the names the cell assigns exist afterwards, as if it had run
         if args.save:
             _save(extraction, Path(args.save), args.name or _free_name(Path(args.save), called))
         if args.no_display:
@@ -104,6 +90,31 @@ class BwdMagics(Magics):
 
             display(BackwardGraphWidget(extraction))
         return extraction
+
+
+def _read_options(magic: object, line: str, cell: str | None) -> tuple[str, argparse.Namespace, str]:
+    """The forward call (line magic), the parsed options and the partitioner they name; bad options are
+    one UsageError sentence."""
+    call, options = _split_call(line) if cell is None else ("", line)
+    try:
+        args = parse_argstring(magic, options)
+    except SystemExit:
+        raise UsageError("bad arguments to %bwd_extract: see %bwd_extract? for the usage") from None
+    except ValueError as error:
+        raise UsageError(f"could not read the options ({error}): close every quote") from None
+    if args.call:
+        where = "the call goes first, e.g. %bwd_extract model(x) --fake" if cell is None else "put it in the cell"
+        raise UsageError(f"unexpected {' '.join(args.call)!r}: {where}")
+    partitioner = "min_cut" if args.budget is not None and args.partitioner == "default" else args.partitioner
+    try:
+        resolve_partitioner(partitioner, args.budget)
+    except BwdWidgetsError as error:
+        raise UsageError(str(error)) from None
+    if cell is None and not call:
+        raise UsageError("give the forward call to extract, e.g. %bwd_extract model(x)")
+    if cell is None and args.output:
+        raise UsageError("--output is for the cell magic %%bwd_extract")
+    return call, args, partitioner
 
 
 def _save(extraction: BackwardExtraction, out: Path, name: str) -> None:
@@ -155,7 +166,7 @@ def _evaluate(node: ast.expr, namespace: dict) -> object:
         raise UsageError(f"could not evaluate {ast.unparse(node)!r}: {one_line(error)}") from None
 
 
-def _evaluate_call(text: str, namespace: dict) -> tuple[object, list, str]:
+def _evaluate_call(text: str, namespace: dict) -> tuple[Callable, list, str]:
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError:
@@ -166,7 +177,10 @@ def _evaluate_call(text: str, namespace: dict) -> tuple[object, list, str]:
     if call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
         raise UsageError("pass the inputs positionally, e.g. model(x, y)")
     called = ast.unparse(call.func)
-    return _evaluate(call.func, namespace), [_evaluate(a, namespace) for a in call.args], called
+    model = _evaluate(call.func, namespace)
+    if not callable(model):
+        raise UsageError(f"{called} is a {type(model).__name__}, not a model: write the forward call, e.g. model(x)")
+    return model, [_evaluate(a, namespace) for a in call.args], called
 
 
 def _cell_module(cell: str, namespace: dict, output: str | None) -> tuple[torch.nn.Module, list]:
