@@ -7,10 +7,13 @@ import signal
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 
-from .batch import DEFAULT_TIMEOUT, plan, run
+from .batch import DEFAULT_TIMEOUT, SampleRecord, plan, run
 from .core.errors import BwdWidgetsError
+from .core.kinds import MODES
 from .core.partitioners import partitioner_names
 from .graphnet_writer import LAYOUTS
 
@@ -26,8 +29,8 @@ A sample is code: its model.py runs (in a worker process), so extract only sampl
 Its weight_meta.py and input_meta.py are read as data, never run."""
 
 
-def _positive(kind: type):
-    def parse(text: str):
+def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
+    def parse(text: str) -> float:
         value = kind(text)
         if value <= 0:
             raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
@@ -36,13 +39,7 @@ def _positive(kind: type):
     return parse
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="bwd-extract",
-        description="Extract forward and backward graphs of GraphNet samples through AOT Autograd.",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def _add_samples(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("samples", nargs="*", type=Path, metavar="SAMPLE_DIR", help="GraphNet sample folders")
     parser.add_argument(
         "--list",
@@ -60,13 +57,15 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: the folder list entries are found in when it holds every sample, else the samples' common parent)",
     )
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
+
+
+def _add_settings(parser: argparse.ArgumentParser) -> None:
+    """What makes an output (recorded in it and compared by --resume), and how it is laid out."""
     parser.add_argument(
         "--partitioner", default="default", help=f"one of {', '.join(partitioner_names())} (default: %(default)s)"
     )
     parser.add_argument("--budget", type=float, help="activation memory budget in [0, 1]; implies min_cut")
-    parser.add_argument(
-        "--mode", choices=("real", "fake"), default="real", help="real runs the model; fake only traces shapes"
-    )
+    parser.add_argument("--mode", choices=MODES, default="real", help="real runs the model; fake only traces shapes")
     parser.add_argument(
         "--validate",
         action="store_true",
@@ -85,6 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip samples whose outputs are complete and made with the same settings",
     )
     parser.add_argument("--device", default="cpu", help="device for the sample tensors (default: %(default)s)")
+
+
+def _add_running(parser: argparse.ArgumentParser) -> None:
+    """Where and how long the samples run."""
     parser.add_argument("--workers", type=_positive(int), metavar="N", help="worker processes (default: one per core)")
     parser.add_argument(
         "--timeout",
@@ -98,10 +101,22 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ADDRESS",
         help="run on a Dask cluster: a scheduler address, or 'local' for a local cluster of --workers workers",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bwd-extract",
+        description="Extract forward and backward graphs of GraphNet samples through AOT Autograd.",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_samples(parser)
+    _add_settings(parser)
+    _add_running(parser)
     return parser
 
 
-def _status_line(record: dict) -> str:
+def _status_line(record: SampleRecord) -> str:
     line = f"{record['status']:7} {record['name']}"
     if record["status"] == "ok":
         line += (
@@ -116,7 +131,7 @@ def _status_line(record: dict) -> str:
     return line
 
 
-def _interrupt(signum, frame) -> None:
+def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 

@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -134,7 +135,7 @@ def read_metas(path: Path, notes: list[str] | None = None) -> list[TensorMeta]:
     for node in tree.body:
         if not isinstance(node, ast.ClassDef):
             continue
-        values = {}
+        values: dict[str, Any] = {}  # literals read from the file; TensorMeta's checks follow
         for statement in node.body:
             if (
                 isinstance(statement, ast.Assign)

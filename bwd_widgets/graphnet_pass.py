@@ -35,7 +35,6 @@ OUR_KEYS = {"partitioner": "default", "memory_budget": None, "mode": "real", "va
 REQUIRED = ("model_path_prefix", "output_dir")
 
 
-
 class BackwardGraphExtractorPass:
     """Called by GraphNet's driver once per sample path (relative to `model_path_prefix`)."""
 

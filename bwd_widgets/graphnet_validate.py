@@ -23,13 +23,14 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, TypedDict
 
 import torch
 
 from .core.capture import own_dynamo_entries
 from .core.errors import ValidationError, one_line
 from .graphnet import load_graphnet_sample
-from .graphnet_writer import sample_files
+from .graphnet_files import sample_files
 
 HASH_FILE = "graph_hash.txt"
 GRAPHNET_DYNAMO_CONFIG = {
@@ -59,6 +60,19 @@ STABLE_API_REPLACEMENTS = (
 )
 """GraphNet's `serialize_graph_module_to_str`: private torch calls in Dynamo's code written as public ones."""
 
+
+Outcome = Literal["passed", "failed"]
+"""A written sample's result under GraphNet's validation steps: every folder passed, or one failed."""
+
+
+class ValidationRecord(TypedDict, total=False):
+    """What a batch record says of a sample's validation (`Validator.record`)."""
+
+    validation: Outcome
+    validated_folders: int
+    validated_by: list[str]
+    validation_failures: list[str]
+    """One line per folder that failed; absent when all passed."""
 
 
 @dataclass(frozen=True)
@@ -202,13 +216,14 @@ def _hash_and_reextract(model: torch.nn.Module, inputs: dict, workspace: Path, u
             workspace_path=str(workspace),
         )
 
-        def then(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        def then(gm: torch.fx.GraphModule, example_inputs: list) -> Callable | None:
             with contextlib.redirect_stdout(io.StringIO()):  # it prints a line per graph
                 return extractor(gm, example_inputs)
     else:
 
-        def then(gm: torch.fx.GraphModule, example_inputs: list) -> None:
+        def then(gm: torch.fx.GraphModule, example_inputs: list) -> Callable | None:
             codes.append(_write_reextraction(gm, example_inputs, workspace / "temp"))
+            return None
 
     _trace(model, inputs, then)
     return hashlib.sha256(codes[0].encode()).hexdigest(), workspace / "temp"
@@ -276,12 +291,12 @@ class Validator:
     def __call__(self, folder: Path) -> None:
         self.outcomes.append(validate_sample(folder, use_graphnet=self.use_graphnet))
 
-    def record(self, relative_to: Path) -> dict:
+    def record(self, relative_to: Path) -> ValidationRecord:
         """What a batch record says: passed or failed, how many folders, and each failure in one line."""
         failures = [
             f"{o.folder.relative_to(relative_to).as_posix()}: {o.failure}" for o in self.outcomes if not o.passed
         ]
-        result: dict = {
+        result: ValidationRecord = {
             "validation": "failed" if failures else "passed",
             "validated_folders": len(self.outcomes),
             "validated_by": sorted({o.by for o in self.outcomes}),

@@ -3,7 +3,6 @@
 Tiny samples built in tmp_path keep these fast; each batch starts real worker processes.
 """
 
-import hashlib
 import json
 import os
 import signal
@@ -19,77 +18,13 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 import bwd_widgets as bw
-import bwd_widgets.batch as batch
+import bwd_widgets.batch.transport as transport
 import bwd_widgets.graphnet_writer as graphnet_writer
 from bwd_widgets.cli import main as bwd_extract
 from bwd_widgets.core.errors import OutputError
 from bwd_widgets.graphnet_writer import SPLITS, sample_path
 
-MODEL = """import torch
-{prelude}
-
-class GraphModule(torch.nn.Module):
-    def forward(self, w_0: torch.Tensor, in_0: torch.Tensor):
-        return (torch.nn.functional.linear(in_0, w_0).relu(),)
-"""
-
-META = """class Program_weight_tensor_meta_w_0:
-    name = "w_0"
-    shape = [4, 4]
-    dtype = "torch.float32"
-    device = "cpu"
-    mean = 0.0
-    std = 0.5
-    data = None
-
-
-class Program_weight_tensor_meta_in_0:
-    name = "in_0"
-    shape = [2, 4]
-    dtype = "torch.float32"
-    device = "cpu"
-    mean = 0.0
-    std = 1.0
-    data = None
-"""
-
-
-def tiny_sample(folder: Path, prelude: str = "") -> Path:
-    """A GraphNet sample of one linear layer; `prelude` runs when its model.py is imported."""
-    folder.mkdir(parents=True)
-    (folder / "model.py").write_text(MODEL.format(prelude=prelude))
-    (folder / "weight_meta.py").write_text(META)
-    (folder / "input_meta.py").write_text("")
-    (folder / "graph_net.json").write_text(json.dumps({"framework": "torch", "model_name": folder.name}))
-    return folder
-
-
-def checksums(*folders: Path, skip: Path | None = None) -> dict[str, str]:
-    """Every file and folder under `folders` (links not followed), with a checksum for files."""
-    found = {}
-    for folder in folders:
-        for path in sorted(folder.rglob("*")):
-            if skip is not None and (path == skip or skip in path.parents):
-                continue
-            found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "folder"
-    return found
-
-
-def worker_processes() -> list[int]:
-    """Worker processes that this test process started and left running."""
-    found = []
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            text, command = status.read_text(), (status.parent / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if f"PPid:\t{os.getpid()}\n" in text and b"batch import serve" in command:
-            found.append(int(status.parent.name))
-    return found
-
-
-def summary_of(out: Path) -> dict:
-    return json.loads((out / "summary.json").read_text())
+from _batch_util import checksums, summary_of, tiny_sample, worker_processes
 
 
 def test_inputs_by_absolute_dotdot_and_symlink_paths_extract_and_stay_untouched(tmp_path, conv_bn_dir):
@@ -302,13 +237,13 @@ def test_dask_cluster_loses_a_worker_mid_batch_and_writes_every_sample_once(tmp_
         )
     ]
     installs = []
-    real_install = batch.install
+    real_install = transport.install
 
     def counting_install(out, stage, name, splits, layout):
         installs.append(name)
         return real_install(out, stage, name, splits, layout)
 
-    monkeypatch.setattr(batch, "install", counting_install)
+    monkeypatch.setattr(transport, "install", counting_install)  # the client stores each result through it
     try:
         for _ in range(300):
             if scheduler_file.exists() and scheduler_file.stat().st_size:

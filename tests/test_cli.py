@@ -13,7 +13,7 @@ import pytest
 from bwd_widgets.cli import main as bwd_extract
 from bwd_widgets.graphnet_writer import STAGING_OWNER, is_complete, sample_path
 
-from test_batch import checksums, summary_of, tiny_sample
+from _batch_util import checksums, summary_of, tiny_sample
 
 
 def test_cli_batch_isolates_failures_and_resumes(conv_bn_dir, tmp_path, capsys):

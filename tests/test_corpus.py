@@ -4,7 +4,7 @@ import pytest
 
 import bwd_widgets as bw
 
-from test_graphnet import run_written_sample
+from _batch_util import run_written_sample
 
 
 def _sample_names():

@@ -1,5 +1,4 @@
 import json
-import re
 
 import pytest
 import torch
@@ -7,30 +6,7 @@ import torch
 import bwd_widgets as bw
 import bwd_widgets.graphnet_writer as graphnet_writer
 
-
-def _outputs(gm):
-    values = gm.graph.output_node().args[0]
-    return [v.meta["val"] for v in (values if isinstance(values, (tuple, list)) else [values])]
-
-
-def run_written_sample(folder, recorded_gm):
-    """Reload a written sample and run it: outputs have the recorded shapes and dtypes (in the order written:
-    a boolean first output trades places with another, as the sample's marker says)."""
-    sample = bw.load_graphnet_sample(folder)
-    with torch.no_grad():
-        outputs = sample.module(*sample.inputs)
-    outputs = outputs if isinstance(outputs, (tuple, list)) else [outputs]
-    expected = _outputs(recorded_gm)
-    marker = json.loads((folder / "graph_net.json").read_text())["bwd_widgets"]
-    for change in marker.get("rewritten_for_graphnet", []):
-        swapped = re.fullmatch(r"outputs 0 and (\d+) trade places: .*", change)
-        if swapped:
-            other = int(swapped.group(1))
-            expected[0], expected[other] = expected[other], expected[0]
-            assert outputs[0].dtype != torch.bool
-    assert [tuple(o.shape) for o in outputs] == [tuple(e.shape) for e in expected]
-    assert [o.dtype for o in outputs] == [e.dtype for e in expected]
-    return sample
+from _batch_util import run_written_sample
 
 
 def test_save_and_reload_reference(conv_bn_dir, tmp_path):

@@ -23,8 +23,8 @@ from bwd_widgets.graphnet_pass import BackwardGraphExtractorPass
 from bwd_widgets.graphnet_validate import GRAPHNET_DYNAMO_CONFIG, HASH_FILE, validate_sample
 from bwd_widgets.graphnet_writer import TRAIN_SPLITS, sample_path
 
+from _batch_util import summary_of, tiny_sample
 from shared_data import shared_path
-from test_batch import summary_of, tiny_sample
 
 THREE = ["torchvision/mobilenet_v2", "timm/test_efficientnet.r160_in1k", "timm/rexnet_100.nav_in1k"]
 """Samples GraphNet's extractor extracts on this CPU machine, of three model families."""

@@ -1,0 +1,135 @@
+"""The same batch on a Dask cluster: requests go out with their files, records come back with theirs.
+
+Each Dask worker drives one worker process of its own (`WorkerProcess`), so a sample that crashes or
+hangs costs that process, not the Dask worker; a lost Dask worker's samples are rescheduled by Dask.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Iterator
+from itertools import islice
+from typing import Any
+
+from ..core.errors import BatchError, one_line
+from .pool import WorkerProcess
+from .records import SampleRecord, SampleRequest
+
+_dask_workers: dict[str, WorkerProcess] = {}
+"""The worker process of each Dask worker living in this process, by the Dask worker's address."""
+_dask_locks: dict[str, threading.Lock] = {}
+_dask_locks_lock = threading.Lock()
+
+
+def run_on_dask_worker(request: SampleRequest, timeout: float) -> SampleRecord:
+    """A Dask task: the sample runs in this Dask worker's own worker process, one at a time, so a crash or
+    a hang costs that process, not the Dask worker."""
+    from distributed import get_worker
+
+    dask_worker = get_worker()
+    with _dask_locks_lock:
+        lock = _dask_locks.setdefault(dask_worker.address, threading.Lock())
+    with lock:
+        worker = _dask_workers.get(dask_worker.address)
+        if worker is None or not worker.alive:
+            worker = _dask_workers[dask_worker.address] = WorkerProcess(threads=max(1, dask_worker.state.nthreads))
+        return worker.run(request, timeout)
+
+
+def _client(scheduler: object, workers: int) -> tuple[Any, list[Any], list[str]]:
+    """A client of the cluster `scheduler` names; what this pool started (to close) and its local workers."""
+    from distributed import Client, LocalCluster
+
+    if isinstance(scheduler, Client):
+        return scheduler, [], []
+    if scheduler == "local":
+        # Dask workers as threads of this process: each drives its own worker process, which does the work
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=False,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
+        client = Client(cluster)
+        return client, [client, cluster], list(cluster.scheduler_info["workers"])
+    try:
+        client = Client(str(scheduler), timeout=10)
+    except (OSError, TimeoutError) as error:
+        raise BatchError(
+            f"cannot reach the Dask scheduler at {scheduler} ({one_line(error)}): start one with "
+            "`dask scheduler`, or pass --scheduler local."
+        ) from None
+    return client, [client], []
+
+
+class DaskPool:
+    """The same batch on a Dask cluster: requests go out with their files, results come back with theirs.
+
+    A lost Dask worker's samples are rescheduled by Dask on the others; each result reaches the client once.
+    """
+
+    def __init__(self, scheduler: object, workers: int, timeout: float):
+        try:
+            import distributed  # noqa: F401  (refuse early, with the command that installs it)
+        except ImportError:
+            raise BatchError("Dask is not installed: pip install 'bwd_widgets[dask]'.") from None
+        self.timeout = timeout
+        self.futures: list[Any] = []
+        self.client, self.own, self.local_workers = _client(scheduler, workers)
+        try:
+            self.client.wait_for_workers(1, timeout=60)
+        except TimeoutError:
+            self.close()
+            raise BatchError(
+                f"the Dask cluster at {scheduler} has no workers: start some with `dask worker`."
+            ) from None
+
+    def results(self, requests: Iterator[SampleRequest], count: int) -> Iterator[SampleRecord]:
+        from distributed import as_completed
+        from distributed.scheduler import KilledWorker
+
+        window = 2 * max(1, sum(self.client.nthreads().values()))
+        names: dict[str, str] = {}
+        completed = as_completed()
+
+        def submit(request: SampleRequest) -> None:
+            future = self.client.submit(
+                run_on_dask_worker, request, self.timeout, key=f"bwd-extract-{uuid.uuid4().hex}", pure=False
+            )
+            names[future.key] = request["name"]
+            self.futures.append(future)
+            completed.add(future)
+
+        for request in islice(requests, window):
+            submit(request)
+        for future in completed:
+            result: SampleRecord
+            try:
+                result = future.result()
+            except KilledWorker as error:
+                result = {
+                    "name": names[future.key],
+                    "status": "crash",
+                    "reason": f"Dask workers died running it: {error}",
+                }
+            except Exception as error:
+                result = {"name": names[future.key], "status": "error", "reason": one_line(error)}
+            self.futures.remove(future)
+            future.release()
+            yield result
+            next_request = next(requests, None)
+            if next_request is not None:
+                submit(next_request)
+
+    def close(self) -> None:
+        if self.futures:
+            self.client.cancel(self.futures)
+        for owned in self.own:
+            owned.close()
+        for address in self.local_workers:
+            worker = _dask_workers.pop(address, None)
+            if worker is not None:
+                worker.close()

@@ -1,0 +1,215 @@
+"""The files of one GraphNet sample, as GraphNet's extractor writes them: `model.py`, the metas, `graph_net.json`.
+
+Also the rewrites that let GraphNet's own tools run a graph we write (inputs copied into their recorded
+strides, a boolean first output moved). Where samples go and who owns them is `graphnet_writer`'s job.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from .core.codegen import copy_graph_module
+
+INLINE_DATA_LIMIT = 4096
+INLINE_FLOAT_LIMIT = 64
+MARKER = "bwd_widgets"
+"""The key in `graph_net.json` that says bwd_widgets wrote the folder: name, split, run, settings, files."""
+
+
+def _literal(value) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float('{value}')"
+    return repr(value)
+
+
+def _list_literal(values) -> str:
+    return "[" + ", ".join(_literal(v) for v in values) + "]"
+
+
+def meta_class(name: str, value: object, original_name: str | None = None) -> str:
+    """One `Program_weight_tensor_meta_<name>` class for a real or fake value."""
+    lines = [f"class Program_weight_tensor_meta_{name}:", f'    name = "{name}"']
+    if original_name and original_name != name:
+        lines.append(f"    original_name = {original_name!r}")
+    if isinstance(value, torch.Tensor):
+        fake = _is_fake(value)
+        lines += [
+            f"    shape = {list(int(s) for s in value.shape)}",
+            f'    dtype = "{value.dtype}"',
+            '    device = "cpu"',
+        ]
+        if not value.is_contiguous() and value.numel():
+            lines.append(f"    stride = {list(value.stride())}")
+        flat = None if fake else value.detach().cpu().reshape(-1)
+        mean = std = data = None
+        extra = []
+        if flat is not None and flat.numel():
+            if value.is_floating_point():
+                as_float = flat.double()
+                mean = round(float(as_float.mean()), 6)
+                std = round(float(as_float.std()), 6) if flat.numel() > 1 else 0.0
+                if std == 0.0 and bool((flat == flat[0]).all()):
+                    mean = float(flat[0])  # exact: readers fill a constant tensor (all-ones tangents) from mean
+                if flat.numel() <= INLINE_FLOAT_LIMIT:
+                    data = flat.tolist()
+            elif not value.is_complex():
+                if flat.numel() <= INLINE_DATA_LIMIT:
+                    data = flat.tolist()
+                extra = [f"    min_val = {_literal(flat.min().item())}", f"    max_val = {_literal(flat.max().item())}"]
+        lines += [f"    mean = {_literal(mean)}", f"    std = {_literal(std)}"]
+        lines.append(f"    data = {_list_literal(data) if data is not None else None}")
+        lines += extra
+    else:
+        lines += [
+            "    shape = []",
+            '    dtype = "torch.int64"',
+            '    device = "cpu"',
+            "    mean = None",
+            "    std = None",
+        ]
+        lines.append(f"    data = [{int(value)}]" if isinstance(value, int) else "    data = None")
+    return "\n".join(lines) + "\n"
+
+
+def _is_fake(tensor) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(tensor, FakeTensor) or tensor.device.type == "meta"
+
+
+def sample_files(code: str, names: list, values: list, original_names: dict) -> dict[str, str]:
+    """The files of one sample but `graph_net.json`, which is written last.
+
+    As GraphNet's extractor writes them: every graph input in `weight_meta.py`, an empty `input_meta.py`
+    and an empty `input_tensor_constraints.py` (static shapes have no constraints).
+    """
+    metas = "\n\n".join(meta_class(n, v, original_names.get(n)) for n, v in zip(names, values))
+    return {"model.py": code, "weight_meta.py": metas, "input_meta.py": "", "input_tensor_constraints.py": ""}
+
+
+def write_sample(
+    directory: Path,
+    code: str,
+    names: list,
+    values: list,
+    original_names: dict,
+    info: dict,
+    marker: dict | None = None,
+    check: Callable[[Path], None] | None = None,
+) -> None:
+    """Write one sample folder; `graph_net.json` last, as GraphNet's completion marker.
+
+    `check`, if given, runs on the folder before `graph_net.json` is written (validation, which may add
+    `graph_hash.txt`); the marker lists every file the folder then holds.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    files = sample_files(code, names, values, original_names)
+    for file_name, text in files.items():
+        (directory / file_name).write_text(text)
+    if check is not None:
+        check(directory)
+    if marker is not None:
+        written = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file())
+        info = {**info, MARKER: {**marker, "files": written}}
+    (directory / "graph_net.json").write_text(json.dumps(info, indent=4) + "\n")
+
+
+def _runs_on(gm: torch.fx.GraphModule, values: list, recorded_strides: bool) -> bool:
+    """Whether the graph runs on fake inputs of these shapes, contiguous or in their recorded strides."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        inputs = [
+            (
+                torch.empty_strided(v.shape, v.stride(), dtype=v.dtype)
+                if recorded_strides
+                else torch.empty(v.shape, dtype=v.dtype)
+            )
+            if isinstance(v, torch.Tensor)
+            else v
+            for v in values
+        ]
+        try:
+            torch.fx.Interpreter(gm).run(*inputs)
+        except Exception:  # data-dependent ops and the like: this check cannot tell
+            return False
+    return True
+
+
+def _layout_matters(gm: torch.fx.GraphModule, values: list) -> bool:
+    """GraphNet's loaders build inputs contiguous: does the graph fail on those, and run in the recorded strides?"""
+    if all(v.is_contiguous() for v in values if isinstance(v, torch.Tensor)):
+        return False
+    return not _runs_on(gm, values, recorded_strides=False) and _runs_on(gm, values, recorded_strides=True)
+
+
+def _is_bool_tensor(value: object) -> bool:
+    val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+    return isinstance(val, torch.Tensor) and val.dtype == torch.bool
+
+
+def for_graphnet_tools(gm: torch.fx.GraphModule, values: list) -> tuple[torch.fx.GraphModule, list[str]]:
+    """The graph as GraphNet's own tools can run it, and what was changed (nothing, most often).
+
+    `values` are the graph's inputs as they will be written (real values carry the layout that ran).
+
+    GraphNet's loaders build every input contiguous (they ignore `stride`), so when the graph fails on such
+    inputs and runs in the recorded strides (checked on fake tensors), its non-contiguous inputs are copied into
+    their recorded layout first; GraphNet's runner reads the first output with
+    `argmin`, which refuses booleans, so a boolean first output (a mask passed across a graph break) trades
+    places with the first output that is not one.
+    """
+    restride = []
+    if _layout_matters(gm, values):
+        restride = [
+            (node, value)
+            for node, value in zip(gm.graph.find_nodes(op="placeholder"), values)
+            if isinstance(value, torch.Tensor) and value.numel() and not value.is_contiguous()
+        ]
+    outputs = gm.graph.output_node().args[0]
+    swap = None
+    if isinstance(outputs, (tuple, list)) and outputs and _is_bool_tensor(outputs[0]):
+        swap = next((i for i, o in enumerate(outputs) if isinstance(o, torch.fx.Node) and not _is_bool_tensor(o)), None)
+    if not restride and swap is None:
+        return gm, []
+    result = copy_graph_module(gm)
+    changes = []
+    by_name = {node.name: node for node in result.graph.find_nodes(op="placeholder")}
+    anchor = next(node for node in result.graph.nodes if node.op != "placeholder")
+    for original, val in restride:
+        node = by_name[original.name]
+        device = torch.device("cpu") if val.device.type == "meta" else val.device
+        with result.graph.inserting_before(anchor):
+            empty = result.graph.call_function(
+                torch.ops.aten.empty_strided.default,
+                (list(val.shape), list(val.stride())),
+                {"dtype": val.dtype, "device": device},
+            )
+            laid_out = result.graph.call_function(torch.ops.aten.copy.default, (empty, node))
+        node.replace_all_uses_with(laid_out, delete_user_cb=lambda user, laid_out=laid_out: user is not laid_out)
+        changes.append(f"{node.name} is copied into its recorded strides {list(val.stride())}")
+    if swap is not None:
+        output = result.graph.output_node()
+        results = output.args[0]
+        assert isinstance(results, (tuple, list))  # checked above, on the graph this one copies
+        moved = list(results)
+        moved[0], moved[swap] = moved[swap], moved[0]
+        output.args = (tuple(moved),)
+        changes.append(f"outputs 0 and {swap} trade places: the first output is a boolean tensor")
+    result.recompile()
+    return result, changes
+
+
+def placeholder_values(gm: torch.fx.GraphModule, real_values: list | None) -> tuple[list[str], list]:
+    """The graph's input names, and the values written for them: the real ones when they match, else the recorded."""
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    names = [n.name for n in placeholders]
+    if real_values is not None and len(real_values) == len(placeholders):
+        return names, list(real_values)
+    return names, [n.meta.get("val") for n in placeholders]
