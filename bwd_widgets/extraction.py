@@ -11,6 +11,7 @@ import torch
 
 from .core import memory
 from .core.analysis import GradientOutput, SavedTensor, TensorInfo
+from .core.kinds import Mode
 from .core.partitioners import resolve_partitioner
 from .core.trace import Partition
 from .display_hook import RichDisplay
@@ -31,7 +32,7 @@ class BackwardExtraction(RichDisplay):
     """
 
     partitions: list[Partition]
-    mode: str
+    mode: Mode
     model_name: str
     seconds: float = 0.0
     autograd_gradients: dict[str, torch.Tensor] = field(default_factory=dict)

@@ -105,7 +105,7 @@ class _Call:
 
 
 def _prepare(
-    model: Callable | GraphNetSample, inputs: tuple, mode: str, requires_grad: RequiresGrad, name: str | None
+    model: Callable | GraphNetSample, inputs: tuple, mode: Mode, requires_grad: RequiresGrad, name: str | None
 ) -> _Call:
     if mode not in MODES:
         raise BwdWidgetsError(f"unknown mode {mode!r}: use 'real' or 'fake'.")
@@ -117,7 +117,7 @@ def _prepare(
         sample, model = model, model.module
         inputs = inputs or tuple(sample.meta_inputs() if mode == "fake" else sample.inputs)
         name = name or sample.name
-        input_names, rule_names, notes = dict(sample.input_sources), sample.original_names, list(sample.notes)
+        input_names, rule_names, notes = sample.input_sources, sample.original_names, list(sample.notes)
     name = name or type(model).__name__
     signature = signature_names(model)
     arg_names = [signature[i] if i < len(signature) else f"input_{i}" for i in range(len(inputs))]

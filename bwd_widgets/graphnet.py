@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from .core.errors import SampleError
+from .core.kinds import InputKind
 from .core.naming import parse_flat_name
 
 _CUDA_STRING = re.compile(r"""(['"])cuda(?::\d+)?\1""")
@@ -56,7 +57,7 @@ class GraphNetSample:
     metas: list[TensorMeta]
     original_names: dict[str, str] = field(default_factory=dict)
     """Argument -> original (Dynamo) name."""
-    input_sources: dict[str, tuple[str, str]] = field(default_factory=dict)
+    input_sources: dict[str, tuple[InputKind, str]] = field(default_factory=dict)
     """Argument -> (kind, human name)."""
     device: str = "cpu"
     seed: int = 0

@@ -15,6 +15,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .core.analysis import random_ops
+from .core.kinds import Mode
 from .core.trace import Partition
 from .extraction import BackwardExtraction
 
@@ -105,7 +106,7 @@ def _module_key(module: torch.nn.Module) -> tuple:
 
 
 def trace_key(
-    model: object, example_inputs: tuple, decided: dict[str, bool], mode: str, capture_scalars: bool
+    model: object, example_inputs: tuple, decided: dict[str, bool], mode: Mode, capture_scalars: bool
 ) -> TraceKey | None:
     """What makes two calls trace the same joint graph; None where that cannot be told cheaply.
 

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING
 import torch
 import torch.fx
 
-from .kinds import is_tangent
+from .kinds import SAVED_KINDS, InputKind, SavedKind, is_tangent
 from .naming import module_path, source_line
 from .why import why_saved
 
 if TYPE_CHECKING:
     from .trace import InputSource, Partition
 
-KINDS = ("activation", "parameter", "buffer", "input", "symint")
+KINDS = SAVED_KINDS
 
 
 @dataclass
@@ -32,7 +32,7 @@ class SavedTensor:
     """One value autograd keeps between forward and backward (a backward placeholder)."""
 
     name: str
-    kind: str  # one of KINDS
+    kind: SavedKind
     source: str | None  # the parameter, buffer or input it is, for forward inputs
     shape: tuple
     dtype: str
@@ -58,7 +58,7 @@ class GradientOutput:
 
     name: str
     grad_of: str  # human name: `conv.weight`, `x`
-    kind: str
+    kind: InputKind
     key: str  # argument name or qualified parameter name, as in BackwardExtraction.autograd_gradients
     shape: tuple
     dtype: str
@@ -159,6 +159,8 @@ def saved_tensors(partition: Partition) -> list[SavedTensor]:
         producer = forward_nodes.get(node.name)
         users = [u.name for u in node.users]
         info = tensor_info(node.name, value)
+        kind: SavedKind
+        source: str | None
         if isinstance(value, (int, torch.SymInt)):
             kind, source = "symint", None
         elif index is not None and index < len(sources):

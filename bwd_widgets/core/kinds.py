@@ -15,6 +15,10 @@ MODES: tuple[Mode, ...] = get_args(Mode)
 InputKind = Literal["parameter", "buffer", "input"]
 """What a forward primal is."""
 
+SavedKind = Literal["activation", "parameter", "buffer", "input", "symint"]
+"""What a value saved for backward is: computed in forward, a forward input, or a symbolic size."""
+SAVED_KINDS: tuple[SavedKind, ...] = get_args(SavedKind)
+
 NodeKind = Literal["saved", "tangent", "gradient", "op"]
 """What a backward node is: a value saved in forward, a tangent (the gradient flowing in), an op
 whose output is an input's gradient, or any other op."""

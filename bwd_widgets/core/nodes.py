@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import torch.fx
 
 from .analysis import SavedTensor, node_module, op_name, tensor_info
-from .kinds import NodeKind, is_tangent
+from .kinds import NodeKind, SavedKind, is_tangent
 from .naming import source_line
 
 if TYPE_CHECKING:
@@ -43,8 +43,8 @@ class BackwardNode:
     """1-based line of its definition in the backward code, 0 if none."""
     grad_of: tuple[str, ...]
     """For a gradient: the inputs or parameters it is the gradient of."""
-    saved_kind: str
-    """For a saved value: `activation`, `parameter`, `buffer`, `input` or `symint`."""
+    saved_kind: SavedKind | Literal[""]
+    """For a saved value, what it is; "" for any other node."""
     recomputed: bool
     """A forward op the partitioner placed in backward to recompute it."""
     bytes: int

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.fx
 
+from .kinds import SavedKind
 from .partitioners import Partitioner
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def min_cut_ban(node: torch.fx.Node | None, op_types: OpTypes) -> str | None:
 
 
 def why_saved(
-    kind: str, producer: torch.fx.Node | None, users: list[str], partitioner: Partitioner, joint_nodes: dict
+    kind: SavedKind, producer: torch.fx.Node | None, users: list[str], partitioner: Partitioner, joint_nodes: dict
 ) -> str:
     """One sentence: kept input, checkpoint policy, ban, or the cheapest cut."""
     readers = ", ".join(users[:3]) + (" and others" if len(users) > 3 else "")
