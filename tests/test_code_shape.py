@@ -32,3 +32,57 @@ def test_the_limits_see_every_module():
     """The walk must reach the package's modules, nested packages included, or the limits hold vacuously."""
     names = {str(p.relative_to(PACKAGE)) for p in SOURCES}
     assert {"extractor.py", "core/capture.py", "views/payload.py", "jupyter/widget.py"} <= names
+
+
+def _calls(name: str) -> list[str]:
+    """Where the package calls `name(...)`: `module:function` for each call."""
+    found = []
+    for path in SOURCES:
+        tree = ast.parse(path.read_text())
+        for function in ast.walk(tree):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name:
+                    found.append(f"{path.relative_to(PACKAGE)}:{function.name}")
+    return found
+
+
+def test_one_factory_builds_every_partition():
+    assert _calls("Partition") == ["core/trace.py:build_partition"]
+    assert set(_calls("build_partition")) == {"core/capture.py:build", "core/trace.py:partition"}
+
+
+def test_partitions_cannot_change_once_built():
+    import dataclasses
+
+    import pytest
+    import torch
+
+    import bwd_widgets as bw
+
+    partition = bw.extract(torch.nn.Linear(3, 2), torch.randn(4, 3)).partitions[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        partition.forward = partition.backward  # type: ignore[misc]
+    with pytest.raises(RuntimeError, match="already recorded"):
+        partition.trace.record(None, [])
+
+
+def test_the_tangent_rule_is_written_once():
+    places = [
+        f"{p.relative_to(PACKAGE)}:{i}"
+        for p in SOURCES
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if '"tangents_"' in line or "startswith(TANGENT_PREFIX)" in line
+    ]
+    assert places == ["core/kinds.py:27", "core/kinds.py:33"], places
+
+
+def test_no_view_reads_fx_graphs():
+    """The views serialise the core's node table; classifying graph nodes is the core's job."""
+    offenders = [
+        str(p.relative_to(PACKAGE))
+        for p in (PACKAGE / "views").rglob("*.py")
+        if "torch.fx" in p.read_text() or "import torch" in p.read_text()
+    ]
+    assert not offenders, offenders
