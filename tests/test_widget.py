@@ -9,15 +9,12 @@ import pytest
 import torch
 
 import bwd_widgets as bw
+from bwd_widgets.core.nodes import place_unowned
 from bwd_widgets.examples import Transformer
 from bwd_widgets.jupyter.widget import STATIC
-from bwd_widgets.views.payload import (
-    STATE_DEFAULTS,
-    TIMELINE_POINTS,
-    graph_payload,
-    place_unowned_ops,
-    stretch_maxima,
-)
+from bwd_widgets.views.grouping import FIRST_VIEW_LIMIT, first_views, module_tree, visible_graph
+from bwd_widgets.views.payload import STATE_DEFAULTS, TIMELINE_POINTS, graph_payload
+from bwd_widgets.views.plot import stretch_extremes, stretch_maxima
 from bwd_widgets.views.static import fallback_svg
 
 
@@ -54,7 +51,10 @@ def test_payload_of_the_reference(reference):
     line = next(n["line"] for n in payload["nodes"] if n["id"] == "convolution_backward")
     assert lines[line - 1].strip().startswith("convolution_backward = ")
     assert ["getitem_3", "convolution_backward"] in payload["edges"]
-    assert payload["totals"]["saved_activation_bytes"] == reference.saved_activation_bytes
+    assert payload["partition"]["saved_activation_bytes"] == reference.saved_activation_bytes
+    assert payload["run"]["saved_activation_bytes"] == reference.saved_activation_bytes, "one compiled region"
+    forward = payload["code"]["forward"].splitlines()
+    assert forward[payload["code"]["lines"]["forward"]["convolution"] - 1].strip().startswith("convolution = ")
 
 
 def test_widget_repr_is_deterministic(reference, conv_bn_dir):
@@ -66,13 +66,13 @@ def test_widget_repr_is_deterministic(reference, conv_bn_dir):
 def test_partitioner_traits_rerun_and_keep_the_previous_totals():
     torch.manual_seed(0)
     widget = bw.show(Transformer(width=32, depth=2), torch.randint(0, 64, (2, 16)))
-    before = widget.data["totals"]
+    before = widget.data["partition"]
     widget.selected = "tangents_1"
     widget.memory_budget = 0.0  # no effect under the default partitioner...
     widget.partitioner = "min_cut"  # ...until min-cut uses it
     assert widget.data["partitioner"] == "min_cut" and widget.data["memory_budget"] == 0.0
     assert widget.previous == {"saved": before["saved"], "saved_activation_bytes": before["saved_activation_bytes"]}
-    assert widget.data["totals"]["saved_activation_bytes"] < before["saved_activation_bytes"]
+    assert widget.data["partition"]["saved_activation_bytes"] < before["saved_activation_bytes"]
     assert widget.selected == "tangents_1" and widget.busy is False and widget.error == ""
     assert torch._functorch.config.activation_memory_budget == 1.0
 
@@ -116,8 +116,8 @@ def test_html_export_escapes_names(tmp_path):
 
 def test_dot_and_svg(reference, tmp_path):
     dot = bw.to_dot(reference)
-    assert sorted(re.findall(r"^\t\tlabel=(\w+)$", dot, re.M)) == ["bn", "conv"]
-    assert "grad of conv.weight" in dot
+    assert sorted(re.findall(r'^    id="c\d+"; label="(\w+)";', dot, re.M)) == ["bn", "conv"], "a cluster per module"
+    assert "\u2207 conv.weight" in dot and dot.count(' [id="v') == 16, "every node drawn, gradients say of what"
     if shutil.which("dot") is None:
         with pytest.raises(bw.BwdWidgetsError, match="apt install graphviz"):
             bw.save_svg(reference, tmp_path / "g.svg")
@@ -159,7 +159,7 @@ def test_hostile_module_names_stay_text_in_dot_and_svg(tmp_path):
 def test_payload_carries_the_memory_picture():
     torch.manual_seed(0)
     extraction = bw.extract(Transformer(width=32, depth=2), torch.randint(0, 64, (2, 16)))
-    memory = graph_payload(extraction)["memory"]
+    memory = graph_payload(extraction)["run"]["memory"]
     timeline = extraction.memory_timeline()
     assert memory["steps"] == len(timeline) and len(memory["timeline"]) <= TIMELINE_POINTS
     assert memory["peak"]["live_bytes"] == extraction.peak_activation_bytes == max(p["live_bytes"] for p in timeline)
@@ -167,6 +167,8 @@ def test_payload_carries_the_memory_picture():
     assert memory["peak"]["step"] in {p["step"] for p in memory["timeline"]}, "the peak survives the thinning"
     assert sum(m["bytes"] for m in memory["by_module"]) == extraction.saved_activation_bytes
     assert memory["forward_steps"] == sum(1 for p in timeline if p["phase"] == "forward")
+    assert memory["y_ticks"][0] == 0 and memory["y_ticks"][-1] >= memory["peak"]["live_bytes"]
+    assert memory["x_ticks"] and memory["x_ticks"][-1] <= memory["steps"] - 1
 
 
 def test_stretch_maxima_keeps_the_highest_of_each_stretch():
@@ -174,6 +176,31 @@ def test_stretch_maxima_keeps_the_highest_of_each_stretch():
     assert stretch_maxima(values, 4) == [1, 2, 4, 7]
     assert stretch_maxima(values, 20) == list(range(8))
     assert stretch_maxima([], 3) == []
+    assert stretch_extremes(values, 4) == [0, 1, 2, 4, 5, 6, 7], "the lowest and the highest of each, in order"
+
+
+def _chain(blocks: int, ops: int) -> list[dict]:
+    return [
+        {"id": f"b{b}_{part}_{i}", "module": f"blocks.{b}.{part}", "kind": "op"}
+        for b in range(blocks)
+        for part in ("attn", "mlp")
+        for i in range(ops)
+    ]
+
+
+def test_first_views_open_level_by_level_within_the_limit_down_to_all_collapsed():
+    big = _chain(32, 50)
+    tree = module_tree(big)
+    views = first_views(tree)
+    counts = [len(visible_graph(big, [], set(open)).nodes) for open in views]
+    assert (
+        views[-1] == [] and all(n <= FIRST_VIEW_LIMIT for n in counts[:-1]) and counts == sorted(counts, reverse=True)
+    )
+    small = _chain(1, 3)
+    assert len(visible_graph(small, [], set(first_views(module_tree(small))[0])).nodes) == len(small), (
+        "small opens whole"
+    )
+    assert [row["size"] for row in tree[:3]] == [3200, 3200, 100], "the model, blocks, blocks.0"
 
 
 def test_parameter_views_are_named_so_and_add_nothing():
@@ -191,16 +218,10 @@ def test_ops_without_a_module_join_the_module_their_neighbours_share():
     payload = graph_payload(bw.extract(Transformer(width=32, depth=3), torch.randint(0, 64, (2, 8))))
     top_level_ops = [n["id"] for n in payload["nodes"] if not n["module"] and n["op"] != "placeholder"]
     assert top_level_ops == [], "the residual gradient sums go inside modules, so a collapsed model stays small"
-    node = {"op": "aten.add", "module": ""}
-    nodes = [
-        dict(node, id="a", module="blocks.0.mlp"),
-        dict(node, id="sum"),
-        dict(node, id="b", module="blocks.1.attn"),
-        dict(node, id="then"),
-        dict(node, id="tangents_1", op="placeholder"),
-    ]
-    place_unowned_ops(nodes, [["a", "sum"], ["b", "sum"], ["sum", "then"], ["tangents_1", "a"]])
-    assert [n["module"] for n in nodes] == ["blocks.0.mlp", "blocks", "blocks.1.attn", "blocks", ""]
+    modules = {"a": "blocks.0.mlp", "sum": "", "b": "blocks.1.attn", "then": "", "tangents_1": ""}
+    edges = [("a", "sum"), ("b", "sum"), ("sum", "then"), ("tangents_1", "a")]
+    placed = place_unowned(modules, ["sum", "then"], edges)
+    assert list(placed.values()) == ["blocks.0.mlp", "blocks", "blocks.1.attn", "blocks", ""]
 
 
 def test_the_widget_carries_a_small_static_picture(reference):
@@ -209,6 +230,7 @@ def test_the_widget_carries_a_small_static_picture(reference):
     svg = data["image/svg+xml"]
     assert svg.startswith("<svg") and len(svg.encode()) < 100_000
     assert "peak activation memory" in svg and "saved 8 values" in svg
+    assert "this compiled region (graph 1 of 1)" in svg and "whole run: peak" in svg, "each number says what it counts"
     if shutil.which("dot") is not None:
         assert ">convolution_backward</text>" in svg, "the first view is drawn"
 

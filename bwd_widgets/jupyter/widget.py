@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any, cast, get_origin, get_type_hints
 
 import anywidget
 import traitlets
@@ -14,7 +15,7 @@ from ..core.errors import BwdWidgetsError
 from ..extraction import BackwardExtraction
 from ..extractor import extract
 from ..studio import Comparison, Sweep, sweep
-from ..views.payload import STATE_DEFAULTS, comparison_rows, graph_payload, sweep_points
+from ..views.payload import STATE_DEFAULTS, GraphData, WidgetState, comparison_rows, graph_payload, sweep_points
 from ..views.static import fallback_svg
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
@@ -53,9 +54,23 @@ def drawn_in_this_cell(obj: object) -> bool:
     return ref is not None and ref() is obj and count == _execution_count()
 
 
-def _synced(kind: type[traitlets.TraitType], name: str, help: str) -> traitlets.TraitType:
-    """A synced trait whose default lives in `views.payload.STATE_DEFAULTS`."""
-    return kind(STATE_DEFAULTS[name], help=help).tag(sync=True)
+_DEFAULTS: Mapping[str, object] = STATE_DEFAULTS
+_KINDS: dict[object, type[traitlets.TraitType]] = {
+    str: traitlets.Unicode,
+    float: traitlets.Float,
+    int: traitlets.Int,
+    bool: traitlets.Bool,
+    list: traitlets.List,
+}
+
+
+def _synced(name: str, help: str) -> traitlets.TraitType:
+    """A synced trait as `views.payload.WidgetState` declares it (the one list of traits): its kind
+    from the annotation (a TypedDict is a Dict), its default from `STATE_DEFAULTS`."""
+    hint = get_type_hints(WidgetState)[name]
+    kind = _KINDS.get(get_origin(hint) or hint, traitlets.Dict)
+    trait = kind(default_value=_DEFAULTS[name], help=help) if name in _DEFAULTS else kind(help=help)
+    return trait.tag(sync=True)
 
 
 class BackwardGraphWidget(anywidget.AnyWidget):
@@ -65,20 +80,20 @@ class BackwardGraphWidget(anywidget.AnyWidget):
     _esm = STATIC / "widget.js"
     _css = STATIC / "widget.css"
 
-    data = traitlets.Dict(help="the GraphData payload of the partition shown").tag(sync=True)
-    selected = _synced(traitlets.Unicode, "selected", "id of the selected backward node; set it to select")
-    partitioner = _synced(traitlets.Unicode, "partitioner", "registered partitioner; setting it reruns")
-    memory_budget = _synced(traitlets.Float, "memory_budget", "budget for a partitioner that takes one")
-    graph_index = _synced(traitlets.Int, "graph_index", "which compiled region to show")
-    busy = _synced(traitlets.Bool, "busy", "true while the kernel partitions or sweeps")
-    error = _synced(traitlets.Unicode, "error", "the last rerun's error, one line")
-    previous = _synced(traitlets.Dict, "previous", "totals of the partition shown before")
-    can_rerun = _synced(traitlets.Bool, "can_rerun", "whether a joint graph is kept to partition again")
-    comparison_rows = _synced(traitlets.List, "comparison_rows", "ComparisonRow per compared partition")
-    compare_index = _synced(traitlets.Int, "compare_index", "comparison row shown; -1 for none")
-    sweep_points = _synced(traitlets.List, "sweep_points", "SweepPoint per memory budget swept")
-    sweep_index = _synced(traitlets.Int, "sweep_index", "sweep point shown; -1 for none")
-    sweep_progress = _synced(traitlets.Unicode, "sweep_progress", "`done/total` while a sweep runs")
+    data = _synced("data", "the GraphData payload of the partition shown")
+    selected = _synced("selected", "id of the selected backward node; set it to select")
+    partitioner = _synced("partitioner", "registered partitioner; setting it reruns")
+    memory_budget = _synced("memory_budget", "budget for a partitioner that takes one")
+    graph_index = _synced("graph_index", "which compiled region to show")
+    busy = _synced("busy", "true while the kernel partitions or sweeps")
+    error = _synced("error", "the last rerun's error, one line")
+    previous = _synced("previous", "totals of the partition shown before")
+    can_rerun = _synced("can_rerun", "whether a joint graph is kept to partition again")
+    comparison_rows = _synced("comparison_rows", "ComparisonRow per compared partition")
+    compare_index = _synced("compare_index", "comparison row shown; -1 for none")
+    sweep_points = _synced("sweep_points", "SweepPoint per memory budget swept")
+    sweep_index = _synced("sweep_index", "sweep point shown; -1 for none")
+    sweep_progress = _synced("sweep_progress", "`done/total` while a sweep runs")
 
     def __init__(
         self,
@@ -90,7 +105,7 @@ class BackwardGraphWidget(anywidget.AnyWidget):
         self._updating = True
         super().__init__(**kwargs)
         self._comparison = comparison
-        self._sweep = sweep
+        self._swept = sweep
         if comparison is not None:
             self.comparison_rows = comparison_rows(comparison)
             self.compare_index = 0
@@ -109,8 +124,8 @@ class BackwardGraphWidget(anywidget.AnyWidget):
         self._updating = True
         try:
             if previous is not None:
-                totals = self.data["totals"]
-                self.previous = {"saved": totals["saved"], "saved_activation_bytes": totals["saved_activation_bytes"]}
+                shown = self.payload["partition"]
+                self.previous = {"saved": shown["saved"], "saved_activation_bytes": shown["saved_activation_bytes"]}
             self.extraction = extraction
             self.partitioner = extraction.partitioner
             if extraction.memory_budget is not None:
@@ -119,9 +134,14 @@ class BackwardGraphWidget(anywidget.AnyWidget):
             data = graph_payload(extraction, self.graph_index, previous)
             if self.selected and self.selected not in {n["id"] for n in data["nodes"]}:
                 self.selected = ""
-            self.data = data
+            self.data = dict(data)
         finally:
             self._updating = False
+
+    @property
+    def payload(self) -> GraphData:
+        """The `data` trait as what it is: the GraphData of the partition shown."""
+        return cast(GraphData, self.data)
 
     def _switch(self, make: Callable[[], BackwardExtraction]) -> None:
         """Show another partition, with the busy flag up and errors as one line."""
@@ -135,25 +155,29 @@ class BackwardGraphWidget(anywidget.AnyWidget):
             self.busy = False
 
     @traitlets.observe("partitioner", "memory_budget")
-    def _rerun(self, change: dict) -> None:
+    def _rerun(self, change: traitlets.Bunch) -> None:
         if self._updating:
             return
-        takes_budget = {p["name"]: p["takes_budget"] for p in self.data["partitioners"]}
+        takes_budget = {p["name"]: p["takes_budget"] for p in self.payload["partitioners"]}
         budget = self.memory_budget if takes_budget.get(self.partitioner) else None
         self._switch(lambda: self.extraction.rerun(self.partitioner, budget))
 
     @traitlets.observe("compare_index")
-    def _pick_comparison(self, change: dict) -> None:
-        if not self._updating and self._comparison is not None and 0 <= change.new < len(self._comparison.extractions):
-            self._switch(lambda: self._comparison.extractions[change.new])
+    def _pick_comparison(self, change: traitlets.Bunch) -> None:
+        comparison, index = self._comparison, change["new"]
+        if not self._updating and comparison is not None and 0 <= index < len(comparison.extractions):
+            self._switch(lambda: comparison.extractions[index])
 
     @traitlets.observe("sweep_index")
-    def _pick_sweep_point(self, change: dict) -> None:
-        if not self._updating and self._sweep is not None and 0 <= change.new < len(self._sweep.points):
-            self._switch(lambda: self._sweep.points[change.new].extraction)
+    def _pick_sweep_point(self, change: traitlets.Bunch) -> None:
+        swept, index = self._swept, change["new"]
+        if not self._updating and swept is not None and 0 <= index < len(swept.points):
+            extraction = swept.points[index].extraction
+            if extraction is not None:
+                self._switch(lambda: extraction)
 
     @traitlets.observe("graph_index")
-    def _switch_graph(self, change: dict) -> None:
+    def _switch_graph(self, change: traitlets.Bunch) -> None:
         if not self._updating:
             self._show(self.extraction)
 
@@ -186,7 +210,7 @@ class BackwardGraphWidget(anywidget.AnyWidget):
         return result
 
     def _set_sweep(self, result: Sweep, index: int = -1) -> None:
-        self._sweep = result
+        self._swept = result
         updating, self._updating = self._updating, True
         try:
             self.sweep_index = index
@@ -194,24 +218,24 @@ class BackwardGraphWidget(anywidget.AnyWidget):
         finally:
             self._updating = updating
 
-    def _repr_mimebundle_(self, **kwargs: object) -> tuple[dict, dict]:
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict]:
         """The widget, and beside it a static SVG (the first view and the headline numbers) that a
         saved notebook keeps for GitHub and nbviewer. Returns (data, metadata)."""
         bundle = super()._repr_mimebundle_(**kwargs)
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-        data = {**data, "image/svg+xml": fallback_svg(self.data)}
-        _note_drawn(self.extraction, self._comparison, self._sweep)
-        return data, metadata
+        data = {**(data or {}), "image/svg+xml": fallback_svg(self.payload)}
+        _note_drawn(self.extraction, self._comparison, self._swept)
+        return data, metadata or {}
 
     def __repr__(self) -> str:
-        totals = self.data["totals"]
+        shown = self.payload["partition"]
         return (
-            f"BackwardGraph(bw_nodes={len(self.data['nodes'])}, saved={totals['saved']}, "
-            f"saved_activation_bytes={totals['saved_activation_bytes']})"
+            f"BackwardGraph(bw_nodes={shown['backward_nodes']}, saved={shown['saved']}, "
+            f"saved_activation_bytes={shown['saved_activation_bytes']})"
         )
 
 
-def show(target: object, *example_inputs: object, **extract_kwargs: object) -> BackwardGraphWidget:
+def show(target: Any, *example_inputs: object, **extract_kwargs: Any) -> BackwardGraphWidget:
     """`show(extraction)`, `show(comparison)`, `show(sweep)`, or `show(model, *inputs, ...)`."""
     if isinstance(target, BackwardExtraction):
         return BackwardGraphWidget(target)

@@ -1,51 +1,164 @@
-"""Static Graphviz DOT and SVG of a backward graph, clustered by module.
+"""The one Graphviz DOT builder for every static output (`bw.to_dot`, `bw.save_svg`, the widget's SVG
+fallback), clustered by module.
 
-Kernel text (module and node names) goes into labels as plain text: never an HTML-like label.
+It writes the same DOT as the browser's js/dot.ts `buildDot` (ids `v<i>` and `c<i>`, no user text in
+ids, labels as quoted text, never an HTML-like label), and with `colours` adds the fill colours the
+browser's CSS gives otherwise; the contract fixture holds the two equal.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
+from collections.abc import Mapping
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import graphviz
 
 from ..core.errors import BwdWidgetsError
 from ..extraction import BackwardExtraction
-from .payload import graph_payload
+from .grouping import VisibleGraph, VisibleNode, parent_of, visible_graph
+from .payload import GraphData, GraphNode, graph_payload
 
-COLOURS = {"saved": "#fde68a", "tangent": "#bfdbfe", "gradient": "#bbf7d0", "op": "#f3f4f6"}
+COLOURS = {
+    "saved": "#fde68a",
+    "tangent": "#bfdbfe",
+    "gradient": "#bbf7d0",
+    "op": "#f3f4f6",
+    "recomputed": "#f3f4f6",
+    "group": "#d7eef3",
+}
+SHAPE = {
+    "saved": 'shape=box, style="filled"',
+    "tangent": 'shape=box, style="filled"',
+    "gradient": 'shape=box, style="rounded,filled,bold"',
+    "op": 'shape=box, style="rounded,filled"',
+    "recomputed": 'shape=box, style="rounded,filled,dashed"',
+    "group": 'shape=box3d, style="filled"',
+}
+QUICK_LAYOUT_ABOVE = 150
+"""Bigger drawings lay out with Graphviz's effort limits (a large flat graph would not finish)."""
 
 
-def _text(value: str) -> str:
-    """A DOT label that Graphviz reads as text: backslashes kept, `<...>` never taken as HTML."""
-    return graphviz.nohtml(value.replace("\\", "\\\\"))
+def quote(text: str) -> str:
+    """A DOT double-quoted string, read as text: backslashes and quotes escaped, newlines as \\n."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + re.sub(r"\r?\n", r"\\n", escaped) + '"'
+
+
+def format_bytes(count: int) -> str:
+    """`1.2 MB`: js/format.ts `formatBytes`, double for double (decimal units; one decimal below 100,
+    rounded from the double's exact value with ties up, as JavaScript's `toFixed` does)."""
+    units = ["B", "KB", "MB", "GB", "TB"]
+    value, unit = float(abs(count)), 0
+    while value >= 1000 and unit < len(units) - 1:
+        value /= 1000
+        unit += 1
+    places = Decimal(1 if value >= 100 else "0.1")
+    text = str(abs(count)) if unit == 0 else str(Decimal(value).quantize(places, ROUND_HALF_UP))
+    return f"{'-' if count < 0 else ''}{text} {units[unit]}"
+
+
+def short_dtype(dtype: str) -> str:
+    """float32 -> f32, bfloat16 -> bf16, int64 -> i64: labels stay narrow."""
+    dtype = re.sub(r"^(b?)float(\d+)$", r"\1f\2", dtype)
+    return re.sub(r"^(u?)int(\d+)$", lambda m: ("u" if m.group(1) else "i") + m.group(2), dtype)
+
+
+def node_label(v: VisibleNode[GraphNode], saved_bytes: Mapping[str, int]) -> str:
+    """The label's first line is the node's id (or the module's path): search and tests rely on it."""
+    if v.path is not None:
+        count = saved_bytes.get(v.path, 0)
+        return f"{v.path} \u25b8\n{v.size} nodes" + (f" \u00b7 {format_bytes(count)} saved" if count else "")
+    n = v.node
+    assert n is not None
+    if n["kind"] == "gradient":
+        return f"{n['id']}\n\u2207 " + ", ".join(n["grad_of"])
+    if n["kind"] in ("saved", "tangent"):
+        return f"{n['id']}\n[{', '.join(map(str, n['shape']))}] {short_dtype(n['dtype'])}"
+    op = n["op"].removeprefix("aten.")
+    return n["id"] if n["id"] == op or n["id"].startswith(op + "_") else f"{n['id']}\n{op}"
+
+
+def node_kind(v: VisibleNode[GraphNode]) -> str:
+    if v.path is not None or v.node is None:
+        return "group"
+    return "recomputed" if v.node["recomputed"] else v.node["kind"]
+
+
+def _utf16(text: str) -> bytes:
+    return text.encode("utf-16-be")
+
+
+def cluster_paths(graph: VisibleGraph[GraphNode]) -> list[str]:
+    """Every open module drawn as a cluster, in JavaScript's sort order: cluster `c<i>` is the i-th."""
+    paths = {path for v in graph.nodes if v.cluster for path in _prefixes(v.cluster)}
+    return sorted(paths, key=_utf16)
+
+
+def _prefixes(path: str) -> list[str]:
+    parts = path.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def build_dot(
+    graph: VisibleGraph[GraphNode], saved_bytes: Mapping[str, int], rankdir: str = "TB", colours: bool = False
+) -> str:
+    """The visible graph as DOT: collapsed modules as boxes, open ones as nested clusters. Without
+    `colours`, exactly js/dot.ts `buildDot`'s text; with them, fill colours for a picture without CSS."""
+    index = {v.id: i for i, v in enumerate(graph.nodes)}
+    clusters = cluster_paths(graph)
+    children: dict[str, list[str]] = {}
+    for path in clusters:
+        children.setdefault(parent_of(path), []).append(path)
+    limits = "nslimit=1, nslimit1=1, mclimit=0.1, " if len(graph.nodes) > QUICK_LAYOUT_ABOVE else ""
+    background = "white" if colours else "transparent"
+    lines = [
+        "digraph backward {",
+        f"  graph [rankdir={rankdir}, newrank=true, {limits}ranksep=0.25, nodesep=0.18, "
+        f'fontname="Helvetica", fontsize=11, bgcolor="{background}"];',
+        '  node [fontname="Helvetica", fontsize=10, margin="0.08,0.03", height=0.2, fillcolor="white", color="gray"];',
+        '  edge [arrowsize=0.5, color="gray"];',
+    ]
+
+    def emit(cluster: str, indent: str) -> None:
+        for v in (v for v in graph.nodes if v.cluster == cluster):
+            i, kind = index[v.id], node_kind(v)
+            fill = f', fillcolor="{COLOURS[kind]}"' if colours else ""
+            label = quote(node_label(v, saved_bytes))
+            lines.append(f'{indent}v{i} [id="v{i}", class="k-{kind}", label={label}, {SHAPE[kind]}{fill}];')
+        for child in children.get(cluster, []):
+            c = clusters.index(child)
+            border = ' color="#90caf9";' if colours else ""
+            lines.append(f"{indent}subgraph cluster_{c} {{")
+            lines.append(f'{indent}  id="c{c}"; label={quote(child)}; style="rounded";{border}')
+            emit(child, indent + "  ")
+            lines.append(f"{indent}}}")
+
+    emit("", "  ")
+    for start, end in graph.edges:
+        loose = " [constraint=false]" if (start, end) in graph.saved_only else ""
+        lines.append(f"  v{index[start]} -> v{index[end]}{loose};")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def saved_bytes_under(data: GraphData) -> dict[str, int]:
+    """Saved activation bytes of the partition inside each module path (the payload's module tree)."""
+    return {row["path"]: row["saved_bytes"] for row in data["views"]["modules"] if row["path"]}
+
+
+def payload_dot(data: GraphData, expanded: set[str], colours: bool = True) -> str:
+    """The DOT of a payload's graph with `expanded` open."""
+    graph = visible_graph(data["nodes"], data["edges"], expanded)
+    return build_dot(graph, saved_bytes_under(data), colours=colours)
 
 
 def to_dot(extraction: BackwardExtraction, graph_index: int = 0) -> str:
-    """The backward graph as Graphviz DOT text."""
-    payload = graph_payload(extraction, graph_index)
-    dot = graphviz.Digraph("backward", graph_attr={"rankdir": "TB", "nslimit": "1", "nslimit1": "1", "mclimit": "0.1"})
-    clusters: dict[str, graphviz.Digraph] = {}
-    for node in payload["nodes"]:
-        module = node["module"]
-        target = clusters.setdefault(module, graphviz.Digraph(f"cluster_{len(clusters)}")) if module else dot
-        lines = [node["id"]] if node["kind"] != "op" else [node["id"], node["op"]]
-        if node["grad_of"]:
-            lines.append("grad of " + ", ".join(node["grad_of"]))
-        target.node(
-            _text(node["id"]),
-            label=_text("\n".join(lines)),
-            shape="box",
-            style="rounded,filled",
-            fillcolor=COLOURS[node["kind"]],
-        )
-    for module, cluster in clusters.items():
-        cluster.attr(label=_text(module))
-        dot.subgraph(cluster)
-    for source, target in payload["edges"]:
-        dot.edge(_text(source), _text(target))
-    return dot.source
+    """The backward graph as Graphviz DOT text, every module open."""
+    data = graph_payload(extraction, graph_index)
+    return payload_dot(data, {row["path"] for row in data["views"]["modules"] if row["path"]})
 
 
 def save_svg(extraction: BackwardExtraction, path: str | Path, graph_index: int = 0) -> Path:

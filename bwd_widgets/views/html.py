@@ -45,15 +45,12 @@ def _script_safe(text: str) -> str:
 
 def html_state(extraction: BackwardExtraction, graph_index: int = 0) -> WidgetState:
     """The widget's state for a page with no kernel: nothing can be partitioned again."""
-    state = {
-        **STATE_DEFAULTS,
-        "data": graph_payload(extraction, graph_index),
-        "partitioner": extraction.partitioner,
-        "memory_budget": 1.0 if extraction.memory_budget is None else extraction.memory_budget,
-        "graph_index": graph_index,
-        "can_rerun": False,
-    }
-    return WidgetState(**state)
+    state = WidgetState(**STATE_DEFAULTS, data=graph_payload(extraction, graph_index))
+    state["partitioner"] = extraction.partitioner
+    state["memory_budget"] = 1.0 if extraction.memory_budget is None else extraction.memory_budget
+    state["graph_index"] = graph_index
+    state["can_rerun"] = False
+    return state
 
 
 def to_html(extraction: BackwardExtraction, path: str | Path, graph_index: int = 0) -> Path:

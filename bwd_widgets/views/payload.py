@@ -6,20 +6,20 @@ as a JSON fixture that the front-end tests check against both. No IPython, no ip
 
 from __future__ import annotations
 
-import re
-from typing import TypedDict
+from typing import TypedDict, cast
 
-import torch.fx
-
-from ..core.analysis import SavedTensor, node_module, op_name, tensor_info
-from ..core.naming import source_line
+from ..core.analysis import SavedTensor
+from ..core.nodes import BackwardNode, definition_lines
 from ..core.partitioners import registered_partitioners
 from ..extraction import BackwardExtraction
 from ..studio import Comparison, Sweep, diff
+from .grouping import Views, view_rules
+from .plot import nice_ticks, stretch_maxima
 
-ARGS_TEXT_LIMIT = 240
 TIMELINE_POINTS = 1000
 OVERLAY_POINTS = 120
+TIMELINE_TICKS = 4
+"""Ticks the widget's memory timeline asks for on each axis (its chart is small)."""
 
 
 class GraphNode(TypedDict):
@@ -58,11 +58,14 @@ class SavedRow(TypedDict):
     why: str
 
 
-class Totals(TypedDict):
+class PartitionTotals(TypedDict):
+    """Numbers of the compiled region shown: one partition, one of `graph_count`."""
+
     saved: int
     saved_activation_bytes: int
     saved_input_bytes: int
     recomputed: int
+    backward_nodes: int
 
 
 class Diff(TypedDict):
@@ -78,9 +81,17 @@ class PartitionerOption(TypedDict):
     description: str
 
 
+class CodeLines(TypedDict):
+    """Line (1-based) of each name's definition in the code; placeholders on the `def` line."""
+
+    backward: dict[str, int]
+    forward: dict[str, int]
+
+
 class Code(TypedDict):
     backward: str
     forward: str
+    lines: CodeLines
 
 
 class MemoryPoint(TypedDict):
@@ -92,12 +103,7 @@ class MemoryPoint(TypedDict):
     live_bytes: int
 
 
-class MemoryPeak(TypedDict):
-    step: int
-    phase: str
-    node: str
-    graph: int
-    live_bytes: int
+class MemoryPeak(MemoryPoint):
     module: str
 
 
@@ -116,7 +122,21 @@ class Memory(TypedDict):
     """Ops before the first backward op."""
     peak: MemoryPeak
     by_module: list[ModuleBytes]
-    """Saved activation bytes per module, largest first; they sum to the saved activation bytes."""
+    """Saved activation bytes per module, largest first; they sum to the run's saved activation bytes."""
+    x_ticks: list[float]
+    """Ops, within the run's steps."""
+    y_ticks: list[float]
+    """Bytes, from 0 to at or above the peak; the browser recomputes them (`niceTicks`) only when a
+    budget overlaid peaks higher."""
+
+
+class RunTotals(TypedDict):
+    """Numbers of the whole run: every compiled region, forward and backward."""
+
+    saved: int
+    saved_activation_bytes: int
+    saved_input_bytes: int
+    memory: Memory
 
 
 class GraphData(TypedDict):
@@ -130,11 +150,12 @@ class GraphData(TypedDict):
     nodes: list[GraphNode]
     edges: list[list[str]]
     saved: list[SavedRow]
-    totals: Totals
+    partition: PartitionTotals
+    run: RunTotals
+    views: Views
     code: Code
     notes: list[str]
     diff: Diff
-    memory: Memory
 
 
 class ComparisonRow(TypedDict):
@@ -168,10 +189,9 @@ class Previous(TypedDict, total=False):
     saved_activation_bytes: int
 
 
-class WidgetState(TypedDict):
-    """Every synced trait of the widget; the HTML export starts from the same defaults."""
+class TraitDefaults(TypedDict):
+    """Every synced trait but `data`, which has no default: its value is the partition shown."""
 
-    data: GraphData
     selected: str
     partitioner: str
     memory_budget: float
@@ -187,21 +207,28 @@ class WidgetState(TypedDict):
     sweep_progress: str
 
 
-STATE_DEFAULTS = {
-    "selected": "",
-    "partitioner": "default",
-    "memory_budget": 1.0,
-    "graph_index": 0,
-    "busy": False,
-    "error": "",
-    "previous": {},
-    "can_rerun": True,
-    "comparison_rows": [],
-    "compare_index": -1,
-    "sweep_points": [],
-    "sweep_index": -1,
-    "sweep_progress": "",
-}
+class WidgetState(TraitDefaults):
+    """Every synced trait of the widget, the one list of them: the widget's traits, js/model.ts
+    `Traits` and the HTML export are checked against it (tests/test_contract.py)."""
+
+    data: GraphData
+
+
+STATE_DEFAULTS = TraitDefaults(
+    selected="",
+    partitioner="default",
+    memory_budget=1.0,
+    graph_index=0,
+    busy=False,
+    error="",
+    previous={},
+    can_rerun=True,
+    comparison_rows=[],
+    compare_index=-1,
+    sweep_points=[],
+    sweep_index=-1,
+    sweep_progress="",
+)
 """Trait defaults, in one place: the widget's traits and the HTML export both start here."""
 
 NO_DIFF: Diff = {"against": "", "recomputed_now": [], "recomputed_rows": [], "newly_saved": []}
@@ -214,26 +241,23 @@ def partitioner_options() -> list[PartitionerOption]:
     ]
 
 
-def _arg_text(value: object) -> str:
-    if isinstance(value, torch.fx.Node):
-        return value.name
-    if isinstance(value, (list, tuple)):
-        inner = ", ".join(_arg_text(v) for v in value)
-        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
-    return repr(value)
-
-
-def _code_lines(code: str) -> dict[str, int]:
-    """Line (1-based) of each node's definition in the generated code."""
-    lines: dict[str, int] = {}
-    for number, line in enumerate(code.splitlines(), start=1):
-        match = re.match(r"\s+(\w+) = ", line)
-        if match and match.group(1) not in lines:
-            lines[match.group(1)] = number
-        if line.lstrip().startswith("def forward("):
-            for name in re.findall(r"\b(\w+)\b", line.split("(", 1)[1]):
-                lines.setdefault(name, number)
-    return lines
+def graph_node(row: BackwardNode) -> GraphNode:
+    """A row of the core's table of backward nodes, as the front end reads it."""
+    return GraphNode(
+        id=row.name,
+        op=row.op,
+        kind=row.kind,
+        module=row.module,
+        shape=list(row.shape),
+        dtype=row.dtype,
+        args=row.args,
+        source=row.source_line,
+        line=row.code_line,
+        grad_of=list(row.grad_of),
+        saved_kind=row.saved_kind,
+        recomputed=row.recomputed,
+        bytes=row.bytes,
+    )
 
 
 def graph_payload(
@@ -244,47 +268,12 @@ def graph_payload(
     With `previous` (the partition shown before), it also says what changed.
     """
     partition = extraction.partitions[graph_index]
-    saved = {s.name: s for s in partition.saved_tensors}
-    gradients: dict[str, list[str]] = {}
-    for gradient in partition.gradients:
-        gradients.setdefault(gradient.name, []).append(gradient.grad_of)
     code = partition.backward_code
-    lines = _code_lines(code)
-    recomputed = {name for name, _ in partition.recomputed}
+    lines = definition_lines(code)
     input_kinds = _input_kinds(extraction)
-    nodes: list[GraphNode] = []
-    edges: list[list[str]] = []
-    for node in partition.backward.graph.nodes:
-        if node.op == "output":
-            continue
-        info = tensor_info(node.name, node.meta.get("val"))
-        if node.op == "placeholder":
-            kind = "tangent" if node.name.startswith("tangents_") else "saved"
-            op = "placeholder"
-        else:
-            kind = "gradient" if node.name in gradients else "op"
-            op = op_name(node)
-        entry = saved.get(node.name)
-        module = entry.module if entry is not None else node_module(node, partition.inputs)
-        nodes.append(
-            GraphNode(
-                id=node.name,
-                op=op,
-                kind=kind,
-                module=module or "",
-                shape=list(info.shape),
-                dtype=info.dtype.replace("torch.", ""),
-                args=", ".join(_arg_text(a) for a in node.args)[:ARGS_TEXT_LIMIT],
-                source=_source(node, entry),
-                line=lines.get(node.name, 0),
-                grad_of=gradients.get(node.name, []),
-                saved_kind=entry.kind if entry is not None else "",
-                recomputed=node.name in recomputed,
-                bytes=info.bytes,
-            )
-        )
-        edges.extend([arg.name, node.name] for arg in node.all_input_nodes)
-    place_unowned_ops(nodes, edges)
+    nodes = [graph_node(row) for row in partition.nodes]
+    edges = [[source, row.name] for row in partition.nodes for source in row.inputs]
+    saved_rows = [saved_row(s, input_kinds) for s in partition.saved_tensors]
     return GraphData(
         model=extraction.model_name,
         partitioner=extraction.partitioner,
@@ -295,52 +284,33 @@ def graph_payload(
         partitioners=partitioner_options(),
         nodes=nodes,
         edges=edges,
-        saved=[saved_row(s, input_kinds) for s in partition.saved_tensors],
-        totals=Totals(
+        saved=saved_rows,
+        partition=PartitionTotals(
             saved=len(partition.saved_tensors),
             saved_activation_bytes=partition.saved_activation_bytes,
             saved_input_bytes=partition.saved_input_bytes,
             recomputed=len(partition.recomputed),
+            backward_nodes=len(nodes),
         ),
-        code=Code(backward=code, forward=partition.forward_code),
+        run=run_totals(extraction),
+        views=view_rules(nodes, [(row["module"], row["activation_bytes"]) for row in saved_rows]),
+        code=Code(
+            backward=code,
+            forward=partition.forward_code,
+            lines=CodeLines(backward=lines, forward=definition_lines(partition.forward_code)),
+        ),
         notes=list(extraction.notes),
         diff=NO_DIFF if previous is None or previous is extraction else diff_payload(previous, extraction),
-        memory=memory_payload(extraction),
     )
 
 
-def _common_module(paths: list[str]) -> str:
-    parts = [path.split(".") for path in paths]
-    shared = []
-    for segments in zip(*parts):
-        if len(set(segments)) > 1:
-            break
-        shared.append(segments[0])
-    return ".".join(shared)
-
-
-def place_unowned_ops(nodes: list[GraphNode], edges: list[list[str]]) -> None:
-    """Backward ops no forward module owns (the gradient sums of residual connections) go in the
-    innermost module their neighbours share, so that a collapsed module hides them with the rest.
-
-    Two sweeps, in graph order and back, so that a run of such ops takes its module from both ends."""
-    neighbours: dict[str, list[str]] = {}
-    for source, target in edges:
-        neighbours.setdefault(source, []).append(target)
-        neighbours.setdefault(target, []).append(source)
-    by_id = {n["id"]: n for n in nodes}
-    unowned = [n for n in nodes if not n["module"] and n["op"] != "placeholder"]
-    for sweep in (unowned, unowned[::-1]):
-        for node in sweep:
-            modules = [by_id[m]["module"] for m in neighbours.get(node["id"], []) if by_id[m]["module"]]
-            if modules:
-                node["module"] = _common_module(modules)
-
-
-def _source(node: torch.fx.Node, entry: SavedTensor | None) -> str:
-    if entry is not None and entry.source_line:
-        return entry.source_line
-    return source_line(node.meta.get("stack_trace")) or ""
+def run_totals(extraction: BackwardExtraction) -> RunTotals:
+    return RunTotals(
+        saved=len(extraction.saved_tensors),
+        saved_activation_bytes=extraction.saved_activation_bytes,
+        saved_input_bytes=extraction.saved_input_bytes,
+        memory=memory_payload(extraction),
+    )
 
 
 def _input_kinds(extraction: BackwardExtraction) -> dict[str, str]:
@@ -382,14 +352,6 @@ def diff_payload(previous: BackwardExtraction, current: BackwardExtraction) -> D
     )
 
 
-def stretch_maxima(values: list[int], count: int) -> list[int]:
-    """Indices of the highest value in each of `count` equal stretches (all indices when fewer)."""
-    if len(values) <= count:
-        return list(range(len(values)))
-    bounds = [round(i * len(values) / count) for i in range(count + 1)]
-    return [max(range(a, b), key=lambda i: (values[i], -i)) for a, b in zip(bounds, bounds[1:]) if b > a]
-
-
 def memory_payload(extraction: BackwardExtraction) -> Memory:
     timeline = extraction.memory_timeline()
     live = [s["live_bytes"] for s in timeline]
@@ -412,12 +374,15 @@ def memory_payload(extraction: BackwardExtraction) -> Memory:
             module=peak.module,
         ),
         by_module=[ModuleBytes(module=m, bytes=b) for m, b in by_module.items()],
+        x_ticks=[t for t in nice_ticks(max(len(timeline) - 1, 1), TIMELINE_TICKS) if t <= len(timeline) - 1],
+        y_ticks=nice_ticks(max(peak.live_bytes, 1), TIMELINE_TICKS),
     )
 
 
 def comparison_rows(comparison: Comparison) -> list[ComparisonRow]:
+    """The studio's rows (plain dicts of ComparisonRow's other keys) with each partition's peak."""
     return [
-        ComparisonRow(**row, peak_activation_bytes=extraction.peak_activation_bytes)
+        cast(ComparisonRow, {**row, "peak_activation_bytes": extraction.peak_activation_bytes})
         for row, extraction in zip(comparison.rows, comparison.extractions)
     ]
 

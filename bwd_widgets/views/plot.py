@@ -79,16 +79,42 @@ def _number(value: float) -> str:
 
 
 def nice_ticks(largest: float, count: int = 5) -> list[float]:
-    """Ticks from 0 in steps of 1, 2 or 5 times a power of ten, the last at or above `largest`."""
+    """Ticks from 0 in steps of 1, 2 or 5 times a power of ten, the last at or above `largest`; [0, 1]
+    when there is nothing to show, so an axis always has a span. js/chart.ts `niceTicks` is its
+    twin (same steps, same 12 significant digits); the contract fixture holds them equal."""
     if not largest > 0:
         return [0.0, 1.0]
     raw = largest / count
-    power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    power = float(f"1e{math.floor(math.log10(raw))}")  # parsed, as js/chart.ts does: the same double
+    step = next((m * power for m in (1, 2, 5) if m * power >= raw), 10 * power)
     ticks = [0.0]
     while ticks[-1] < largest * (1 - 1e-9):
-        ticks.append(round(len(ticks) * step, 12))
+        ticks.append(float(f"{len(ticks) * step:.12g}"))
     return ticks
+
+
+def _stretches(length: int, count: int) -> list[range]:
+    """`count` equal stretches of `range(length)` (one per index when it is shorter)."""
+    if length <= count:
+        return [range(i, i + 1) for i in range(length)]
+    bounds = [round(i * length / count) for i in range(count + 1)]
+    return [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def stretch_maxima(values: Sequence[float], count: int) -> list[int]:
+    """Indices of the highest value in each of `count` equal stretches (all indices when fewer): the
+    payload's timelines, whose peak must survive."""
+    return [max(s, key=lambda i: (values[i], -i)) for s in _stretches(len(values), count)]
+
+
+def stretch_extremes(values: Sequence[float], count: int) -> list[int]:
+    """Indices of the lowest and the highest value in each of `count` equal stretches, in order: the
+    SVG charts' lines, whose shape and every peak must survive."""
+    kept: list[int] = []
+    for s in _stretches(len(values), count):
+        low, high = min(s, key=lambda i: (values[i], i)), max(s, key=lambda i: (values[i], -i))
+        kept += sorted({low, high})
+    return kept
 
 
 # --- drawing ---------------------------------------------------------------------------------------
@@ -193,22 +219,10 @@ def _legend(canvas: _Canvas, entries: Sequence[tuple[str, str]], x: float, y: fl
 
 
 def _thin(points: Sequence[tuple[float, float]], columns: int) -> list[tuple[float, float]]:
-    """At most two points per pixel column, the lowest and the highest in their order: the shape
-    and every peak survive, the file stays small."""
+    """At most two points per pixel column (of points in x order): the lowest and the highest."""
     if len(points) <= 2 * columns:
         return list(points)
-    first, last = points[0][0], points[-1][0]
-    span = (last - first) or 1.0
-    buckets: dict[int, list[tuple[float, float]]] = {}
-    for point in points:
-        buckets.setdefault(int((point[0] - first) / span * (columns - 1)), []).append(point)
-    thinned = []
-    for column in sorted(buckets):
-        bucket = buckets[column]
-        low = min(bucket, key=lambda p: p[1])
-        high = max(bucket, key=lambda p: p[1])
-        thinned += sorted({low, high}, key=lambda p: p[0])
-    return thinned
+    return [points[i] for i in stretch_extremes([y for _, y in points], columns)]
 
 
 def _polyline(axes: _Axes, points: Sequence[tuple[float, float]], colour: str, width: float = 1.8) -> str:
@@ -264,7 +278,9 @@ TimelineSource = BackwardExtraction | Sequence[Mapping]
 
 
 def _steps(source: TimelineSource) -> list[Mapping]:
-    return source.memory_timeline() if isinstance(source, BackwardExtraction) else list(source)
+    steps: list[Mapping] = []
+    steps += source.memory_timeline() if isinstance(source, BackwardExtraction) else source
+    return steps
 
 
 def timeline(
@@ -389,6 +405,45 @@ def pareto(
 Values = Mapping[str, Number] | Mapping[str, Mapping[str, Number]]
 
 
+def _bar_table(values: Values, top: int | None, sort: bool) -> tuple[list[tuple[str, dict[str, Number]]], int]:
+    """(name, {series: value}) rows to draw, largest first unless `sort` is off, and how many `top` hides."""
+    table = [(name, dict(v) if isinstance(v, Mapping) else {"": v}) for name, v in values.items()]
+    if sort:
+        table.sort(key=lambda row: -max(row[1].values(), default=0))
+    return (table[:top], len(table[top:])) if top is not None else (table, 0)
+
+
+def _value_axis(canvas: _Canvas, axes: _Axes, unit: str, title: str) -> None:
+    """Vertical grid lines and numbers along x, the frame, and the axis title with its unit."""
+    x_div, x_name = unit_scale(axes.x_ticks[-1], unit)
+    for tick in axes.x_ticks:
+        x = axes.x(tick)
+        canvas.line(x, axes.top, x, axes.bottom, stroke="#e5e7eb")
+        canvas.text(x, axes.bottom + 16, _number(tick / x_div), anchor="middle")
+    canvas.line(axes.left, axes.top, axes.left, axes.bottom, stroke="#374151")
+    canvas.line(axes.left, axes.bottom, axes.right, axes.bottom, stroke="#374151")
+    canvas.text(
+        (axes.left + axes.right) / 2, axes.bottom + 34, f"{title} ({x_name})" if x_name else title, anchor="middle"
+    )
+
+
+def _bar_group(
+    canvas: _Canvas, axes: _Axes, y0: float, row: Mapping[str, Number], series: list[str], unit: str
+) -> None:
+    """One name's bars, one per series it has, each with its value at its end."""
+    for position, key in enumerate(series):
+        if key not in row:
+            continue
+        value, colour, y = row[key], COLOURS[position % len(COLOURS)], y0 + position * BAR
+        length = max(axes.x(value) - axes.left, 0.0)
+        canvas.add(f'<rect x="{_f(axes.left)}" y="{_f(y)}" width="{_f(length)}" height="{BAR - 3}" fill="{colour}"/>')
+        canvas.text(axes.left + length + 4, y + BAR - 5, format_value(value, unit), size=10, fill="#374151")
+
+
+BAR = 14
+"""Height of one bar, in pixels."""
+
+
 def bars(
     values: Values,
     *,
@@ -404,64 +459,33 @@ def bars(
     `values`: `{name: number}`, or `{name: {series: number}}` for groups of bars (say, saved and
     peak bytes for each partition). `top` keeps the largest names only; `sort=False` keeps the
     mapping's order."""
-    rows = list(values.items())
-    grouped = any(isinstance(v, Mapping) for _, v in rows)
-    table = [(name, dict(v) if isinstance(v, Mapping) else {"": v}) for name, v in rows]
-    if sort:
-        table.sort(key=lambda row: -max(row[1].values(), default=0))
-    hidden = table[top:] if top is not None else []
-    table = table[:top] if top is not None else table
+    grouped = any(isinstance(v, Mapping) for v in values.values())
+    table, hidden = _bar_table(values, top, sort)
     series = list(dict.fromkeys(s for _, row in table for s in row))
     names = [name if len(name) <= 40 else name[:39] + "…" for name, _ in table]
-    bar, gap = 14, 8
-    group_height = bar * len(series) + gap
-    legend_rows = len(series) if grouped else 0
-    top_edge = 34 + 15 * legend_rows
+    gap = 8
+    group_height = BAR * len(series) + gap
+    top_edge = 34 + 15 * (len(series) if grouped else 0)
     height = int(top_edge + group_height * len(table) + 52)
-    largest = max((v for _, row in table for v in row.values()), default=0)
     axes = _Axes(
         left=max(60.0, 12 + CHAR_WIDTH * max((len(n) for n in names), default=0)),
         top=top_edge,
         right=width - 90,
         bottom=height - 46,
-        x_ticks=nice_ticks(largest),
+        x_ticks=nice_ticks(max((v for _, row in table for v in row.values()), default=0)),
         y_ticks=[0.0, 1.0],
     )
     canvas = _Canvas(width, height, title)
-    x_div, x_name = unit_scale(axes.x_ticks[-1], unit)
-    for tick in axes.x_ticks:
-        x = axes.x(tick)
-        canvas.line(x, axes.top, x, axes.bottom, stroke="#e5e7eb")
-        canvas.text(x, axes.bottom + 16, _number(tick / x_div), anchor="middle")
-    canvas.line(axes.left, axes.top, axes.left, axes.bottom, stroke="#374151")
-    canvas.line(axes.left, axes.bottom, axes.right, axes.bottom, stroke="#374151")
     axis_title = label or AXIS_TITLES.get(unit, unit or "value")
-    canvas.text(
-        (axes.left + axes.right) / 2,
-        axes.bottom + 34,
-        f"{axis_title} ({x_name})" if x_name else axis_title,
-        anchor="middle",
-    )
+    _value_axis(canvas, axes, unit, axis_title)
     said = []
     for index, ((_, row), name) in enumerate(zip(table, names)):
         y0 = axes.top + gap / 2 + index * group_height
         canvas.text(axes.left - 6, y0 + group_height / 2 - 1, name, anchor="end")
-        for position, key in enumerate(series):
-            if key not in row:
-                continue
-            value = row[key]
-            colour = COLOURS[position % len(COLOURS)]
-            y = y0 + position * bar
-            length = max(axes.x(value) - axes.left, 0.0)
-            canvas.add(
-                f'<rect x="{_f(axes.left)}" y="{_f(y)}" width="{_f(length)}" height="{bar - 3}" fill="{colour}"/>'
-            )
-            canvas.text(axes.left + length + 4, y + bar - 5, format_value(value, unit), size=10, fill="#374151")
+        _bar_group(canvas, axes, y0, row, series, unit)
         said.append(f"{name} " + ", ".join(f"{k + ' ' if k else ''}{format_value(v, unit)}" for k, v in row.items()))
     if grouped:
         _legend(canvas, [(s, COLOURS[i % len(COLOURS)]) for i, s in enumerate(series)], axes.left + 8, 34)
     if hidden:
-        canvas.text(
-            axes.right, axes.bottom + 34, f"{len(hidden)} smaller not shown", anchor="end", size=10, fill="#4b5563"
-        )
+        canvas.text(axes.right, axes.bottom + 34, f"{hidden} smaller not shown", anchor="end", size=10, fill="#4b5563")
     return Plot(canvas.svg(), f"bars ({title or axis_title}): " + "; ".join(said))

@@ -1,0 +1,180 @@
+"""Module groups: the module tree, which nodes a set of open modules shows, and the first views.
+
+The kernel computes the module tree and the first views once, into the payload. Drilling down runs in
+the browser (js/grouping.ts `visibleGraph`, `representative`, `visibleCount`); the functions of the same
+names here are their twins, and `tests/test_contract.py` writes their answers on real payloads into the
+contract fixture for `js/test/contract.test.ts` to check against the TypeScript ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypedDict, TypeVar
+
+from typing_extensions import ReadOnly
+
+GROUP_PREFIX = "group:"
+FIRST_VIEW_LIMIT = 40
+"""The most nodes a first view may draw before it is tried for readability."""
+LABEL_UNITS = 11.5
+"""Labels are 10 pt; with their line box a label is this many drawing units high."""
+MIN_LABEL_PX = 9.5
+"""Labels must be at least this many pixels high on screen for a drawing to count as readable."""
+
+
+class Grouped(TypedDict):
+    """What the grouping rules read of a backward node (a payload GraphNode has these and more)."""
+
+    id: ReadOnly[str]
+    module: ReadOnly[str]
+    kind: ReadOnly[str]
+
+
+class ModuleRow(TypedDict):
+    path: str
+    """Dotted module path; "" is the model itself (its `direct` nodes are drawn at the top level)."""
+    parent: str
+    depth: int
+    """1 for a top-level module; 0 for ""."""
+    size: int
+    """Backward nodes inside, nested modules included."""
+    direct: int
+    """Backward nodes whose own module it is."""
+    saved_bytes: int
+    """Saved activation bytes of this partition inside, nested modules included."""
+
+
+class Views(TypedDict):
+    """The graph pane's rules, computed once (this module): the browser draws what they say."""
+
+    modules: list[ModuleRow]
+    first: list[list[str]]
+    """Open modules of each first view to try, most detailed first, down to all collapsed."""
+    label_units: float
+    """Height of a label line in drawing units (10 pt labels, 11.5 with their line box)."""
+    min_label_px: float
+    """A drawing is readable when its labels are at least this many pixels high on screen."""
+
+
+N = TypeVar("N", bound=Grouped)
+
+
+@dataclass
+class VisibleNode(Generic[N]):
+    """A drawn node: a backward node itself, or a collapsed module (`path`) standing for `size` nodes."""
+
+    id: str
+    cluster: str
+    """The open module it is drawn inside ("" for the top level)."""
+    node: N | None = None
+    path: str | None = None
+    size: int = 0
+
+
+@dataclass
+class VisibleGraph(Generic[N]):
+    nodes: list[VisibleNode[N]]
+    edges: list[tuple[str, str]]
+    saved_only: set[tuple[str, str]] = field(default_factory=set)
+    """Edges out of a collapsed module that carry only values saved in forward (not ranked by)."""
+
+
+def ancestors(path: str) -> list[str]:
+    """ "a.b.c" -> ["a", "a.b", "a.b.c"]; "" -> []."""
+    parts = path.split(".") if path else []
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def parent_of(path: str) -> str:
+    return path.rpartition(".")[0]
+
+
+def module_tree(nodes: Sequence[Grouped], saved: Iterable[tuple[str, int]] = ()) -> list[ModuleRow]:
+    """Every module path in order of first appearance ("" first), with its node counts and the saved
+    activation bytes (`saved`: (module, bytes) pairs) inside it."""
+    rows: dict[str, ModuleRow] = {"": ModuleRow(path="", parent="", depth=0, size=len(nodes), direct=0, saved_bytes=0)}
+    for node in nodes:
+        for path in ancestors(node["module"]):
+            row = rows.setdefault(
+                path,
+                ModuleRow(
+                    path=path, parent=parent_of(path), depth=len(ancestors(path)), size=0, direct=0, saved_bytes=0
+                ),
+            )
+            row["size"] += 1
+        rows[node["module"]]["direct"] += 1
+    for module, count in saved:
+        for path in ["", *ancestors(module)]:
+            if path in rows:
+                rows[path]["saved_bytes"] += count
+    return list(rows.values())
+
+
+def representative(node: Grouped, expanded: set[str]) -> str:
+    """The visible id standing for a node: itself, or its outermost collapsed module."""
+    for path in ancestors(node["module"]):
+        if path not in expanded:
+            return GROUP_PREFIX + path
+    return node["id"]
+
+
+def visible_count(tree: Sequence[ModuleRow], expanded: set[str], path: str = "") -> int:
+    """How many nodes `visible_graph` would draw."""
+    rows = {row["path"]: row for row in tree}
+    children: dict[str, list[str]] = {}
+    for row in tree:
+        if row["path"]:
+            children.setdefault(row["parent"], []).append(row["path"])
+
+    def count(at: str) -> int:
+        inner = (count(child) if child in expanded else 1 for child in children.get(at, []))
+        return rows[at]["direct"] + sum(inner) if at in rows else 0
+
+    return count(path)
+
+
+def visible_graph(nodes: Sequence[N], edges: Iterable[Sequence[str]], expanded: set[str]) -> VisibleGraph[N]:
+    """The nodes and merged edges drawn with `expanded` open; the rest collapsed into their modules."""
+    sizes = {row["path"]: row["size"] for row in module_tree(nodes)}
+    shown: dict[str, VisibleNode[N]] = {}
+    owner: dict[str, str] = {}
+    for node in nodes:
+        visible = representative(node, expanded)
+        owner[node["id"]] = visible
+        if visible in shown:
+            continue
+        if visible == node["id"]:
+            shown[visible] = VisibleNode(visible, node["module"], node=node)
+        else:
+            path = visible[len(GROUP_PREFIX) :]
+            shown[visible] = VisibleNode(visible, parent_of(path), path=path, size=sizes.get(path, 0))
+    saved = {n["id"] for n in nodes if n["kind"] == "saved"}
+    carries: dict[tuple[str, str], bool] = {}
+    for source, target in edges:
+        start, end = owner.get(source), owner.get(target)
+        if start is None or end is None or start == end:
+            continue
+        key = (start, end)
+        carries[key] = carries.get(key, True) and source in saved and start != source
+    return VisibleGraph(list(shown.values()), list(carries), {key for key, only in carries.items() if only})
+
+
+def first_views(tree: Sequence[ModuleRow], limit: int = FIRST_VIEW_LIMIT) -> list[list[str]]:
+    """Modules open to depth d for each d whose view draws at most `limit` nodes, most detailed first,
+    down to every module collapsed (the top-level modules, as Model Explorer opens a model). The graph
+    pane and the static SVG draw the first of them that is readable."""
+    deepest = max((row["depth"] for row in tree), default=0)
+    views = []
+    for depth in range(deepest, -1, -1):
+        expanded = [row["path"] for row in tree if row["path"] and row["depth"] <= depth]
+        if depth == 0 or visible_count(tree, set(expanded)) <= limit:
+            views.append(expanded)
+    return views
+
+
+def view_rules(nodes: Sequence[Grouped], saved: Iterable[tuple[str, int]]) -> Views:
+    """The payload's `views`: the module tree (`saved`: (module, saved activation bytes) pairs) and
+    the first views, with the readability figures the browser tests its drawings against."""
+    tree = module_tree(nodes, saved)
+    return Views(modules=tree, first=first_views(tree), label_units=LABEL_UNITS, min_label_px=MIN_LABEL_PX)
