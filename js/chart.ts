@@ -21,14 +21,16 @@ export function linearScale(max: number, from: number, to: number): Scale {
   return scale;
 }
 
-/** At most `count` + 1 round values from 0 past `max` (steps of 1, 2 or 5 times a power of ten). */
-export function niceTicks(max: number, count = 4): number[] {
-  if (!(max > 0)) return [0];
+/** Round values from 0 in steps of 1, 2 or 5 times a power of ten, the last at or above `max`; [0, 1]
+ *  when there is nothing to show, so an axis always has a span. views/plot.py `nice_ticks` is its twin
+ *  (same steps, same 12 significant digits); js/test/contract.test.ts holds them equal. */
+export function niceTicks(max: number, count = 5): number[] {
+  if (!(max > 0)) return [0, 1];
   const raw = max / count;
-  const power = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw) ?? 10 * power;
+  const power = Number(`1e${Math.floor(Math.log10(raw))}`); // parsed, as the Python side does: the same double
+  const step = [1, 2, 5].map((m) => m * power).find((s) => s >= raw) ?? 10 * power;
   const ticks = [0];
-  while (ticks[ticks.length - 1] < max) ticks.push(Number((ticks.length * step).toPrecision(12)));
+  while (ticks[ticks.length - 1] < max * (1 - 1e-9)) ticks.push(Number((ticks.length * step).toPrecision(12)));
   return ticks;
 }
 

@@ -22,7 +22,8 @@ export function tokenizeLine(line: string): Token[] {
   return tokens;
 }
 
-/** Which node a code line defines: the inverse of each node's `line`. */
+/** Which node a code line defines: the inverse of each node's `line` (the kernel's line map, also in
+ *  code.lines.backward). */
 export function nodeAtLine(nodes: { id: string; line: number; op: string }[], line: number): string | null {
   const own = nodes.find((n) => n.line === line && n.op !== "placeholder");
   return own ? own.id : null;
@@ -52,11 +53,4 @@ export function codeLines(code: string, exact: boolean): CodeLine[] {
     kept.push({ number: line.number, text });
   }
   return kept;
-}
-
-/** The line where `name` is assigned in `code` (1-based), 0 if nowhere: forward ops have no `line`. */
-export function definitionLine(code: string, name: string): number {
-  const lines = code.split("\n");
-  const index = lines.findIndex((line) => line.trimStart().startsWith(`${name} = `));
-  return index + 1;
 }

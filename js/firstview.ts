@@ -1,11 +1,10 @@
 /** Choosing a drawing a person can read: fitted to the pane, labels large enough, the pane filled. */
 
 import { fitView, MAX_SCALE, parseViewBox, readableScale, scaleOf, type View } from "./panzoom";
+import type { Views } from "./types";
 
 export type RankDir = "TB" | "LR";
 
-/** Labels are 10 pt; with their line box a label is this many drawing units high. */
-export const LABEL_UNITS = 11.5;
 /** A first view should span at least this share of the pane's width or height (a little over the 60% the
  *  tests ask of the drawn nodes: the drawing has a margin around them). */
 export const MIN_SPAN = 0.66;
@@ -19,12 +18,25 @@ export interface Fit {
   span: number; // the larger of the drawing's shares of the pane's width and height
 }
 
-/** How the whole drawing looks fitted into a width × height pane. */
-export function fitOf(size: View, width: number, height: number): Fit {
+/** A width × height pane, and the scale at which labels in it are readable (`readableScale` of the
+ *  payload's figures). */
+export interface Pane {
+  width: number;
+  height: number;
+  minScale: number;
+}
+
+/** The smallest readable scale the payload's views ask for. */
+export function minScaleOf(views: Pick<Views, "label_units" | "min_label_px">): number {
+  return readableScale(views.label_units, views.min_label_px);
+}
+
+/** How the whole drawing looks fitted into the pane. */
+export function fitOf(size: View, { width, height, minScale }: Pane): Fit {
   const view = fitView(size, width, height);
   const scale = Math.min(scaleOf(size, width, height), MAX_SCALE);
   const span = Math.max((size.w * scale) / width, (size.h * scale) / height);
-  return { view, scale, readable: scale >= readableScale(LABEL_UNITS), span };
+  return { view, scale, readable: scale >= minScale, span };
 }
 
 export interface Drawing {
@@ -43,12 +55,12 @@ export function drawingSize(svg: string): View {
  * left to right is kept only when it is good (readable, spanning MIN_SPAN of the pane) and top to
  * bottom is not: a long chain reads better downwards, even when neither fits.
  */
-export async function bestDrawing(nodes: number, layout: (rankdir: RankDir) => Promise<string>, width: number, height: number): Promise<Drawing> {
+export async function bestDrawing(nodes: number, layout: (rankdir: RankDir) => Promise<string>, pane: Pane): Promise<Drawing> {
   const down = await layout("TB");
-  const first: Drawing = { svg: down, rankdir: "TB", fit: fitOf(drawingSize(down), width, height) };
+  const first: Drawing = { svg: down, rankdir: "TB", fit: fitOf(drawingSize(down), pane) };
   if (isGood(first.fit) || nodes >= TRY_ACROSS_BELOW) return first;
   const acrossSvg = await layout("LR");
-  const across: Drawing = { svg: acrossSvg, rankdir: "LR", fit: fitOf(drawingSize(acrossSvg), width, height) };
+  const across: Drawing = { svg: acrossSvg, rankdir: "LR", fit: fitOf(drawingSize(acrossSvg), pane) };
   return isGood(across.fit) ? across : first;
 }
 

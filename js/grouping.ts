@@ -1,6 +1,8 @@
-/** Module groups: which nodes are visible, and which collapsed groups stand for the rest. */
+/** Module groups: which nodes are visible, and which collapsed groups stand for the rest. The kernel
+ *  computes the module tree and the first views (views/grouping.py); drilling down runs here, and
+ *  js/test/contract.test.ts holds it equal to the Python twin on the contract fixture. */
 
-import type { GraphData, GraphNode } from "./types";
+import type { GraphData, GraphNode, ModuleRow } from "./types";
 
 export const GROUP_PREFIX = "group:";
 
@@ -22,10 +24,12 @@ export interface VisibleGraph {
 
 export const edgeKey = (from: string, to: string): string => `${from}\u0000${to}`;
 
+/** The payload's module tree as maps (views.modules: the kernel counts, the browser looks up). */
 export interface ModuleTree {
-  size: Map<string, number>; // nodes under a module, nested ones included
+  size: Map<string, number>; // nodes under a module, nested ones included ("" is the whole model)
   direct: Map<string, number>; // nodes whose own module it is
   children: Map<string, string[]>; // "" is the top level
+  savedBytes: Map<string, number>; // saved activation bytes of this partition under a module
 }
 
 /** "a.b.c" -> ["a", "a.b", "a.b.c"]; "" -> []. */
@@ -40,24 +44,21 @@ export function parentOf(path: string): string {
   return cut < 0 ? "" : path.slice(0, cut);
 }
 
-export function buildModuleTree(nodes: GraphNode[]): ModuleTree {
-  const size = new Map<string, number>();
-  const direct = new Map<string, number>();
-  const children = new Map<string, string[]>([["", []]]);
-  for (const node of nodes) {
-    direct.set(node.module, (direct.get(node.module) ?? 0) + 1);
-    for (const path of ancestors(node.module)) {
-      if (!size.has(path)) {
-        size.set(path, 0);
-        const parent = parentOf(path);
-        if (!children.has(parent)) children.set(parent, []);
-        children.get(parent)!.push(path);
-        children.set(path, children.get(path) ?? []);
-      }
-      size.set(path, size.get(path)! + 1);
-    }
+export function moduleTree(rows: readonly ModuleRow[]): ModuleTree {
+  const tree: ModuleTree = { size: new Map(), direct: new Map(), children: new Map([["", []]]), savedBytes: new Map() };
+  for (const row of rows) {
+    tree.size.set(row.path, row.size);
+    tree.direct.set(row.path, row.direct);
+    tree.savedBytes.set(row.path, row.saved_bytes);
+    if (!tree.children.has(row.path)) tree.children.set(row.path, []);
+    if (row.path) tree.children.get(row.parent)?.push(row.path);
   }
-  return { size, direct, children };
+  return tree;
+}
+
+/** Every module path of the tree, "" left out. */
+export function modulePaths(tree: ModuleTree): string[] {
+  return [...tree.size.keys()].filter(Boolean);
 }
 
 /** The visible id standing for a node: itself, or its outermost collapsed module. */
@@ -68,8 +69,10 @@ export function representative(node: GraphNode, expanded: Set<string>): string {
   return node.id;
 }
 
+/** What is drawn with `expanded` open: views/grouping.py `visible_graph`'s twin, held equal to it on
+ *  the contract fixture. */
 export function visibleGraph(data: GraphData, expanded: Set<string>): VisibleGraph {
-  const tree = buildModuleTree(data.nodes);
+  const sizes = new Map(data.views.modules.map((row) => [row.path, row.size]));
   const byId = new Map<string, VisibleNode>();
   const owner = new Map<string, string>();
   for (const node of data.nodes) {
@@ -80,7 +83,7 @@ export function visibleGraph(data: GraphData, expanded: Set<string>): VisibleGra
       byId.set(id, { id, cluster: node.module, node });
     } else {
       const path = id.slice(GROUP_PREFIX.length);
-      byId.set(id, { id, cluster: parentOf(path), path, size: tree.size.get(path) ?? 0 });
+      byId.set(id, { id, cluster: parentOf(path), path, size: sizes.get(path) ?? 0 });
     }
   }
   const saved = new Set(data.nodes.filter((n) => n.kind === "saved").map((n) => n.id));
@@ -98,35 +101,9 @@ export function visibleGraph(data: GraphData, expanded: Set<string>): VisibleGra
   return { nodes: [...byId.values()], edges, savedOnly };
 }
 
-/** The most nodes a first view may draw before it is tried for readability. */
-export const FIRST_VIEW_LIMIT = 40;
-
-/** Every module at most `depth` deep open (depth 1: the top-level modules). */
-export function openToDepth(tree: ModuleTree, depth: number): Set<string> {
-  return new Set([...tree.size.keys()].filter((path) => ancestors(path).length <= depth));
-}
-
-/** How many nodes `visibleGraph` would draw. */
-export function visibleCount(tree: ModuleTree, expanded: Set<string>, path = ""): number {
-  let count = tree.direct.get(path) ?? 0;
-  for (const child of tree.children.get(path) ?? []) count += expanded.has(child) ? visibleCount(tree, expanded, child) : 1;
-  return count;
-}
-
-/**
- * First views to try, most detailed first: modules open to depth d for each d whose view draws at
- * most `limit` nodes, down to every module collapsed (the top-level modules, as Model Explorer
- * opens a model). The graph pane draws the first of them that is readable in its pane.
- */
-export function firstViews(data: GraphData, limit = FIRST_VIEW_LIMIT): Set<string>[] {
-  const tree = buildModuleTree(data.nodes);
-  const deepest = Math.max(0, ...[...tree.size.keys()].map((path) => ancestors(path).length));
-  const views: Set<string>[] = [];
-  for (let depth = deepest; depth >= 0; depth--) {
-    const expanded = openToDepth(tree, depth);
-    if (depth === 0 || visibleCount(tree, expanded) <= limit) views.push(expanded);
-  }
-  return views;
+/** The kernel's first views to try, most detailed first (views.first), as sets. */
+export function firstViews(data: GraphData): Set<string>[] {
+  return data.views.first.map((open) => new Set(open));
 }
 
 /** Open module `path` and every module above it. */

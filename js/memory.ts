@@ -20,11 +20,22 @@ export interface TimelineGeometry {
   overlays: { budget: number; path: string; peakY: number }[];
 }
 
+/** Ticks the timeline asks for when it recomputes them. */
+export const TIMELINE_TICKS = 4;
+
+/** The kernel's byte ticks (memory.y_ticks), unless an overlaid budget peaks above them: only the
+ *  browser holds both the partition shown and the sweep, so then it asks `niceTicks` (the Python
+ *  nice_ticks' twin) for ticks over both. */
+export function timelineYTicks(memory: Memory, sweep: readonly SweepPoint[]): number[] {
+  const highest = Math.max(...sweep.map((p) => p.peak_activation_bytes), 0);
+  const top = memory.y_ticks[memory.y_ticks.length - 1] ?? 0;
+  return highest > top ? niceTicks(Math.max(memory.peak.live_bytes, highest), TIMELINE_TICKS) : memory.y_ticks;
+}
+
 /** Live bytes (y) against ops run (x), forward then backward; sweep points overlay their own
  *  runs, stretched to the same width since recomputation changes the number of ops. */
 export function timelineGeometry(memory: Memory, box: Box, sweep: readonly SweepPoint[] = []): TimelineGeometry {
-  const highest = Math.max(memory.peak.live_bytes, ...sweep.map((p) => p.peak_activation_bytes), 1);
-  const yTickValues = niceTicks(highest, 4);
+  const yTickValues = timelineYTicks(memory, sweep);
   const top = yTickValues[yTickValues.length - 1];
   const x = linearScale(Math.max(memory.steps - 1, 1), box.left, box.right);
   const y = linearScale(top, box.bottom, box.top);
@@ -40,7 +51,7 @@ export function timelineGeometry(memory: Memory, box: Box, sweep: readonly Sweep
     ys,
     peak: { x: x(memory.peak.step), y: y(memory.peak.live_bytes) },
     yTicks: yTickValues.map((value) => ({ at: y(value), value })),
-    xTicks: niceTicks(Math.max(memory.steps - 1, 1), 4).filter((v) => v <= memory.steps - 1).map((value) => ({ at: x(value), value })),
+    xTicks: memory.x_ticks.map((value) => ({ at: x(value), value })),
     backwardX: x(memory.forward_steps - 0.5),
     overlays,
   };
@@ -85,15 +96,6 @@ export function moduleBars(byModule: readonly ModuleBytes[], level: string): { l
       share: bytes / largest,
     }));
   return { level, bars };
-}
-
-/** Saved bytes under each module path, nested modules included. */
-export function bytesUnder(byModule: readonly ModuleBytes[]): Map<string, number> {
-  const totals = new Map<string, number>();
-  for (const { module, bytes } of byModule) {
-    for (const path of ancestors(module)) totals.set(path, (totals.get(path) ?? 0) + bytes);
-  }
-  return totals;
 }
 
 export const HEAT_LEVELS = 5;

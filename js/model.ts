@@ -1,4 +1,5 @@
-/** The synced state: the widget's traits (bwd_widgets/jupyter/widget.py), typed once. */
+/** The synced state: the widget's traits (bwd_widgets/jupyter/widget.py, made from the Python
+ *  `WidgetState` in views/payload.py), typed once. */
 
 import type { AnyModel, Experimental } from "@anywidget/types";
 import type { ComparisonRow, GraphData, SweepPoint } from "./types";
@@ -27,6 +28,16 @@ export interface Traits {
 }
 
 export type TraitName = keyof Traits & string;
+
+/** `Keys` when it lists every trait; otherwise a type naming the missing ones, so assigning fails. */
+type AllTraits<Keys extends readonly TraitName[]> = [Exclude<TraitName, Keys[number]>] extends [never] ? Keys : { missing_traits: Exclude<TraitName, Keys[number]> };
+const TRAITS = [
+  "data", "selected", "partitioner", "memory_budget", "graph_index", "busy", "error", "previous", "can_rerun",
+  "comparison_rows", "compare_index", "sweep_points", "sweep_index", "sweep_progress",
+] as const satisfies readonly TraitName[];
+/** Every trait by name (checked complete at compile time); js/test/contract.test.ts checks it against
+ *  the Python `WidgetState`, the one list the widget's traits are made from. */
+export const TRAIT_NAMES: AllTraits<typeof TRAITS> = TRAITS;
 export type Model = AnyModel<Traits>;
 
 /** The kernel's reply to the `_sweep` command (its progress and points arrive as the sweep_* traits). */

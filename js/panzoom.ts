@@ -16,8 +16,6 @@ export interface Rect {
   height: number;
 }
 
-/** Labels must be at least this many pixels high on screen for a view to count as readable. */
-export const MIN_LABEL_PX = 9.5;
 /** A small drawing is enlarged to fill the pane, but no further than this. */
 export const MAX_SCALE = 2;
 /** Zoom factor per wheel deltaY unit, as exp(deltaY * ZOOM_RATE). */
@@ -101,7 +99,8 @@ export function focusView(target: View, width: number, height: number, minScale:
   return { ...view, y: target.y - 10 / minScale };
 }
 
-/** The smallest scale at which labels `labelHeight` drawing units high are MIN_LABEL_PX on screen. */
-export function readableScale(labelHeight: number): number {
-  return labelHeight > 0 ? MIN_LABEL_PX / labelHeight : 1;
+/** The smallest scale at which labels `labelHeight` drawing units high are `minLabelPx` on screen (the
+ *  payload's views.label_units and views.min_label_px: the kernel's figures, used by the static SVG too). */
+export function readableScale(labelHeight: number, minLabelPx: number): number {
+  return labelHeight > 0 ? minLabelPx / labelHeight : 1;
 }

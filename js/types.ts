@@ -38,11 +38,51 @@ export interface SavedRow {
   why: string;
 }
 
-export interface Totals {
+/** Numbers of the compiled region shown: one partition, one of `graph_count`. */
+export interface PartitionTotals {
   saved: number;
   saved_activation_bytes: number;
   saved_input_bytes: number;
   recomputed: number;
+  backward_nodes: number;
+}
+
+/** Numbers of the whole run: every compiled region, forward and backward. */
+export interface RunTotals {
+  saved: number;
+  saved_activation_bytes: number;
+  saved_input_bytes: number;
+  memory: Memory;
+}
+
+/** A module of the backward graph ("" is the model itself), with what is inside it. */
+export interface ModuleRow {
+  path: string;
+  parent: string;
+  depth: number; // 1 for a top-level module, 0 for ""
+  size: number; // backward nodes inside, nested modules included
+  direct: number; // backward nodes whose own module it is
+  saved_bytes: number; // saved activation bytes of this partition inside, nested included
+}
+
+/** The graph pane's rules, computed by the kernel (views/grouping.py): the pane draws what they say. */
+export interface Views {
+  modules: ModuleRow[]; // in order of first appearance, "" first
+  first: string[][]; // open modules of each first view to try, most detailed first
+  label_units: number; // height of a label line in drawing units
+  min_label_px: number; // a drawing is readable when labels are at least this high on screen
+}
+
+/** Line (1-based) of each name's definition in the code; placeholders on the `def` line. */
+export interface CodeLines {
+  backward: Record<string, number>;
+  forward: Record<string, number>;
+}
+
+export interface Code {
+  backward: string;
+  forward: string;
+  lines: CodeLines;
 }
 
 /** What changed against the partition shown before ("" `against` when nothing to compare). */
@@ -89,7 +129,9 @@ export interface Memory {
   steps: number;
   forward_steps: number; // ops before the first backward op
   peak: MemoryPeak;
-  by_module: ModuleBytes[]; // largest first; sums to the saved activation bytes
+  by_module: ModuleBytes[]; // largest first; sums to the run's saved activation bytes
+  x_ticks: number[]; // ops, within the run's steps
+  y_ticks: number[]; // bytes, 0 to at or above the peak (recomputed only when an overlaid budget peaks higher)
 }
 
 export interface GraphData {
@@ -103,11 +145,12 @@ export interface GraphData {
   nodes: GraphNode[];
   edges: [string, string][];
   saved: SavedRow[];
-  totals: Totals;
-  code: { backward: string; forward: string };
+  partition: PartitionTotals; // this compiled region
+  run: RunTotals; // the whole run
+  views: Views;
+  code: Code;
   notes: string[];
   diff: Diff;
-  memory: Memory;
 }
 
 /** One row of `bw.compare(...).rows`. */
@@ -145,7 +188,7 @@ type Exact<T, Keys extends readonly (keyof T)[]> = [Exclude<keyof T, Keys[number
 
 export const GRAPH_DATA_KEYS = [
   "model", "partitioner", "memory_budget", "mode", "graph_index", "graph_count", "partitioners", "nodes",
-  "edges", "saved", "totals", "code", "notes", "diff", "memory",
+  "edges", "saved", "partition", "run", "views", "code", "notes", "diff",
 ] as const satisfies readonly (keyof GraphData)[];
 export const GRAPH_NODE_KEYS = [
   "id", "op", "kind", "module", "shape", "dtype", "args", "source", "line", "grad_of", "saved_kind", "recomputed", "bytes",
@@ -154,7 +197,12 @@ export const SAVED_ROW_KEYS = [
   "name", "kind", "source", "shape", "dtype", "bytes", "activation_bytes", "producer", "module", "alias_of",
   "alias_kind", "storage_op", "why",
 ] as const satisfies readonly (keyof SavedRow)[];
-export const TOTALS_KEYS = ["saved", "saved_activation_bytes", "saved_input_bytes", "recomputed"] as const satisfies readonly (keyof Totals)[];
+export const PARTITION_TOTALS_KEYS = ["saved", "saved_activation_bytes", "saved_input_bytes", "recomputed", "backward_nodes"] as const satisfies readonly (keyof PartitionTotals)[];
+export const RUN_TOTALS_KEYS = ["saved", "saved_activation_bytes", "saved_input_bytes", "memory"] as const satisfies readonly (keyof RunTotals)[];
+export const VIEWS_KEYS = ["modules", "first", "label_units", "min_label_px"] as const satisfies readonly (keyof Views)[];
+export const MODULE_ROW_KEYS = ["path", "parent", "depth", "size", "direct", "saved_bytes"] as const satisfies readonly (keyof ModuleRow)[];
+export const CODE_KEYS = ["backward", "forward", "lines"] as const satisfies readonly (keyof Code)[];
+export const CODE_LINES_KEYS = ["backward", "forward"] as const satisfies readonly (keyof CodeLines)[];
 export const DIFF_KEYS = ["against", "recomputed_now", "recomputed_rows", "newly_saved"] as const satisfies readonly (keyof Diff)[];
 export const PARTITIONER_OPTION_KEYS = ["name", "takes_budget", "description"] as const satisfies readonly (keyof PartitionerOption)[];
 export const COMPARISON_ROW_KEYS = [
@@ -167,14 +215,19 @@ export const SWEEP_POINT_KEYS = [
 export const MEMORY_POINT_KEYS = ["step", "phase", "node", "graph", "live_bytes"] as const satisfies readonly (keyof MemoryPoint)[];
 export const MEMORY_PEAK_KEYS = ["step", "phase", "node", "graph", "live_bytes", "module"] as const satisfies readonly (keyof MemoryPeak)[];
 export const MODULE_BYTES_KEYS = ["module", "bytes"] as const satisfies readonly (keyof ModuleBytes)[];
-export const MEMORY_KEYS = ["timeline", "steps", "forward_steps", "peak", "by_module"] as const satisfies readonly (keyof Memory)[];
+export const MEMORY_KEYS = ["timeline", "steps", "forward_steps", "peak", "by_module", "x_ticks", "y_ticks"] as const satisfies readonly (keyof Memory)[];
 
 /** Every contract type by its Python name, with its key list (checked complete at compile time). */
 export const CONTRACT_KEYS: {
   GraphData: Exact<GraphData, typeof GRAPH_DATA_KEYS>;
   GraphNode: Exact<GraphNode, typeof GRAPH_NODE_KEYS>;
   SavedRow: Exact<SavedRow, typeof SAVED_ROW_KEYS>;
-  Totals: Exact<Totals, typeof TOTALS_KEYS>;
+  PartitionTotals: Exact<PartitionTotals, typeof PARTITION_TOTALS_KEYS>;
+  RunTotals: Exact<RunTotals, typeof RUN_TOTALS_KEYS>;
+  Views: Exact<Views, typeof VIEWS_KEYS>;
+  ModuleRow: Exact<ModuleRow, typeof MODULE_ROW_KEYS>;
+  Code: Exact<Code, typeof CODE_KEYS>;
+  CodeLines: Exact<CodeLines, typeof CODE_LINES_KEYS>;
   Diff: Exact<Diff, typeof DIFF_KEYS>;
   PartitionerOption: Exact<PartitionerOption, typeof PARTITIONER_OPTION_KEYS>;
   ComparisonRow: Exact<ComparisonRow, typeof COMPARISON_ROW_KEYS>;
@@ -187,7 +240,12 @@ export const CONTRACT_KEYS: {
   GraphData: GRAPH_DATA_KEYS,
   GraphNode: GRAPH_NODE_KEYS,
   SavedRow: SAVED_ROW_KEYS,
-  Totals: TOTALS_KEYS,
+  PartitionTotals: PARTITION_TOTALS_KEYS,
+  RunTotals: RUN_TOTALS_KEYS,
+  Views: VIEWS_KEYS,
+  ModuleRow: MODULE_ROW_KEYS,
+  Code: CODE_KEYS,
+  CodeLines: CODE_LINES_KEYS,
   Diff: DIFF_KEYS,
   PartitionerOption: PARTITIONER_OPTION_KEYS,
   ComparisonRow: COMPARISON_ROW_KEYS,

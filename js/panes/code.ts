@@ -1,7 +1,7 @@
 /** The code pane: backward and forward GraphNet code with line numbers, highlighted, with Copy; the
  *  `x = None` clearing statements hidden unless asked for; a line selects its node. */
 
-import { codeLines, definitionLine, nodeAtLine, tokenizeLine, type CodeLine } from "../code";
+import { codeLines, nodeAtLine, tokenizeLine, type CodeLine } from "../code";
 import { clearClass, element, keepInView } from "../dom";
 import type { PaneContext } from "../model";
 import type { GraphData } from "../types";
@@ -50,11 +50,9 @@ export function codePane({ model, signal, select }: PaneContext): Pane {
     mark(model.get("selected"));
   }
 
-  /** The line defining node `id` in the code shown: its `line` in backward, found by name in forward. */
+  /** The line defining node `id` in the code shown, from the kernel's line map (0 if none). */
   function lineOf(id: string): number {
-    if (!data || !id) return 0;
-    if (kind === "backward") return data.nodes.find((n) => n.id === id)?.line ?? 0;
-    return definitionLine(data.code.forward, id);
+    return data && id ? data.code.lines[kind][id] ?? 0 : 0;
   }
 
   /** Mark the selected node's line and scroll the code (not the page) to keep it in view. */

@@ -38,16 +38,22 @@ export function headerPane({ model, signal }: PaneContext): Pane {
   controls.append(partitioner, budgetLabel, graphIndex, busy);
   el.append(title, stats, controls, error, notes, diffLine);
 
+  /** This compiled region's numbers, then the whole run's, each group named: a model compiled in
+   *  several regions has per-region saved values but one peak. */
   function renderStats(data: GraphData): void {
     const previous = model.get("previous") ?? {};
-    const totals = data.totals;
-    const savedDelta = previous.saved != null ? formatDelta(totals.saved - previous.saved) : "";
-    const bytesDelta = previous.saved_activation_bytes != null ? formatDelta(totals.saved_activation_bytes - previous.saved_activation_bytes, true) : "";
+    const part = data.partition;
+    const savedDelta = previous.saved != null ? formatDelta(part.saved - previous.saved) : "";
+    const bytesDelta = previous.saved_activation_bytes != null ? formatDelta(part.saved_activation_bytes - previous.saved_activation_bytes, true) : "";
+    const region = element("span", "bwd-scope bwd-scope-region", `compiled region ${data.graph_index + 1} of ${data.graph_count}:`);
+    region.title = "saved values, activations, nodes and recomputation of the compiled region shown";
+    const run = element("span", "bwd-scope bwd-scope-run", "whole run:");
+    run.title = "activation memory at its highest over the whole run: every compiled region, forward then backward";
     stats.replaceChildren(
-      "saved ", element("span", "bwd-saved-count", String(totals.saved)), savedDelta ? ` (${savedDelta})` : "",
-      " \u00B7 activations ", element("span", "bwd-activation-bytes", formatBytes(totals.saved_activation_bytes)), bytesDelta ? ` (${bytesDelta})` : "",
-      " \u00B7 peak ", element("span", "bwd-peak-bytes", formatBytes(data.memory?.peak.live_bytes ?? 0)),
-      ` \u00B7 ${data.nodes.length} backward nodes \u00B7 ${totals.recomputed} recomputed`,
+      region, " saved ", element("span", "bwd-saved-count", String(part.saved)), savedDelta ? ` (${savedDelta})` : "",
+      " \u00B7 activations ", element("span", "bwd-activation-bytes", formatBytes(part.saved_activation_bytes)), bytesDelta ? ` (${bytesDelta})` : "",
+      ` \u00B7 ${part.backward_nodes} backward nodes \u00B7 ${part.recomputed} recomputed`,
+      " \u2502 ", run, " peak ", element("span", "bwd-peak-bytes", formatBytes(data.run.memory.peak.live_bytes)),
     );
   }
 

@@ -25,7 +25,7 @@ export function nodeOfPoint(point: MemoryPoint, data: GraphData): string | null 
 
 function pointText(point: MemoryPoint, data: GraphData): string {
   const where = nodeOfPoint(point, data) ? "" : " (a forward op; not in the backward graph)";
-  return `after ${point.node} (${point.phase}, op ${point.step + 1} of ${data.memory.steps}): ${formatBytes(point.live_bytes)} live${where}`;
+  return `after ${point.node} (${point.phase}, op ${point.step + 1} of ${data.run.memory.steps}): ${formatBytes(point.live_bytes)} live${where}`;
 }
 
 export function memoryPane({ model, signal, select, openModule }: PaneContext): Pane {
@@ -43,8 +43,8 @@ export function memoryPane({ model, signal, select, openModule }: PaneContext): 
 
   function renderChart(): void {
     chart.replaceChildren();
-    if (!data?.memory?.timeline.length) return;
-    const memory = data.memory;
+    if (!data?.run.memory.timeline.length) return;
+    const memory = data.run.memory;
     const sweep = model.get("sweep_points") ?? [];
     const g = (geometry = timelineGeometry(memory, BOX, sweep));
     const axes = chartAxes(BOX, { ticks: g.yTicks, format: formatBytes }, { ticks: g.xTicks, format: String }, 12);
@@ -75,10 +75,10 @@ export function memoryPane({ model, signal, select, openModule }: PaneContext): 
   }
 
   function renderText(): void {
-    if (!data?.memory) return;
-    const { peak } = data.memory;
+    if (!data) return;
+    const { peak } = data.run.memory;
     const where = peak.module ? ` in ${peak.module}` : "";
-    summary.textContent = `peak ${formatBytes(peak.live_bytes)} after ${peak.node}${where} (${peak.phase}) \u00B7 saved activations ${formatBytes(data.totals.saved_activation_bytes)}`;
+    summary.textContent = `whole run: peak ${formatBytes(peak.live_bytes)} after ${peak.node}${where} (${peak.phase}) \u00B7 saved activations ${formatBytes(data.run.saved_activation_bytes)}`;
     const sweep = model.get("sweep_points") ?? [];
     readout.textContent = sweep.length
       ? `budgets overlaid (thin lines): ${sweep.map((p) => `${p.budget} \u2192 peak ${formatBytes(p.peak_activation_bytes)}, ${formatFlops(p.recompute_flops)} recomputed`).join("; ")}`
@@ -86,8 +86,8 @@ export function memoryPane({ model, signal, select, openModule }: PaneContext): 
   }
 
   function renderBars(): void {
-    const { level: shown, bars: rows } = moduleBars(data?.memory?.by_module ?? [], level);
-    barsTitle.textContent = rows.length ? `saved activations by module${shown ? ` in ${shown}` : ""} (click to open)` : "no saved activations";
+    const { level: shown, bars: rows } = moduleBars(data?.run.memory.by_module ?? [], level);
+    barsTitle.textContent = rows.length ? `saved activations of the whole run by module${shown ? ` in ${shown}` : ""} (click to open)` : "no saved activations";
     bars.replaceChildren(...rows.map((row) => {
       const button = element("button", "bwd-bar");
       button.dataset.module = row.module;
@@ -103,7 +103,7 @@ export function memoryPane({ model, signal, select, openModule }: PaneContext): 
 
   /** Select the node of timeline point `index`, or say why there is none. */
   function pick(index: number): void {
-    const point = data?.memory.timeline[index];
+    const point = data?.run.memory.timeline[index];
     if (!data || !point) return;
     readout.textContent = pointText(point, data);
     const id = nodeOfPoint(point, data);
@@ -113,8 +113,9 @@ export function memoryPane({ model, signal, select, openModule }: PaneContext): 
   /** A vertical line at the selected node's op, when the timeline shows it. */
   function mark(id: string): void {
     const line = chart.querySelector(".bwd-cursor-line");
-    const point = data?.memory?.timeline.find((p) => p.node === id && p.graph === data?.graph_index);
-    const x = point && geometry ? geometry.xs[data!.memory.timeline.indexOf(point)] : -10;
+    const timeline = data?.run.memory.timeline ?? [];
+    const point = timeline.find((p) => p.node === id && p.graph === data?.graph_index);
+    const x = point && geometry ? geometry.xs[timeline.indexOf(point)] : -10;
     line?.setAttribute("x1", String(x));
     line?.setAttribute("x2", String(x));
   }
@@ -125,7 +126,7 @@ export function memoryPane({ model, signal, select, openModule }: PaneContext): 
   };
   chart.addEventListener("click", (event) => geometry && pick(pointAt(geometry, xOf(event))), on);
   chart.addEventListener("mousemove", (event) => {
-    const point = geometry && data ? data.memory.timeline[pointAt(geometry, xOf(event))] : undefined;
+    const point = geometry && data ? data.run.memory.timeline[pointAt(geometry, xOf(event))] : undefined;
     if (point && data) readout.textContent = pointText(point, data);
   }, on);
 

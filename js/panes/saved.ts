@@ -56,7 +56,7 @@ export function savedPane({ model, signal, select }: PaneContext): Pane {
       tbody.appendChild(row(gone.name, "bwd-row bwd-row-recomputed-now", recomputedCells(gone), title));
     }
     table.replaceChildren(header(), tbody);
-    const t = data.totals;
+    const t = data.partition;
     const views = data.saved.filter((r) => r.alias_kind && r.alias_kind !== "activation").length;
     const viewText = views ? ` \u00B7 ${views} view${views === 1 ? "" : "s"} of parameters/inputs (0 B added)` : "";
     totals.textContent = `${t.saved} saved \u00B7 activations ${formatBytes(t.saved_activation_bytes)} \u00B7 parameters/inputs ${formatBytes(t.saved_input_bytes)}${viewText}`;

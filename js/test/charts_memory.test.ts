@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { formatFlops, linearScale, nearestIndex, niceTicks } from "../chart";
-import { bytesUnder, heatLevel, HEAT_LEVELS, moduleBars, pointAt, timelineGeometry } from "../memory";
+import { heatLevel, HEAT_LEVELS, moduleBars, pointAt, timelineGeometry } from "../memory";
 import type { Memory, SweepPoint } from "../types";
 
 describe("axes", () => {
@@ -8,7 +8,8 @@ describe("axes", () => {
     expect(niceTicks(100, 4)).toEqual([0, 50, 100]);
     expect(niceTicks(44.08e9, 4)).toEqual([0, 20e9, 40e9, 60e9]);
     expect(niceTicks(0.3, 3)).toEqual([0, 0.1, 0.2, 0.3]);
-    expect(niceTicks(0)).toEqual([0]);
+    expect(niceTicks(0)).toEqual([0, 1]); // an axis always has a span, as views/plot.py nice_ticks(0)
+    expect(niceTicks(7)).toEqual([0, 2, 4, 6, 8]);
   });
 
   it("scales both ways and inverts", () => {
@@ -51,6 +52,8 @@ const memory: Memory = {
     { module: "blocks.0", bytes: 50 },
     { module: "", bytes: 20 },
   ],
+  x_ticks: [0, 5], // what the kernel sends: nice_ticks(9, 4) within the steps
+  y_ticks: [0, 200, 400, 600],
 };
 
 describe("memory timeline", () => {
@@ -59,7 +62,8 @@ describe("memory timeline", () => {
   it("places ops across and live bytes up, with the peak marked and backward's start", () => {
     const g = timelineGeometry(memory, box);
     expect(g.xs).toEqual([10, 50, 60, 100]);
-    expect(g.yTicks.map((t) => t.value)).toEqual([0, 200, 400, 600]);
+    expect(g.yTicks.map((t) => t.value)).toEqual(memory.y_ticks); // the kernel's ticks, drawn as sent
+    expect(g.xTicks.map((t) => t.value)).toEqual(memory.x_ticks);
     expect(g.peak.x).toBe(60);
     expect(g.peak.y).toBeCloseTo(100 - (500 / 600) * 100, 9);
     expect(g.backwardX).toBe(55);
@@ -97,13 +101,6 @@ describe("bytes by module", () => {
     const deep = moduleBars(memory.by_module, "blocks.1.mlp.gelu");
     expect(deep.level).toBe("blocks.1.mlp");
     expect(deep.bars.map((b) => b.label)).toEqual(["blocks.1.mlp (itself)"]);
-  });
-
-  it("totals every module path with what is nested in it", () => {
-    const under = bytesUnder(memory.by_module);
-    expect(under.get("blocks")).toBe(850);
-    expect(under.get("blocks.0")).toBe(550);
-    expect(under.has("")).toBe(false);
   });
 
   it("heats bytes in steps of four, nothing at zero", () => {

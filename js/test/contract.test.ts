@@ -7,10 +7,12 @@
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { niceTicks } from "../chart";
 import { nodeAtLine } from "../code";
 import { buildDot, clusterPaths } from "../dot";
 import { formatBytes } from "../format";
-import { firstViews, GROUP_PREFIX, visibleGraph } from "../grouping";
+import { edgeKey, firstViews, GROUP_PREFIX, moduleTree, visibleGraph } from "../grouping";
+import { TRAIT_NAMES } from "../model";
 import { moduleBars, timelineGeometry } from "../memory";
 import { nodeOfPoint } from "../panes/memory";
 import { partitionerChoices, takesBudget } from "../partitioners";
@@ -18,14 +20,33 @@ import { searchNodes } from "../search";
 import { chartGeometry } from "../sweep";
 import { COLUMNS, savedCells, sortRows } from "../table";
 import { CONTRACT_KEYS, type ComparisonRow, type GraphData, type SweepPoint } from "../types";
+import { moduleRows } from "./synthetic";
 
 type TypeName = keyof typeof CONTRACT_KEYS;
 
+/** The Python side's answer for one open-module set of one payload (tests/test_contract.py). */
+interface GraphAnswer {
+  payload: "data" | "deep";
+  expanded: string[];
+  nodes: { id: string; cluster: string; path: string | null; size: number }[];
+  edges: [string, string][];
+  saved_only: [string, string][];
+  count: number;
+  dot: string;
+}
+
 interface Fixture {
   data: GraphData;
+  deep: GraphData; // a transformer: modules three deep
   comparison_rows: ComparisonRow[];
   sweep_points: SweepPoint[];
   keys: Record<TypeName, string[]>;
+  traits: string[];
+  python: {
+    graphs: GraphAnswer[];
+    ticks: { max: number; count: number; ticks: number[] }[];
+    bytes: { bytes: number; text: string }[];
+  };
 }
 
 const FIXTURE = fileURLToPath(new URL("./fixtures/payload.json", import.meta.url));
@@ -40,6 +61,7 @@ function loadFixture(): Fixture {
 
 const fixture = loadFixture();
 const data = fixture.data;
+const memory = data.run.memory;
 
 const REFERENCE_NODES = [
   "primals_1", "primals_2", "primals_4", "primals_5", "primals_6", "convolution", "getitem_1", "getitem_2",
@@ -52,6 +74,10 @@ const sorted = (keys: readonly string[]) => [...keys].sort();
 describe("the TypeScript types mirror the Python TypedDicts", () => {
   it("names the same types", () => {
     expect(sorted(Object.keys(fixture.keys))).toEqual(sorted(Object.keys(CONTRACT_KEYS)));
+  });
+
+  it("js/model.ts has exactly the traits of the Python WidgetState (the widget's traits are made from it)", () => {
+    expect(sorted(TRAIT_NAMES)).toEqual(sorted(fixture.traits));
   });
 
   for (const name of Object.keys(CONTRACT_KEYS) as TypeName[]) {
@@ -71,14 +97,18 @@ describe("the reference payload carries exactly those fields", () => {
     expectKeys("GraphData", [data]);
     expectKeys("GraphNode", data.nodes);
     expectKeys("SavedRow", [...data.saved, ...data.diff.recomputed_rows]);
-    expectKeys("Totals", [data.totals]);
+    expectKeys("PartitionTotals", [data.partition]);
+    expectKeys("RunTotals", [data.run]);
+    expectKeys("Views", [data.views]);
+    expectKeys("ModuleRow", data.views.modules);
+    expectKeys("Code", [data.code]);
+    expectKeys("CodeLines", [data.code.lines]);
     expectKeys("Diff", [data.diff]);
     expectKeys("PartitionerOption", data.partitioners);
-    expectKeys("Memory", [data.memory]);
-    expectKeys("MemoryPoint", data.memory.timeline);
-    expectKeys("MemoryPeak", [data.memory.peak]);
-    expectKeys("ModuleBytes", data.memory.by_module);
-    expect(sorted(Object.keys(data.code))).toEqual(["backward", "forward"]);
+    expectKeys("Memory", [memory]);
+    expectKeys("MemoryPoint", memory.timeline);
+    expectKeys("MemoryPeak", [memory.peak]);
+    expectKeys("ModuleBytes", memory.by_module);
   });
 
   it("in comparison rows and sweep points", () => {
@@ -94,7 +124,8 @@ describe("the front end's pure modules on the reference payload", () => {
     for (const [from, to] of data.edges) expect(ids.has(from) && ids.has(to), `${from} -> ${to}`).toBe(true);
     const kinds = (kind: string) => data.nodes.filter((n) => n.kind === kind).length;
     expect([kinds("saved"), kinds("tangent"), kinds("gradient")]).toEqual([8, 1, 4]);
-    expect(data.totals.saved).toBe(data.saved.length);
+    expect(data.partition.saved).toBe(data.saved.length);
+    expect(data.partition.backward_nodes).toBe(data.nodes.length);
     for (const row of data.saved) expect(data.nodes.find((n) => n.id === row.name)?.kind).toBe("saved");
     expect(data.nodes.find((n) => n.id === "getitem_6")!.grad_of.length).toBeGreaterThan(0);
     expect(data.diff.recomputed_rows.map((r) => r.name)).toEqual(data.diff.recomputed_now);
@@ -132,30 +163,35 @@ describe("the front end's pure modules on the reference payload", () => {
     expect(byBytes[0].name).toBe("convolution");
     for (let i = 1; i < byBytes.length; i++) expect(byBytes[i - 1].bytes).toBeGreaterThanOrEqual(byBytes[i].bytes);
     expect(sortRows(data.saved, "name", false).map((r) => r.name).slice(0, 3)).toEqual(["convolution", "getitem_1", "getitem_2"]);
-    expect(data.saved.reduce((sum, r) => sum + r.activation_bytes, 0)).toBe(data.totals.saved_activation_bytes);
+    expect(data.saved.reduce((sum, r) => sum + r.activation_bytes, 0)).toBe(data.partition.saved_activation_bytes);
     const adds = COLUMNS.indexOf("adds");
     for (const row of data.saved) expect(savedCells(row)[adds]).toBe(formatBytes(row.activation_bytes));
     for (const row of data.saved.filter((r) => r.kind !== "activation")) expect(row.activation_bytes).toBe(0);
   });
 
-  it("maps every code line that defines a node back to that node", () => {
+  it("maps every code line that defines a node back to that node, in backward and forward code", () => {
     const lines = data.code.backward.split("\n");
     for (const n of data.nodes.filter((n) => n.op !== "placeholder")) {
       expect(lines[n.line - 1]).toContain(`${n.id} = `);
       expect(nodeAtLine(data.nodes, n.line)).toBe(n.id);
+      expect(data.code.lines.backward[n.id]).toBe(n.line);
+    }
+    const forward = data.code.forward.split("\n");
+    for (const row of data.saved.filter((r) => r.kind === "activation")) {
+      expect(forward[data.code.lines.forward[row.name] - 1].trimStart().startsWith(`${row.name} = `), row.name).toBe(true);
     }
   });
 
   it("has a memory picture: the peak on the timeline, its node in the graph, bytes by module summing up", () => {
-    const { memory } = data;
     const peak = memory.timeline.find((p) => p.step === memory.peak.step)!;
     expect(peak.live_bytes).toBe(memory.peak.live_bytes);
     expect(Math.max(...memory.timeline.map((p) => p.live_bytes))).toBe(memory.peak.live_bytes);
     expect(memory.timeline.filter((p) => p.phase === "forward").length).toBe(memory.forward_steps);
     expect(memory.peak.phase).toBe("backward");
     expect(nodeOfPoint(peak, data)).toBe(memory.peak.node);
-    expect(memory.by_module.reduce((sum, m) => sum + m.bytes, 0)).toBe(data.totals.saved_activation_bytes);
-    expect(moduleBars(memory.by_module, "").bars.reduce((sum, b) => sum + b.bytes, 0)).toBe(data.totals.saved_activation_bytes);
+    expect(memory.by_module.reduce((sum, m) => sum + m.bytes, 0)).toBe(data.run.saved_activation_bytes);
+    expect(moduleBars(memory.by_module, "").bars.reduce((sum, b) => sum + b.bytes, 0)).toBe(data.run.saved_activation_bytes);
+    expect(data.run.saved_activation_bytes).toBe(data.partition.saved_activation_bytes); // one compiled region
     const geometry = timelineGeometry(memory, { left: 0, top: 0, right: 100, bottom: 100 }, fixture.sweep_points);
     expect(geometry.xs.length).toBe(memory.timeline.length);
     expect(geometry.overlays.length).toBe(fixture.sweep_points.length);
@@ -180,5 +216,51 @@ describe("the front end's pure modules on the reference payload", () => {
       expect(row.partition.includes("budget"), row.partition).toBe(row.memory_budget !== null);
       expect(row.recomputed === 0, row.partition).toBe(row.recomputed_ops.length === 0);
     }
+  });
+});
+
+describe("each rule the browser also runs gives the Python answers, on the same payloads", () => {
+  const payloads = { data: fixture.data, deep: fixture.deep };
+
+  it("the deep payload nests modules, so drilling down is tested where it matters", () => {
+    expect(Math.max(...fixture.deep.views.modules.map((m) => m.depth))).toBeGreaterThanOrEqual(3);
+    expect(fixture.python.graphs.filter((g) => g.payload === "deep").length).toBeGreaterThanOrEqual(4);
+  });
+
+  for (const answer of fixture.python.graphs) {
+    it(`${answer.payload} with [${answer.expanded.join(", ")}] open: the same visible nodes, edges and DOT`, () => {
+      const payload = payloads[answer.payload];
+      const graph = visibleGraph(payload, new Set(answer.expanded));
+      const nodes = graph.nodes.map((v) => ({ id: v.id, cluster: v.cluster, path: v.path ?? null, size: v.size ?? 0 }));
+      expect(nodes).toEqual(answer.nodes);
+      expect(graph.edges).toEqual(answer.edges);
+      expect(sorted([...graph.savedOnly])).toEqual(sorted(answer.saved_only.map(([a, b]) => edgeKey(a, b))));
+      expect(graph.nodes.length).toBe(answer.count); // the count the kernel chose first views by
+      expect(buildDot(graph, moduleTree(payload.views.modules).savedBytes)).toBe(answer.dot);
+    });
+  }
+
+  it("the first views are among those sets, most detailed first, ending all collapsed", () => {
+    for (const payload of Object.values(payloads)) {
+      const views = firstViews(payload);
+      expect(views[views.length - 1].size).toBe(0);
+      const counts = views.map((open) => visibleGraph(payload, open).nodes.length);
+      expect(counts).toEqual([...counts].sort((a, b) => b - a));
+    }
+  });
+
+  it("the module tree the tests build is the kernel's (saved bytes aside)", () => {
+    for (const payload of Object.values(payloads)) {
+      expect(moduleRows(payload.nodes)).toEqual(payload.views.modules.map((row) => ({ ...row, saved_bytes: 0 })));
+    }
+  });
+
+  it("niceTicks gives nice_ticks' ticks", () => {
+    expect(fixture.python.ticks.length).toBeGreaterThan(30);
+    for (const { max, count, ticks } of fixture.python.ticks) expect(niceTicks(max, count), `${max} in ${count}`).toEqual(ticks);
+  });
+
+  it("formatBytes writes what the static SVG writes", () => {
+    for (const { bytes, text } of fixture.python.bytes) expect(formatBytes(bytes), String(bytes)).toBe(text);
   });
 });

@@ -1,13 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { codeLines, definitionLine, nodeAtLine, tokenizeLine } from "../code";
+import { codeLines, nodeAtLine, tokenizeLine } from "../code";
 import { buildDot, clusterPaths, nodeLabel, QUICK_LAYOUT_ABOVE, quote, shortDtype } from "../dot";
 import { formatBytes, formatDelta } from "../format";
-import { buildModuleTree, GROUP_PREFIX, visibleGraph } from "../grouping";
+import { GROUP_PREFIX, moduleTree, modulePaths, visibleGraph } from "../grouping";
 import { LayoutClient, StaleLayout } from "../layout";
 import { searchNodes, visibleMatches } from "../search";
 import { sortRows } from "../table";
 import type { SavedRow } from "../types";
-import { node, transformerData } from "./synthetic";
+import { node, transformerData, withViews } from "./synthetic";
 
 describe("DOT", () => {
   it("escapes quotes, backslashes and newlines in labels", () => {
@@ -17,6 +17,7 @@ describe("DOT", () => {
   it("puts no user text in element ids and nests clusters", () => {
     const data = transformerData(1, 2);
     data.nodes[1].module = '<img src=x onerror=alert(1)>';
+    withViews(data);
     const graph = visibleGraph(data, new Set(['<img src=x onerror=alert(1)>', "blocks", "blocks.0", "blocks.0.mlp", "blocks.0.attn"]));
     const dot = buildDot(graph);
     expect(dot).toMatch(/^digraph backward \{/);
@@ -35,7 +36,7 @@ describe("DOT", () => {
     const small = visibleGraph(transformerData(1, 2), new Set());
     expect(buildDot(small)).not.toContain("nslimit");
     const big = transformerData(8, 10);
-    const open = visibleGraph(big, new Set([...buildModuleTree(big.nodes).size.keys()]));
+    const open = visibleGraph(big, new Set(modulePaths(moduleTree(big.views.modules))));
     expect(open.nodes.length).toBeGreaterThan(QUICK_LAYOUT_ABOVE);
     expect(buildDot(open)).toContain("nslimit=1");
     expect(buildDot(small, undefined, "LR")).toContain("rankdir=LR");
@@ -112,8 +113,6 @@ describe("table, code and formatting", () => {
     expect(lines.map((l) => l.text)).toEqual(["import torch", "", "class G:", "", "    def forward(self, a, b):", "        mm = f(a, b)", "        return (mm,)"]);
     expect(lines.find((l) => l.text.includes("mm = f"))!.number).toBe(7);
     expect(codeLines(code, true).map((l) => l.text).join("\n")).toBe(code);
-    expect(definitionLine(code, "mm")).toBe(7);
-    expect(definitionLine(code, "nothing")).toBe(0);
   });
 
   it("formats bytes and deltas", () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { ancestors, buildModuleTree, edgeKey, firstViews, GROUP_PREFIX, openPath, openToDepth, representative, reveal, toggle, visibleCount, visibleGraph } from "../grouping";
+import { ancestors, edgeKey, firstViews, GROUP_PREFIX, moduleTree, openPath, representative, reveal, toggle, visibleGraph } from "../grouping";
 import { buildDot } from "../dot";
-import { node, transformerData } from "./synthetic";
+import { node, transformerData, withViews } from "./synthetic";
 
 describe("module tree", () => {
   it("lists ancestors outermost first", () => {
@@ -9,8 +9,8 @@ describe("module tree", () => {
     expect(ancestors("")).toEqual([]);
   });
 
-  it("counts nodes per module, nested included", () => {
-    const tree = buildModuleTree(transformerData(2, 5).nodes);
+  it("reads the kernel's counts per module, nested included", () => {
+    const tree = moduleTree(transformerData(2, 5).views.modules);
     expect(tree.size.get("blocks")).toBe(2 * 2 * 6);
     expect(tree.size.get("blocks.1.attn")).toBe(6);
     expect(tree.children.get("")).toEqual(["blocks", "embed"]);
@@ -43,25 +43,17 @@ describe("collapse and expand", () => {
     }
   });
 
-  it("first views: modules open level by level within the limit, down to all collapsed", () => {
-    const big = transformerData(32, 50);
-    expect(big.nodes.length).toBeGreaterThan(3000);
-    const views = firstViews(big, 40);
-    const tree = buildModuleTree(big.nodes);
-    const counts = views.map((open) => visibleGraph(big, open).nodes.length);
-    expect(counts.every((n, i) => n === visibleCount(tree, views[i]))).toBe(true);
-    expect(views[views.length - 1].size).toBe(0);
-    expect(counts.slice(0, -1).every((n) => n <= 40)).toBe(true);
-    expect(counts).toEqual([...counts].sort((a, b) => b - a));
-    const small = transformerData(1, 3);
-    expect(visibleGraph(small, firstViews(small)[0]).nodes.length).toBe(small.nodes.length);
-    expect([...openToDepth(tree, 1)].sort()).toEqual(["blocks", "embed"]);
+  it("first views are the kernel's, as sets (views/grouping.py first_views chooses them)", () => {
+    const data = transformerData(1, 3);
+    data.views.first = [["blocks", "blocks.0"], []];
+    expect(firstViews(data)).toEqual([new Set(["blocks", "blocks.0"]), new Set()]);
   });
 
   it("marks edges out of a collapsed module that carry only saved values, and only those", () => {
     const data = transformerData(1, 1);
     data.nodes.push(node("s", "a", "saved"), node("op_a", "a"), node("op_b", "b"), node("op_c", "c"));
     data.edges.push(["s", "op_b"], ["op_a", "op_c"], ["s", "op_c"]);
+    withViews(data);
     const collapsed = visibleGraph(data, new Set());
     expect([...collapsed.savedOnly]).toEqual([edgeKey(GROUP_PREFIX + "a", GROUP_PREFIX + "b")]);
     const open = visibleGraph(data, new Set(["a"]));

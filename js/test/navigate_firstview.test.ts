@@ -1,7 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { bestDrawing, better, chooseFirstView, drawingSize, fitOf, isGood, LABEL_UNITS, MIN_SPAN, type Drawing, type RankDir } from "../firstview";
+import { bestDrawing, better, chooseFirstView, drawingSize, fitOf, isGood, minScaleOf, MIN_SPAN, type Drawing, type RankDir } from "../firstview";
 import { directionOf, nearestTo, neighbour, type Placed } from "../navigate";
-import { MAX_SCALE, readableScale } from "../panzoom";
+import { MAX_SCALE } from "../panzoom";
+import { transformerData } from "./synthetic";
+
+const LABEL_UNITS = 11.5; // the kernel's views.label_units and min_label_px (views/grouping.py)
+const minScale = minScaleOf(transformerData(1, 1).views);
+const pane = (width: number, height: number) => ({ width, height, minScale });
 
 describe("keyboard moves", () => {
   // a -> b -> d, a -> c -> d; b and c side by side
@@ -38,28 +43,28 @@ const svgOf = (w: number, h: number) => `<svg viewBox="0.00 0.00 ${w} ${h}"></sv
 
 describe("first view", () => {
   it("calls a drawing readable when its labels reach 9.5 px fitted, and measures how much it fills", () => {
-    const small = fitOf({ x: 0, y: 0, w: 100, h: 50 }, 1000, 500);
+    const small = fitOf({ x: 0, y: 0, w: 100, h: 50 }, pane(1000, 500));
     expect(small.scale).toBe(MAX_SCALE);
     expect(small.span).toBeCloseTo((100 * MAX_SCALE) / 1000, 9);
     expect(small.readable).toBe(true);
-    const huge = fitOf({ x: 0, y: 0, w: 5000, h: 500 }, 1000, 500);
+    const huge = fitOf({ x: 0, y: 0, w: 5000, h: 500 }, pane(1000, 500));
     expect(huge.readable).toBe(false);
     expect(huge.scale * LABEL_UNITS).toBeLessThan(9.5);
-    expect(fitOf({ x: 0, y: 0, w: 1000, h: 100 }, 1000, 500).span).toBe(1);
-    expect(readableScale(LABEL_UNITS) * LABEL_UNITS).toBeCloseTo(9.5, 9);
+    expect(fitOf({ x: 0, y: 0, w: 1000, h: 100 }, pane(1000, 500)).span).toBe(1);
+    expect(minScale * LABEL_UNITS).toBeCloseTo(9.5, 9);
     expect(drawingSize(svgOf(12, 34))).toEqual({ x: 0, y: 0, w: 12, h: 34 });
   });
 
   it("lays a small drawing out across when that fills the pane better", async () => {
     const asked: RankDir[] = [];
     const layout = async (rankdir: RankDir) => (asked.push(rankdir), rankdir === "TB" ? svgOf(200, 120) : svgOf(700, 60));
-    const drawing = await bestDrawing(6, layout, 1000, 500);
+    const drawing = await bestDrawing(6, layout, pane(1000, 500));
     expect(asked).toEqual(["TB", "LR"]);
     expect(drawing.rankdir).toBe("LR");
     expect(drawing.fit.span).toBeGreaterThanOrEqual(MIN_SPAN);
-    const tall = await bestDrawing(100, async () => svgOf(200, 120), 1000, 500);
+    const tall = await bestDrawing(100, async () => svgOf(200, 120), pane(1000, 500));
     expect(tall.rankdir).toBe("TB");
-    const chain = await bestDrawing(30, async (rankdir) => (rankdir === "TB" ? svgOf(100, 3000) : svgOf(3000, 100)), 1000, 500);
+    const chain = await bestDrawing(30, async (rankdir) => (rankdir === "TB" ? svgOf(100, 3000) : svgOf(3000, 100)), pane(1000, 500));
     expect(chain.rankdir).toBe("TB"); // neither fits: a long chain reads downwards
   });
 
@@ -67,7 +72,7 @@ describe("first view", () => {
     const sizes: Record<string, [number, number]> = { all: [3000, 2000], modules: [800, 400], top: [100, 60] };
     const draw = async (name: string): Promise<Drawing> => {
       const [w, h] = sizes[name];
-      return { svg: svgOf(w, h), rankdir: "TB", fit: fitOf({ x: 0, y: 0, w, h }, 1000, 500) };
+      return { svg: svgOf(w, h), rankdir: "TB", fit: fitOf({ x: 0, y: 0, w, h }, pane(1000, 500)) };
     };
     expect((await chooseFirstView(["all", "modules", "top"], draw)).candidate).toBe("modules");
     expect((await chooseFirstView(["all", "top"], draw)).candidate).toBe("top"); // readable, though small

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { centreOn, dragTo, fitView, focusView, MAX_SCALE, MIN_LABEL_PX, parseViewBox, readableScale, scaleOf, toDrawing, viewBoxText, zoomAt, ZOOM_RATE, type Rect, type View } from "../panzoom";
+import { centreOn, dragTo, fitView, focusView, MAX_SCALE, parseViewBox, readableScale, scaleOf, toDrawing, viewBoxText, zoomAt, ZOOM_RATE, type Rect, type View } from "../panzoom";
 
 const box: Rect = { left: 100, top: 50, width: 400, height: 200 };
 const view: View = { x: 10, y: 20, w: 800, h: 400 }; // 2 drawing units per pixel
@@ -82,7 +82,7 @@ describe("fitting", () => {
     expect(scaleOf(top, 800, 600)).toBeCloseTo(0.9, 9);
     expect(top.y).toBeLessThanOrEqual(0);
     expect(top.y + top.h).toBeGreaterThan(0);
-    expect(readableScale(11.5)).toBeCloseTo(MIN_LABEL_PX / 11.5, 9);
+    expect(readableScale(11.5, 9.5)).toBeCloseTo(9.5 / 11.5, 9);
   });
 
   it("copes with an element that has no size yet", () => {

@@ -1,6 +1,27 @@
 /** Synthetic payloads for unit tests; contract.test.ts runs the real one. */
 
-import type { GraphData, GraphNode } from "../types";
+import { ancestors, parentOf } from "../grouping";
+import type { GraphData, GraphNode, ModuleRow } from "../types";
+
+/** The kernel's module tree (views/grouping.py `module_tree`) for synthetic nodes, with no saved bytes.
+ *  contract.test.ts holds it equal to the Python rows on the fixture, so tests build on the real rule. */
+export function moduleRows(nodes: readonly GraphNode[]): ModuleRow[] {
+  const rows = new Map<string, ModuleRow>([["", { path: "", parent: "", depth: 0, size: nodes.length, direct: 0, saved_bytes: 0 }]]);
+  for (const n of nodes) {
+    for (const path of ancestors(n.module)) {
+      if (!rows.has(path)) rows.set(path, { path, parent: parentOf(path), depth: ancestors(path).length, size: 0, direct: 0, saved_bytes: 0 });
+      rows.get(path)!.size++;
+    }
+    rows.get(n.module)!.direct++;
+  }
+  return [...rows.values()];
+}
+
+/** Fill `views` from the nodes (after a test has changed them): the module tree, no first views. */
+export function withViews(data: GraphData): GraphData {
+  data.views = { ...data.views, modules: moduleRows(data.nodes) };
+  return data;
+}
 
 export function node(id: string, module = "", kind: GraphNode["kind"] = "op", extra: Partial<GraphNode> = {}): GraphNode {
   return { id, op: kind === "op" ? "aten.mm" : "placeholder", kind, module, shape: [2, 3], dtype: "float32", args: "", source: "", line: 0, grad_of: [], saved_kind: "", recomputed: false, bytes: 24, ...extra };
@@ -26,17 +47,22 @@ export function transformerData(blocks = 4, opsPerModule = 10): GraphData {
   }
   nodes.push(node("grad_embed", "embed", "gradient", { grad_of: ["embed.weight"] }));
   edges.push([previous, "grad_embed"]);
-  return {
+  return withViews({
     model: "T", partitioner: "default", memory_budget: null, mode: "real", graph_index: 0, graph_count: 1,
-    nodes, edges, saved: [], code: { backward: "", forward: "" }, notes: [], diff: { against: "", recomputed_now: [], recomputed_rows: [], newly_saved: [] },
-    totals: { saved: 0, saved_activation_bytes: 0, saved_input_bytes: 0, recomputed: 0 },
-    memory: {
-      timeline: [], steps: 0, forward_steps: 0, by_module: [],
-      peak: { step: -1, phase: "forward", node: "", graph: 0, live_bytes: 0, module: "" },
+    nodes, edges, saved: [], code: { backward: "", forward: "", lines: { backward: {}, forward: {} } }, notes: [],
+    diff: { against: "", recomputed_now: [], recomputed_rows: [], newly_saved: [] },
+    partition: { saved: 0, saved_activation_bytes: 0, saved_input_bytes: 0, recomputed: 0, backward_nodes: nodes.length },
+    run: {
+      saved: 0, saved_activation_bytes: 0, saved_input_bytes: 0,
+      memory: {
+        timeline: [], steps: 0, forward_steps: 0, by_module: [], x_ticks: [0, 1], y_ticks: [0, 1],
+        peak: { step: -1, phase: "forward", node: "", graph: 0, live_bytes: 0, module: "" },
+      },
     },
+    views: { modules: [], first: [[]], label_units: 11.5, min_label_px: 9.5 },
     partitioners: [
       { name: "default", takes_budget: false, description: "torch's default partitioner" },
       { name: "min_cut", takes_budget: true, description: "min-cut rematerialization under a memory budget" },
     ],
-  };
+  });
 }
