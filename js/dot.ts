@@ -1,5 +1,7 @@
 /** DOT text for the visible graph. Labels are escaped: a name can never become markup. Colours are
- *  not here: nodes and clusters carry classes, and the widget's CSS colours them from the theme. */
+ *  not here: nodes and clusters carry classes, and the widget's CSS colours them from the theme.
+ *  views/dot.py `build_dot` writes the same text for the static outputs (adding colours there);
+ *  js/test/contract.test.ts holds the two equal on the contract fixture's payloads. */
 
 import { formatBytes, formatShape } from "./format";
 import { edgeKey, type VisibleGraph, type VisibleNode } from "./grouping";

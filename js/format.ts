@@ -1,3 +1,4 @@
+/** "16.4 KB": views/dot.py `format_bytes` is its twin (the static SVG's labels), held equal on the fixture. */
 export function formatBytes(bytes: number): string {
   const units = ["B", "KB", "MB", "GB", "TB"];
   let value = Math.abs(bytes);
