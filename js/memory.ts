@@ -20,16 +20,13 @@ export interface TimelineGeometry {
   overlays: { budget: number; path: string; peakY: number }[];
 }
 
-/** Ticks the timeline asks for when it recomputes them. */
-export const TIMELINE_TICKS = 4;
-
 /** The kernel's byte ticks (memory.y_ticks), unless an overlaid budget peaks above them: only the
  *  browser holds both the partition shown and the sweep, so then it asks `niceTicks` (the Python
  *  nice_ticks' twin) for ticks over both. */
 export function timelineYTicks(memory: Memory, sweep: readonly SweepPoint[]): number[] {
   const highest = Math.max(...sweep.map((p) => p.peak_activation_bytes), 0);
   const top = memory.y_ticks[memory.y_ticks.length - 1] ?? 0;
-  return highest > top ? niceTicks(Math.max(memory.peak.live_bytes, highest), TIMELINE_TICKS) : memory.y_ticks;
+  return highest > top ? niceTicks(Math.max(memory.peak.live_bytes, highest), memory.tick_count) : memory.y_ticks;
 }
 
 /** Live bytes (y) against ops run (x), forward then backward; sweep points overlay their own

@@ -132,6 +132,7 @@ export interface Memory {
   by_module: ModuleBytes[]; // largest first; sums to the run's saved activation bytes
   x_ticks: number[]; // ops, within the run's steps
   y_ticks: number[]; // bytes, 0 to at or above the peak (recomputed only when an overlaid budget peaks higher)
+  tick_count: number; // how many ticks the timeline asks nice_ticks for on each axis
 }
 
 export interface GraphData {
@@ -215,7 +216,7 @@ export const SWEEP_POINT_KEYS = [
 export const MEMORY_POINT_KEYS = ["step", "phase", "node", "graph", "live_bytes"] as const satisfies readonly (keyof MemoryPoint)[];
 export const MEMORY_PEAK_KEYS = ["step", "phase", "node", "graph", "live_bytes", "module"] as const satisfies readonly (keyof MemoryPeak)[];
 export const MODULE_BYTES_KEYS = ["module", "bytes"] as const satisfies readonly (keyof ModuleBytes)[];
-export const MEMORY_KEYS = ["timeline", "steps", "forward_steps", "peak", "by_module", "x_ticks", "y_ticks"] as const satisfies readonly (keyof Memory)[];
+export const MEMORY_KEYS = ["timeline", "steps", "forward_steps", "peak", "by_module", "x_ticks", "y_ticks", "tick_count"] as const satisfies readonly (keyof Memory)[];
 
 /** Every contract type by its Python name, with its key list (checked complete at compile time). */
 export const CONTRACT_KEYS: {

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TypedDict, cast
 
 from ..core.analysis import SavedTensor
+from ..core.kinds import Mode, NodeKind
 from ..core.nodes import BackwardNode, definition_lines
 from ..core.partitioners import registered_partitioners
 from ..extraction import BackwardExtraction
@@ -25,8 +26,7 @@ TIMELINE_TICKS = 4
 class GraphNode(TypedDict):
     id: str
     op: str
-    kind: str
-    """`saved`, `tangent`, `gradient` or `op`."""
+    kind: NodeKind
     module: str
     shape: list[int]
     dtype: str
@@ -128,6 +128,8 @@ class Memory(TypedDict):
     y_ticks: list[float]
     """Bytes, from 0 to at or above the peak; the browser recomputes them (`niceTicks`) only when a
     budget overlaid peaks higher."""
+    tick_count: int
+    """How many ticks the timeline asks for on each axis (TIMELINE_TICKS; its chart is small)."""
 
 
 class RunTotals(TypedDict):
@@ -143,7 +145,7 @@ class GraphData(TypedDict):
     model: str
     partitioner: str
     memory_budget: float | None
-    mode: str
+    mode: Mode
     graph_index: int
     graph_count: int
     partitioners: list[PartitionerOption]
@@ -376,6 +378,7 @@ def memory_payload(extraction: BackwardExtraction) -> Memory:
         by_module=[ModuleBytes(module=m, bytes=b) for m, b in by_module.items()],
         x_ticks=[t for t in nice_ticks(max(len(timeline) - 1, 1), TIMELINE_TICKS) if t <= len(timeline) - 1],
         y_ticks=nice_ticks(max(peak.live_bytes, 1), TIMELINE_TICKS),
+        tick_count=TIMELINE_TICKS,
     )
 
 

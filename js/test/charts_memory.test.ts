@@ -54,6 +54,7 @@ const memory: Memory = {
   ],
   x_ticks: [0, 5], // what the kernel sends: nice_ticks(9, 4) within the steps
   y_ticks: [0, 200, 400, 600],
+  tick_count: 4,
 };
 
 describe("memory timeline", () => {

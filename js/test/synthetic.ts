@@ -55,7 +55,7 @@ export function transformerData(blocks = 4, opsPerModule = 10): GraphData {
     run: {
       saved: 0, saved_activation_bytes: 0, saved_input_bytes: 0,
       memory: {
-        timeline: [], steps: 0, forward_steps: 0, by_module: [], x_ticks: [0, 1], y_ticks: [0, 1],
+        timeline: [], steps: 0, forward_steps: 0, by_module: [], x_ticks: [0, 1], y_ticks: [0, 1], tick_count: 4,
         peak: { step: -1, phase: "forward", node: "", graph: 0, live_bytes: 0, module: "" },
       },
     },
