@@ -20,8 +20,7 @@ import sys
 from pathlib import Path
 
 from bwd_widgets.batch import FAILED, plan, run
-
-from .core.errors import SamplePassError
+from bwd_widgets.core.errors import SamplePassError
 
 GRAPHNET_KEYS = {
     "model_path_prefix": None,

@@ -20,6 +20,7 @@ from IPython.utils.capture import capture_output
 import bwd_widgets as bw
 import bwd_widgets.batch.transport as transport
 import bwd_widgets.graphnet_writer as graphnet_writer
+from bwd_widgets.batch import plan, run
 from bwd_widgets.cli import main as bwd_extract
 from bwd_widgets.core.errors import OutputError
 from bwd_widgets.graphnet_writer import SPLITS, sample_path
@@ -203,6 +204,18 @@ def test_extract_many_returns_the_summary_as_a_table_on_workers_and_a_local_dask
     assert [(r["name"], r["status"]) for r in on_dask.records] == [("first", "ok")]
     assert graphnet_writer.is_complete(tmp_path / "dask_out", "first", on_dask.settings)
     assert worker_processes() == [], "every worker process is stopped when the batch ends"
+
+
+def test_resume_is_decided_by_the_plan_and_run_resume_still_works_for_old_callers(tmp_path):
+    sample = tiny_sample(tmp_path / "samples" / "net")
+    out = tmp_path / "out"
+    options = {"scheduler": "in-process", "progress": False}
+    assert [r["status"] for r in run(plan([sample], out), **options).records] == ["ok"]
+    assert [r["status"] for r in run(plan([sample], out, resume=True), **options).records] == ["skipped"]
+    assert [r["status"] for r in run(plan([sample], out), resume=False, **options).records] == ["ok"]
+    with pytest.warns(DeprecationWarning, match="pass resume to plan"):
+        resumed = run(plan([sample], out), resume=True, **options)  # as callers of 0.1 wrote it
+    assert [r["status"] for r in resumed.records] == ["skipped"] and resumed.records[0]["backward_nodes"] > 0
 
 
 def _dask(*args: str, log: Path) -> subprocess.Popen:

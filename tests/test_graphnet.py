@@ -1,4 +1,6 @@
+import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -118,3 +120,14 @@ def test_graphs_are_written_so_graphnet_tools_run_them():
     assert changes == ["outputs 0 and 1 trade places: the first output is a boolean tensor"]
     first = rewritten(torch.tensor([1.0, -1.0, 2.0]))[0]
     assert first.dtype == torch.float32 and torch.argmin(first) == 1
+
+
+def test_the_sample_pass_file_loads_by_its_path_as_graphnets_driver_loads_it():
+    """GraphNet's driver imports graphnet_pass.py from its path, outside our package: a relative import fails there."""
+    path = Path(bw.__file__).parent / "graphnet_pass.py"
+    spec = importlib.util.spec_from_file_location("sample_pass_by_path", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(bw.SamplePassError, match="needs model_path_prefix"):
+        module.BackwardGraphExtractorPass({"output_dir": "out"})
