@@ -24,20 +24,37 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import torch
 
 from .core.codegen import graphnet_code
 from .core.errors import OutputError
+from .core.kinds import Mode
+from .core.trace import Partition
 from .graphnet_files import INLINE_DATA_LIMIT as INLINE_DATA_LIMIT
 from .graphnet_files import INLINE_FLOAT_LIMIT as INLINE_FLOAT_LIMIT
 from .graphnet_files import MARKER, for_graphnet_tools, placeholder_values, write_sample
 from .graphnet_files import meta_class as meta_class
 from .graphnet_files import sample_files as sample_files
 
-if TYPE_CHECKING:
-    from .extraction import BackwardExtraction
+
+class Extracted(Protocol):
+    """What the writer reads of an extraction (a `BackwardExtraction`). A protocol, not an import:
+    results depend on the writer (`extraction.save_graphnet`) and never the other way."""
+
+    @property
+    def partitions(self) -> list[Partition]: ...
+
+    @property
+    def partitioner(self) -> str: ...
+
+    @property
+    def memory_budget(self) -> float | None: ...
+
+    @property
+    def mode(self) -> Mode: ...
+
 
 EVAL_SPLIT = "eval_forward"
 TRAIN_SPLITS = ("train_forward", "train_backward")
@@ -85,7 +102,7 @@ def sample_path(split: str, name: str, layout: Layout = "graphnet") -> str:
     return f"{split}/{name}/{PurePosixPath(name).name}_{split}"
 
 
-def settings_of(extraction: BackwardExtraction) -> dict:
+def settings_of(extraction: Extracted) -> dict:
     """What made an output: compared by `--resume`, stored in every marker and in `summary.json`."""
     return {
         "partitioner": extraction.partitioner,
@@ -263,7 +280,7 @@ def install(
 
 
 def write_extraction(
-    extraction: BackwardExtraction,
+    extraction: Extracted,
     folder: Path,
     name: str,
     stamp: dict,
@@ -344,7 +361,7 @@ def prepare_output(out_dir: str | os.PathLike) -> Path:
 
 
 def save_extraction(
-    extraction: BackwardExtraction,
+    extraction: Extracted,
     out_dir: str | Path,
     name: str,
     layout: Layout = "graphnet",
