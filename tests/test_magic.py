@@ -131,6 +131,35 @@ def test_negative_numbers_and_strings_in_the_call(shell):
     assert shell.user_ns["g"].backward_node_count > 0
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "g = %bwd_extract --fake --no-display scaled(x, -1, 'a --b')",  # IPython's order: options first
+        "g = %bwd_extract scaled(x, -1, 'a --b') --fake --no-display",  # 0.1's order: the call first
+        "g = %bwd_extract --fake scaled(x, -1, 'a --b') --no-display",  # both
+        "g = %bwd_extract --budget 0.5 --name 'my model' --fake --no-display scaled(x, -1, 'a --b')",
+        "g = %bwd_extract --budget=0.5 --fake --no-display scaled( x , -1 , 'a --b' )",
+    ],
+)
+def test_options_go_before_or_after_the_call(shell, line):
+    shell.run_cell("def scaled(t, k, label):\n    return (t * k).sin()\n")
+    shell.user_ns.pop("g", None)
+    result, captured = _run(shell, line)
+    assert result.success, result.error_in_exec
+    assert not captured.outputs, "--no-display was read as an option wherever it stood"
+    extraction = shell.user_ns["g"]
+    assert extraction.mode == "fake" and extraction.backward_node_count > 0
+    if "--budget" in line:
+        assert extraction.partitioner == "min_cut" and extraction.memory_budget == 0.5
+    if "--name" in line:
+        assert extraction.model_name == "my model"
+
+
+def test_an_option_value_that_looks_like_an_option_is_still_its_value(shell):
+    result, captured = _run(shell, "%bwd_extract --budget -0.5 model(x)")
+    assert not result.success and "[0, 1]" in captured.stdout + captured.stderr
+
+
 def test_a_failed_save_is_one_line_and_keeps_the_extraction(shell, tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")

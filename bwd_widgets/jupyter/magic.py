@@ -48,8 +48,8 @@ class BwdMagics(Magics):
 
             %load_ext bwd_widgets
             g = %bwd_extract model(x)
-            %bwd_extract model(x) --partitioner min_cut --budget 0.3
-            %bwd_extract model(x) --fake --save out/ --name my_model
+            %bwd_extract --partitioner min_cut --budget 0.3 model(x)
+            %bwd_extract model(x) --fake --save out/ --name my_model   (options before or after the call)
 
             %%bwd_extract --output loss
             h = encoder(x)
@@ -95,15 +95,19 @@ class BwdMagics(Magics):
 def _read_options(magic: object, line: str, cell: str | None) -> tuple[str, argparse.Namespace, str]:
     """The forward call (line magic), the parsed options and the partitioner they name; bad options are
     one UsageError sentence."""
-    call, options = _split_call(line) if cell is None else ("", line)
+    call, options = _split_call(line, _options_with_values(magic)) if cell is None else ("", line)
     try:
         args = parse_argstring(magic, options)
     except SystemExit:
         raise UsageError("bad arguments to %bwd_extract: see %bwd_extract? for the usage") from None
     except ValueError as error:
         raise UsageError(f"could not read the options ({error}): close every quote") from None
+    for option in ("partitioner", "save", "name", "output"):  # IPython's split keeps the quotes
+        value = getattr(args, option)
+        if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            setattr(args, option, value[1:-1])
     if args.call:
-        where = "the call goes first, e.g. %bwd_extract model(x) --fake" if cell is None else "put it in the cell"
+        where = "write one forward call, e.g. %bwd_extract --fake model(x)" if cell is None else "put it in the cell"
         raise UsageError(f"unexpected {' '.join(args.call)!r}: {where}")
     partitioner = "min_cut" if args.budget is not None and args.partitioner == "default" else args.partitioner
     try:
@@ -138,10 +142,31 @@ def _free_name(out: Path, called: str) -> str:
     return name
 
 
-def _split_call(line: str) -> tuple[str, str]:
-    """`model(x, -1) --budget 0.5` -> ("model(x, -1)", "--budget 0.5"): options start at the first
-    `-` word outside brackets and quotes, so the call may hold negative numbers and strings."""
-    depth, quote = 0, ""
+def _split_call(line: str, takes_value: set[str]) -> tuple[str, str]:
+    """`--fake model(x, -1) --budget 0.5` -> ("model(x, -1)", "--fake --budget 0.5").
+
+    Options go before the call, as IPython's own magics take them (`%timeit -n 10 stmt`), or after it,
+    as bwd_widgets 0.1 did. The line is read as words outside brackets and quotes, so the call may hold
+    negative numbers, strings and spaces; an option in `takes_value` takes the next word as its value,
+    and every other word belongs to the call."""
+    call: list[str] = []
+    options: list[str] = []
+    pending_value = False
+    for word in _top_level_words(line):
+        if pending_value:
+            options.append(word)
+            pending_value = False
+        elif word.startswith("-") and not word[1:2].isdigit():
+            options.append(word)
+            pending_value = word in takes_value
+        else:
+            call.append(word)
+    return " ".join(call), " ".join(options)
+
+
+def _top_level_words(line: str) -> list[str]:
+    """Whitespace-separated words, where brackets and quotes keep their insides (spaces too) in one word."""
+    words, current, depth, quote = [], "", 0, ""
     for i, char in enumerate(line):
         if quote:
             if char == quote and line[i - 1] != "\\":
@@ -152,9 +177,22 @@ def _split_call(line: str) -> tuple[str, str]:
             depth += 1
         elif char in ")]}":
             depth -= 1
-        elif char == "-" and depth == 0 and (i == 0 or line[i - 1].isspace()):
-            return line[:i].strip(), line[i:]
-    return line.strip(), ""
+        elif char.isspace() and depth <= 0:
+            if current:
+                words.append(current)
+            current = ""
+            continue
+        current += char
+    if current:
+        words.append(current)
+    return words
+
+
+def _options_with_values(magic: object) -> set[str]:
+    """The option strings of the magic's argparse parser that take a value (`--budget`, not `--fake`)."""
+    parser = getattr(magic, "parser", None)
+    actions = getattr(parser, "_actions", [])
+    return {name for action in actions if action.nargs != 0 for name in action.option_strings}
 
 
 def _evaluate(node: ast.expr, namespace: dict) -> object:
