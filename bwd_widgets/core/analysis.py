@@ -9,14 +9,12 @@ from typing import TYPE_CHECKING
 import torch
 import torch.fx
 
-from .kinds import SAVED_KINDS, InputKind, SavedKind, is_tangent
+from .kinds import InputKind, SavedKind, is_tangent
 from .naming import module_path, source_line
 from .why import why_saved
 
 if TYPE_CHECKING:
     from .trace import InputSource, Partition
-
-KINDS = SAVED_KINDS
 
 
 @dataclass
