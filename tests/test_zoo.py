@@ -1,0 +1,58 @@
+"""The transformers zoo (issue 17): real model classes as their docs call them, every check on each.
+
+Language models with and without tied weights, a mixture of experts, encoder-decoders, masked-LM and
+classification encoders, a vision transformer and a speech model, each built from a small config with
+random weights. The checks live in zoo_models.py; test_zoo_vision.py runs them on timm and torchvision.
+"""
+
+import functools
+
+import pytest
+import zoo_models as zoo
+
+NAMES = [entry.name for entry in zoo.TRANSFORMERS]
+
+
+@functools.cache
+def real(name):
+    """One real-mode extraction per model, shared by the checks below (eager gradients computed apart)."""
+    entry = zoo.BY_NAME[name]
+    model, inputs = entry.make()
+    extraction = zoo.extract(entry, model, inputs)
+    return entry, model, inputs, extraction
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_backward_replayed_on_its_own_inputs_gives_eager_gradients(name):
+    entry, model, inputs, extraction = real(name)
+    zoo.check_replay(entry, model, inputs, extraction)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_arguments_are_named_as_the_forward_names_them(name):
+    zoo.check_argument_names(*real(name))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_one_gradient_per_parameter_by_its_first_name(name):
+    zoo.check_gradient_names(*real(name))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fake_mode_extracts_the_same_backward(name):
+    zoo.check_fake(*real(name))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_min_cut_at_half_budget_replays_eager_gradients(name):
+    zoo.check_min_cut(*real(name))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_graphnet_samples_load_back_and_run(name, tmp_path):
+    zoo.check_graphnet(*real(name), tmp_path)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_widget_payload_builds(name):
+    zoo.check_payload(*real(name))

@@ -1,0 +1,540 @@
+"""The model zoo: real model classes from transformers, timm and torchvision, built from small configs.
+
+Random weights, nothing downloaded. Each entry builds a model and the keyword inputs its library's docs
+call it with (`model(input_ids=..., attention_mask=..., labels=...)` for transformers, `model(x)` for
+timm and torchvision), and says which output gets the backward (`"loss"` where the model computes one;
+None: every differentiable output, with an all-ones cotangent, as `bw.extract` does by default).
+
+Dropout probabilities are 0 so that an eager run computed apart from the extraction draws the same
+numbers; models are in training mode (batch norm uses batch statistics), as in a training step.
+Imports of the libraries stay inside the builders: test_zoo.py runs where torchvision is not installed.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+BATCH, SEQ, VOCAB, IMAGE = 2, 8, 64, 32
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    name: str
+    library: str
+    build: Callable[[], nn.Module]
+    inputs: Callable[[], dict]
+    """Keyword arguments of the model's forward; for timm and torchvision a single positional `x`."""
+    output: str | None = "loss"
+    positional: bool = False
+    """Called as `model(*inputs.values())` (vision models), else `model(**inputs)`."""
+    tied: tuple[str, ...] = field(default=())
+    """Qualified names of a tied pair (first name first), where the model ties weights."""
+
+    def make(self) -> tuple[nn.Module, dict]:
+        torch.manual_seed(0)
+        model = self.build().train()
+        torch.manual_seed(1)
+        return model, self.inputs()
+
+
+def _ids(vocab: int = VOCAB, seq: int = SEQ, low: int = 3) -> torch.Tensor:
+    return torch.randint(low, vocab, (BATCH, seq))
+
+
+def _mask(seq: int = SEQ) -> torch.Tensor:
+    mask = torch.ones(BATCH, seq, dtype=torch.long)
+    mask[1, -2:] = 0  # the second sequence is padded: the mask matters
+    return mask
+
+
+def _causal_lm() -> dict:
+    ids = _ids()
+    return {"input_ids": ids, "attention_mask": _mask(), "labels": ids.clone()}
+
+
+def _seq2seq() -> dict:
+    return {"input_ids": _ids(), "attention_mask": _mask(), "labels": _ids(seq=6)}
+
+
+def _masked_lm() -> dict:
+    ids = _ids()
+    labels = torch.full_like(ids, -100)
+    labels[:, 2:5] = ids[:, 2:5]
+    return {"input_ids": ids, "attention_mask": _mask(), "labels": labels}
+
+
+def _image(size: int = IMAGE) -> dict:
+    return {"x": torch.randn(BATCH, 3, size, size)}
+
+
+_SMALL = {"vocab_size": VOCAB, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+_DECODER = {
+    **_SMALL,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 64,
+}
+
+
+def gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(
+        vocab_size=VOCAB,
+        n_positions=64,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    return GPT2LMHeadModel(config)
+
+
+def llama(tied: bool):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    return LlamaForCausalLM(LlamaConfig(**_DECODER, tie_word_embeddings=tied))
+
+
+def qwen2():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    return Qwen2ForCausalLM(Qwen2Config(**_DECODER))
+
+
+def mistral():
+    from transformers import MistralConfig, MistralForCausalLM
+
+    return MistralForCausalLM(MistralConfig(**_DECODER, sliding_window=4))
+
+
+def mixtral():
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    config = MixtralConfig(**_DECODER, num_local_experts=4, num_experts_per_tok=2, output_router_logits=True)
+    return MixtralForCausalLM(config)
+
+
+def t5():
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    config = T5Config(
+        **_SMALL,
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_decoder_layers=2,
+        num_heads=4,
+        relative_attention_num_buckets=8,
+        dropout_rate=0.0,
+        decoder_start_token_id=0,
+    )
+    return T5ForConditionalGeneration(config)
+
+
+def bart():
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    config = BartConfig(
+        **_SMALL,
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_position_embeddings=64,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        decoder_start_token_id=2,
+    )
+    return BartForConditionalGeneration(config)
+
+
+_ENCODER = {
+    **_SMALL,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 64,
+    "max_position_embeddings": 64,
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+}
+
+
+def roberta():
+    from transformers import RobertaConfig, RobertaForMaskedLM
+
+    return RobertaForMaskedLM(RobertaConfig(**_ENCODER))
+
+
+def bert():
+    from transformers import BertConfig, BertForSequenceClassification
+
+    return BertForSequenceClassification(BertConfig(**_ENCODER, num_labels=3))
+
+
+def _bert_inputs() -> dict:
+    return {"input_ids": _ids(), "attention_mask": _mask(), "labels": torch.tensor([0, 2])}
+
+
+def distilbert():
+    from transformers import DistilBertConfig, DistilBertForMaskedLM
+
+    config = DistilBertConfig(
+        **_SMALL, dim=32, n_layers=2, n_heads=4, hidden_dim=64, max_position_embeddings=64, dropout=0.0
+    )
+    config.attention_dropout = 0.0
+    return DistilBertForMaskedLM(config)
+
+
+def albert():
+    from transformers import AlbertConfig, AlbertForMaskedLM
+
+    config = AlbertConfig(**_ENCODER, embedding_size=16, classifier_dropout_prob=0.0)
+    return AlbertForMaskedLM(config)
+
+
+def vit():
+    from transformers import ViTConfig, ViTForImageClassification
+
+    config = ViTConfig(
+        image_size=IMAGE,
+        patch_size=8,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        num_labels=5,
+    )
+    return ViTForImageClassification(config)
+
+
+def _vit_inputs() -> dict:
+    return {"pixel_values": torch.randn(BATCH, 3, IMAGE, IMAGE), "labels": torch.tensor([1, 4])}
+
+
+def whisper():
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+    config = WhisperConfig(
+        **_SMALL,
+        num_mel_bins=16,
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_source_positions=16,
+        max_target_positions=32,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        decoder_start_token_id=1,
+    )
+    return WhisperForConditionalGeneration(config)
+
+
+def _whisper_inputs() -> dict:
+    return {"input_features": torch.randn(BATCH, 16, 32), "labels": _ids(seq=6)}
+
+
+TRANSFORMERS = [
+    ZooModel("gpt2", "transformers", gpt2, _causal_lm, tied=("transformer.wte.weight", "lm_head.weight")),
+    ZooModel("llama", "transformers", lambda: llama(tied=False), _causal_lm),
+    ZooModel(
+        "llama_tied",
+        "transformers",
+        lambda: llama(tied=True),
+        _causal_lm,
+        tied=("model.embed_tokens.weight", "lm_head.weight"),
+    ),
+    ZooModel("qwen2", "transformers", qwen2, _causal_lm),
+    ZooModel("mistral", "transformers", mistral, _causal_lm),
+    ZooModel("mixtral_moe", "transformers", mixtral, _causal_lm),
+    ZooModel("t5", "transformers", t5, _seq2seq, tied=("shared.weight", "encoder.embed_tokens.weight")),
+    ZooModel("bart", "transformers", bart, _seq2seq, tied=("model.shared.weight", "model.encoder.embed_tokens.weight")),
+    ZooModel(
+        "roberta_mlm",
+        "transformers",
+        roberta,
+        _masked_lm,
+        tied=("roberta.embeddings.word_embeddings.weight", "lm_head.decoder.weight"),
+    ),
+    ZooModel("bert_classifier", "transformers", bert, _bert_inputs),
+    ZooModel(
+        "distilbert_mlm",
+        "transformers",
+        distilbert,
+        _masked_lm,
+        tied=("distilbert.embeddings.word_embeddings.weight", "vocab_projector.weight"),
+    ),
+    ZooModel(
+        "albert_mlm",
+        "transformers",
+        albert,
+        _masked_lm,
+        tied=("albert.embeddings.word_embeddings.weight", "predictions.decoder.weight"),
+    ),
+    ZooModel("vit", "transformers", vit, _vit_inputs),
+    ZooModel(
+        "whisper",
+        "transformers",
+        whisper,
+        _whisper_inputs,
+        tied=("model.decoder.embed_tokens.weight", "proj_out.weight"),
+    ),
+]
+
+
+def _timm(name: str, **kwargs) -> Callable[[], nn.Module]:
+    def build():
+        import timm
+
+        return timm.create_model(name, pretrained=False, num_classes=10, **kwargs)
+
+    return build
+
+
+def _torchvision(name: str, **kwargs) -> Callable[[], nn.Module]:
+    def build():
+        import torchvision
+
+        return torchvision.models.get_model(name, weights=None, **kwargs)
+
+    return build
+
+
+VISION = [
+    ZooModel("timm_resnet", "timm", _timm("resnet10t"), _image, output=None, positional=True),
+    ZooModel(
+        "timm_vit_tiny",
+        "timm",
+        _timm("vit_tiny_patch16_224", img_size=IMAGE, patch_size=8, depth=2, drop_rate=0.0),
+        _image,
+        output=None,
+        positional=True,
+    ),
+    ZooModel(
+        "timm_convnext",
+        "timm",
+        _timm("convnext_atto", depths=(1, 1, 1, 1), dims=(16, 32, 48, 64)),
+        _image,
+        output=None,
+        positional=True,
+    ),
+    ZooModel("timm_mobilenetv3", "timm", _timm("mobilenetv3_small_050"), _image, output=None, positional=True),
+    ZooModel(
+        "timm_efficientnet",
+        "timm",
+        _timm("efficientnet_b0", drop_rate=0.0, drop_path_rate=0.0),
+        _image,
+        output=None,
+        positional=True,
+    ),
+    ZooModel(
+        "tv_resnet18", "torchvision", _torchvision("resnet18", num_classes=10), _image, output=None, positional=True
+    ),
+    ZooModel(
+        "tv_mobilenet_v3_small",
+        "torchvision",
+        _torchvision("mobilenet_v3_small", num_classes=10, dropout=0.0),
+        _image,
+        output=None,
+        positional=True,
+    ),
+    ZooModel(
+        "tv_lraspp_segmentation",
+        "torchvision",
+        _torchvision("lraspp_mobilenet_v3_large", num_classes=4, weights_backbone=None),
+        lambda: _image(64),
+        output=None,
+        positional=True,
+    ),
+]
+
+ZOO = TRANSFORMERS + VISION
+BY_NAME = {entry.name: entry for entry in ZOO}
+
+
+# The checks every zoo model goes through; test_zoo.py and test_zoo_vision.py run them by model name.
+
+
+def call_model(entry: ZooModel, model: nn.Module, inputs: dict):
+    return model(*inputs.values()) if entry.positional else model(**inputs)
+
+
+def extract(entry: ZooModel, model: nn.Module, inputs: dict, **options):
+    """`bw.extract` called as a user calls the model: keywords for transformers, positionally for vision."""
+    import bwd_widgets as bw
+
+    if entry.output is not None:
+        options["output"] = entry.output
+    if entry.positional:
+        return bw.extract(model, *inputs.values(), name=entry.name, **options)
+    return bw.extract(model, name=entry.name, **inputs, **options)
+
+
+def eager_gradients(entry: ZooModel, model: nn.Module, inputs: dict) -> dict[str, torch.Tensor]:
+    """Plain eager autograd on a copy of the model, apart from bw: the gradient of the chosen output
+    (the loss, or every differentiable output with an all-ones cotangent), by first qualified name."""
+    import torch.utils._pytree as pytree
+
+    model = copy.deepcopy(model)
+    inputs = {
+        k: v.detach().clone().requires_grad_(v.is_floating_point()) if isinstance(v, torch.Tensor) else v
+        for k, v in inputs.items()
+    }
+    output = call_model(entry, model, inputs)
+    if entry.output is not None:
+        output = output[entry.output]
+    differentiable = [t for t in pytree.tree_leaves(output) if isinstance(t, torch.Tensor) and t.requires_grad]
+    wrt = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor) and v.requires_grad}
+    wrt.update((k, p) for k, p in model.named_parameters() if p.requires_grad)
+    grads = torch.autograd.grad(
+        differentiable, list(wrt.values()), [torch.ones_like(t) for t in differentiable], allow_unused=True
+    )
+    return {k: g for k, g in zip(wrt, grads) if g is not None}
+
+
+def first_names(model: nn.Module) -> dict[str, str]:
+    """Every qualified name of a parameter (aliases of tied ones too) -> the first one."""
+    first: dict[int, str] = {}
+    names = {}
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        names[name] = first.setdefault(id(parameter), name)
+    return names
+
+
+def replayed_gradients(extraction, model: nn.Module, arguments: list[str]) -> dict[str, torch.Tensor]:
+    """Each partition's backward graph run on its own recorded inputs, by first qualified name
+    (summed over compiled regions, as autograd sums a parameter's gradient)."""
+    canonical = first_names(model)
+    found: dict[str, torch.Tensor] = {}
+    for partition in extraction.partitions:
+        assert partition.backward_inputs is not None, "real mode keeps the backward's inputs"
+        with torch.no_grad():
+            outputs = partition.backward(*partition.backward_inputs)
+        assert len(outputs) == len(partition.gradients)
+        for value, gradient in zip(outputs, partition.gradients):
+            if gradient.kind == "input" and gradient.key not in arguments:
+                continue  # a value one compiled region hands the next (a graph break), not the model's input
+            key = canonical.get(gradient.key, gradient.key)
+            found[key] = value if key not in found else found[key] + value
+    return found
+
+
+def assert_gradients_match(replayed: dict, eager: dict) -> None:
+    missing, extra = sorted(eager.keys() - replayed.keys()), sorted(replayed.keys() - eager.keys())
+    assert not missing and not extra, (
+        f"gradients eager autograd has and the backward lacks: {missing[:5]}, extra: {extra[:5]}"
+    )
+    for key, expected in eager.items():
+        torch.testing.assert_close(replayed[key], expected, rtol=1e-4, atol=1e-5, msg=lambda m, key=key: f"{key}: {m}")
+
+
+def argument_names(entry: ZooModel, model: nn.Module, inputs: dict) -> list[str]:
+    """The names the inputs have as the forward's arguments."""
+    if not entry.positional:
+        return list(inputs)
+    import inspect
+
+    return list(inspect.signature(model.forward).parameters)[: len(inputs)]
+
+
+def check_replay(entry: ZooModel, model: nn.Module, inputs: dict, extraction) -> None:
+    assert extraction.mode == "real" and extraction.partitions
+    assert_gradients_match(
+        replayed_gradients(extraction, model, argument_names(entry, model, inputs)),
+        eager_gradients(entry, model, inputs),
+    )
+
+
+def check_argument_names(entry: ZooModel, model: nn.Module, inputs: dict, extraction) -> None:
+    """Every tensor argument is named as the forward's argument, by name and by key."""
+    sources = [s for p in extraction.partitions for s in p.inputs if s.kind == "input"]
+    names = {s.name for s in sources} | {s.key for s in sources}
+    expected = [a for a, v in zip(argument_names(entry, model, inputs), inputs.values()) if isinstance(v, torch.Tensor)]
+    assert set(expected) <= names, f"arguments {expected} are named {sorted(names)}"
+    assert all(s.name == s.key for s in sources), sources
+
+
+def check_gradient_names(entry: ZooModel, model: nn.Module, inputs: dict, extraction) -> None:
+    """One gradient per parameter, under its first qualified name in `model.named_parameters()`."""
+    parameters = dict(model.named_parameters())
+    keys = [g.key for g in extraction.gradients if g.kind == "parameter"]
+    unknown = [k for k in keys if k not in parameters or k not in extraction.autograd_gradients]
+    assert not unknown, f"gradient keys not named as named_parameters() and autograd_gradients: {unknown[:5]}"
+    assert len(keys) == len(set(keys)), f"a parameter has two gradients: {sorted(k for k in keys if keys.count(k) > 1)}"
+    if entry.tied:
+        first, alias = entry.tied
+        assert model.get_parameter(first) is model.get_parameter(alias), "the config ties these"
+        assert first in keys and alias not in keys
+
+
+def check_fake(entry: ZooModel, model: nn.Module, inputs: dict, extraction) -> None:
+    """Fake mode: no real compute, the same backward graph (nodes, saved values, gradients) as real mode."""
+    fake = extract(entry, model, inputs, mode="fake")
+    assert fake.mode == "fake" and fake.backward_node_count > 0
+    assert fake.saved_tensors and all(s.name for s in fake.saved_tensors)
+    assert fake.backward_node_count == extraction.backward_node_count
+    assert len(fake.saved_tensors) == len(extraction.saved_tensors)
+    assert sorted(g.key for g in fake.gradients) == sorted(g.key for g in extraction.gradients)
+    assert all(p.backward_inputs is None for p in fake.partitions)
+
+
+def check_min_cut(entry: ZooModel, model: nn.Module, inputs: dict, extraction) -> None:
+    half = extraction.rerun(0.5)
+    assert half.partitioner == "min_cut" and half.memory_budget == 0.5
+    assert len(half.partitions) == len(extraction.partitions) and half.backward_node_count > 0
+    assert_gradients_match(
+        replayed_gradients(half, model, argument_names(entry, model, inputs)), eager_gradients(entry, model, inputs)
+    )
+
+
+def check_graphnet(entry: ZooModel, model: nn.Module, inputs: dict, extraction, tmp_path) -> None:
+    """`save_graphnet` writes forward and backward samples; each loads back and runs to the recorded shapes."""
+    from _batch_util import run_written_sample
+
+    written = extraction.save_graphnet(tmp_path, entry.name)
+    assert set(written) == {"train_forward", "train_backward"}
+    for split, folder in written.items():
+        for partition in extraction.partitions:
+            sample = folder / f"subgraph_{partition.index}" if len(extraction.partitions) > 1 else folder
+            gm = partition.forward if split == "train_forward" else partition.backward
+            run_written_sample(sample, gm)
+
+
+def check_payload(entry: ZooModel, model: nn.Module, inputs: dict, extraction) -> None:
+    """What the widget shows, built without a browser, for every compiled region."""
+    import json
+
+    from bwd_widgets.views.payload import graph_payload
+
+    for index, partition in enumerate(extraction.partitions):
+        payload = graph_payload(extraction, index)
+        assert len(payload["nodes"]) == sum(1 for n in partition.backward.graph.nodes if n.op != "output")
+        kinds = {n["kind"] for n in payload["nodes"]}
+        assert {"saved", "tangent", "gradient"} <= kinds, kinds
+        assert payload["code"]["backward"] and payload["saved"]
+        json.dumps(payload)
