@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from .batch import extract_many
 from .core.analysis import GradientOutput, SavedTensor, TensorInfo
+from .core.compat import UntestedTorchWarning, check_torch_version
 from .core.errors import (
     BatchError,
     BwdWidgetsError,
@@ -63,6 +64,7 @@ __all__ = [
     "TensorInfo",
     "TensorMeta",
     "Trace",
+    "UntestedTorchWarning",
     "Validation",
     "ValidationError",
     "clear_trace_cache",
@@ -134,6 +136,7 @@ def _widget_bundle(obj: object) -> tuple[dict, dict] | None:
 
 
 set_provider(_widget_bundle)
+check_torch_version()  # one warning, not an error, when torch is outside the tested range
 
 
 def __getattr__(name: str) -> object:

@@ -28,6 +28,7 @@ from typing import Literal, TypedDict
 import torch
 
 from .core.capture import own_dynamo_entries
+from .core.compat import dynamo_config
 from .core.errors import ValidationError, one_line
 from .graphnet import load_graphnet_sample
 from .graphnet_files import sample_files
@@ -251,7 +252,7 @@ def _steps(folder: Path, use_graphnet: bool) -> str:
 
 def _graphnet_context():
     """Trace under GraphNet's Dynamo settings, and undo what importing GraphNet sets globally."""
-    return torch._dynamo.config.patch(GRAPHNET_DYNAMO_CONFIG)
+    return dynamo_config.patch(GRAPHNET_DYNAMO_CONFIG)
 
 
 def validate_sample(folder: str | Path, *, write_hash: bool = True, use_graphnet: bool | None = None) -> Validation:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 import torch.fx
-from torch.fx._lazy_graph_module import _LazyGraphModule
+
+from .compat import FakeTensor, _LazyGraphModule
 
 _EXTRA_IMPORTS = (
     (re.compile(r"\bdevice\("), "from torch import device"),
@@ -40,8 +41,6 @@ def without_none_outputs(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 def _constant_expression(value) -> str:
     """Python that rebuilds a lifted tensor constant, so model.py needs no attributes."""
-    from torch._subclasses.fake_tensor import FakeTensor
-
     shape = list(value.shape)
     if isinstance(value, FakeTensor) or value.device.type == "meta":
         return f"torch.zeros({shape}, dtype={value.dtype})"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 import torch.fx
 
+from .compat import FakeTensorMode, detect_fake_mode
+
 
 def node_flops(gm: torch.fx.GraphModule) -> dict:
-    from torch._guards import detect_fake_mode
-    from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.utils.flop_counter import FlopCounterMode
 
     values = [n.meta.get("val") for n in gm.graph.find_nodes(op="placeholder")]

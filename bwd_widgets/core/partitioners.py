@@ -45,7 +45,7 @@ class Partitioner:
         """Patch torch's budget for the duration of one call only, never globally."""
         if self.memory_budget is None:
             return contextlib.nullcontext()
-        import torch._functorch.config as functorch_config
+        from .compat import functorch_config
 
         return functorch_config.patch(activation_memory_budget=float(self.memory_budget))
 
@@ -116,13 +116,13 @@ def resolve_partitioner(partitioner: object = "default", memory_budget: float | 
 
 
 def _default_partition() -> PartitionFn:
-    from functorch.compile import default_partition
+    from .compat import default_partition
 
     return default_partition
 
 
 def _min_cut_partition() -> PartitionFn:
-    from functorch.compile import min_cut_rematerialization_partition
+    from .compat import min_cut_rematerialization_partition
 
     return min_cut_rematerialization_partition
 

@@ -9,22 +9,17 @@ from __future__ import annotations
 
 import functools
 import operator
-from typing import TYPE_CHECKING
 
 import torch
 import torch.fx
 
+from .compat import OpTypes, get_default_op_list
 from .kinds import SavedKind
 from .partitioners import Partitioner
-
-if TYPE_CHECKING:
-    from torch._functorch.partitioners import OpTypes
 
 
 @functools.lru_cache(maxsize=1)
 def op_types() -> OpTypes:
-    from torch._functorch.partitioners import get_default_op_list
-
     return get_default_op_list()
 
 

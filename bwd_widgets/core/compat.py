@@ -1,0 +1,110 @@
+"""Which torch bwd_widgets is tested on, and the one place that imports torch's private APIs.
+
+The range below is the single source of truth: `pyproject.toml`'s dependency must read `TORCH_REQUIREMENT`
+(tests/test_torch_version.py holds them equal). Outside the range the package still imports and runs, with
+one `UntestedTorchWarning` at import. Everything below the range check is a private torch API the package
+needs; when a torch release moves one, this file is the only one to change (the same test keeps the rest of
+the package off private names).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import torch
+
+TESTED_TORCH = ("2.13.0", "2.14.1")
+"""The torch releases the test suite runs on: 2.13.0 (CPU build), 2.14.1 (CUDA build, run on a CPU)."""
+TORCH_MIN = TESTED_TORCH[0]
+"""The oldest release tested: the declared range's lower bound."""
+TORCH_BELOW = "2.16"
+"""One minor release past the newest tested: the declared range's (exclusive) upper bound."""
+TORCH_REQUIREMENT = f"torch>={TORCH_MIN},<{TORCH_BELOW}"
+
+
+class UntestedTorchWarning(UserWarning):
+    """The installed torch is outside the range bwd_widgets is tested on."""
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """`2.14.1+cu128` -> (2, 14, 1); a pre-release or local build counts as its release (`2.13.0a0` as 2.13.0)."""
+    found = re.match(r"\d+(?:\.\d+)*", str(version).strip())
+    if not found:
+        raise ValueError(f"not a torch version: {version!r}")
+    numbers = [int(part) for part in found.group().split(".")]
+    return tuple(numbers + [0] * (3 - len(numbers)))
+
+
+def torch_is_tested(version: str | None = None) -> bool:
+    """Whether `version` (the installed torch by default) lies in the declared range."""
+    installed = _release(torch.__version__ if version is None else version)
+    return _release(TORCH_MIN) <= installed < _release(TORCH_BELOW)
+
+
+def check_torch_version(version: str | None = None) -> bool:
+    """Warn once, in one sentence, when torch is outside the tested range; True when it is inside."""
+    version = str(torch.__version__ if version is None else version)
+    if torch_is_tested(version):
+        return True
+    warnings.warn(
+        f"bwd_widgets is tested with torch {' and '.join(TESTED_TORCH)} (it declares {TORCH_REQUIREMENT}) "
+        f"but torch {version} is installed: it may work, and if an extraction fails, "
+        f"install a tested torch (pip install '{TORCH_REQUIREMENT}') or report the failure with your torch version.",
+        UntestedTorchWarning,
+        stacklevel=3,
+    )
+    return False
+
+
+# Private torch APIs, each with why it is needed. Importing them here (not where they are used) keeps a
+# torch release that moves one from breaking the package in many places, and lets the error say which torch.
+try:
+    # Dynamo's settings, patched for one trace (GraphNet's validator traces under GraphNet's settings).
+    import torch._dynamo.config as dynamo_config
+
+    # AOT Autograd's settings: the min-cut memory budget, patched for one call.
+    import torch._functorch.config as functorch_config
+
+    # The two partitioners torch ships (public only through the legacy `functorch.compile` re-export), and
+    # min-cut's own op classification (views, random, compute-intensive ops), to say why a value is saved.
+    from torch._functorch.partitioners import (
+        OpTypes,
+        default_partition,
+        get_default_op_list,
+        min_cut_rematerialization_partition,
+    )
+
+    # The fake mode of tensors already fake, to count FLOPs without real compute.
+    from torch._guards import detect_fake_mode
+
+    # Fake tensors: counted FLOPs and lifted constants of fake-mode traces.
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    # A GraphModule whose Python code is generated only when read or run (cheap copies of big graphs).
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+except ImportError as error:  # a torch release moved a private API: name the torch and what is tested
+    raise ImportError(
+        f"bwd_widgets cannot import a private torch API from torch {torch.__version__} ({error}); "
+        f"it is tested with torch {' and '.join(TESTED_TORCH)}: install '{TORCH_REQUIREMENT}'."
+    ) from error
+
+__all__ = [
+    "TESTED_TORCH",
+    "TORCH_BELOW",
+    "TORCH_MIN",
+    "TORCH_REQUIREMENT",
+    "FakeTensor",
+    "FakeTensorMode",
+    "OpTypes",
+    "UntestedTorchWarning",
+    "_LazyGraphModule",
+    "check_torch_version",
+    "default_partition",
+    "detect_fake_mode",
+    "dynamo_config",
+    "functorch_config",
+    "get_default_op_list",
+    "min_cut_rematerialization_partition",
+    "torch_is_tested",
+]
