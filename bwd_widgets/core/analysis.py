@@ -44,6 +44,7 @@ class SavedTensor:
     storage_op: str | None = None  # for views, the op that made the memory they share
     activation_bytes: int = 0  # memory it adds on top of the forward inputs, each storage counted once
     why: str = ""  # why it is saved, in one sentence
+    source_aliases: tuple[str, ...] = ()  # the other names of the parameter or buffer it is (tied weights)
 
     @property
     def is_activation(self) -> bool:
@@ -60,6 +61,7 @@ class GradientOutput:
     key: str  # argument name or qualified parameter name, as in BackwardExtraction.autograd_gradients
     shape: tuple
     dtype: str
+    aliases: tuple[str, ...] = ()  # the parameter's other qualified names (tied weights); grad_of is its first
 
 
 def tensor_info(name: str, value: object) -> TensorInfo:
@@ -159,10 +161,11 @@ def saved_tensors(partition: Partition) -> list[SavedTensor]:
         info = tensor_info(node.name, value)
         kind: SavedKind
         source: str | None
+        aliases: tuple[str, ...] = ()
         if isinstance(value, (int, torch.SymInt)):
             kind, source = "symint", None
         elif index is not None and index < len(sources):
-            kind, source = sources[index].kind, sources[index].name
+            kind, source, aliases = sources[index].kind, sources[index].name, sources[index].aliases
         else:
             kind, source = "activation", None
         is_activation = kind == "activation"
@@ -191,6 +194,7 @@ def saved_tensors(partition: Partition) -> list[SavedTensor]:
                 storage_op=storage_op,
                 activation_bytes=activation_bytes,
                 why=why_saved(kind, producer if is_activation else None, users, partition.partitioner, joint_nodes),
+                source_aliases=aliases,
             )
         )
     return saved
@@ -252,5 +256,7 @@ def gradients(backward_with_nones: torch.fx.GraphModule, sources: list[InputSour
         index = getattr(getattr(desc, "grad_of", None), "idx", position)
         source = sources[index]
         info = tensor_info(value.name, value.meta.get("val"))
-        result.append(GradientOutput(value.name, source.name, source.kind, source.key, info.shape, info.dtype))
+        result.append(
+            GradientOutput(value.name, source.name, source.kind, source.key, info.shape, info.dtype, source.aliases)
+        )
     return result

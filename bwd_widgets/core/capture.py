@@ -23,7 +23,7 @@ from torch.fx._lazy_graph_module import _LazyGraphModule
 
 from .errors import NotForFx
 from .kinds import InputKind, is_tangent
-from .naming import parse_source_name
+from .naming import TensorNames, parse_source_name
 from .partitioners import Partitioner
 from .trace import InputSource, Partition, RealValues, Trace, build_partition
 
@@ -59,6 +59,10 @@ class CaptureSession:
     regions: list[_Region] = field(default_factory=list)
     rng_state: torch.Tensor | None = None
     """The CPU generator's state before the real forward: replays draw the same random numbers."""
+    module: torch.nn.Module | None = None
+    """The user's model: parameters and buffers are named as it names them, whatever was compiled (a
+    wrapper, a function closing over it). When unset, the module compiled, if it is one."""
+    _compiled_module: torch.nn.Module | None = None
     _inputs: list[InputSource] = field(default_factory=list)
     _current: _Region | None = None
     _mutable: list[tuple[torch.Tensor, torch.Tensor, int]] = field(default_factory=list)
@@ -134,6 +138,8 @@ class CaptureSession:
             return _alive(session)._dynamo_region(gm, example_inputs)
 
         # torch's typing overloads omit isolate_recompiles, which torch.compile itself takes
+        owner = getattr(model, "__self__", model)  # a module, or a method bound to one
+        self._compiled_module = owner if isinstance(owner, torch.nn.Module) else None
         return torch.compile(model, backend=backend, dynamic=False, isolate_recompiles=True)  # type: ignore[call-overload]
 
     def _dynamo_region(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
@@ -142,7 +148,7 @@ class CaptureSession:
             # Dynamo calls the compiled graph in its placeholders' final order.
             _reorder_placeholders(gm, order)
             example_inputs = [example_inputs[i] for i in order]
-        self._inputs = self._dynamo_sources(gm)
+        self._inputs = self._dynamo_sources(gm, example_inputs)
         self._current = None
         fw_compiler, bw_compiler, partition_fn = self.compilers()
         return aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn)(
@@ -151,13 +157,9 @@ class CaptureSession:
 
     def compile_fx(self, module: torch.nn.Module, inputs: list) -> Callable:
         """Trace with torch.fx (module paths and source lines kept), then AOT Autograd; raises NotForFx."""
+        self._compiled_module = module
         gm = fx_trace(module)
-        names = self.signature  # not the placeholders': torch.fx renames `input` to `input_1`
-        self._inputs = (
-            [InputSource("parameter", n, n) for n, _ in gm.named_parameters(remove_duplicate=False)]
-            + [InputSource("buffer", n, n) for n, _ in gm.named_buffers(remove_duplicate=False)]
-            + [InputSource(*self.input_names.get(n, ("input", n)), n) for n in names]
-        )
+        self._inputs = self._fx_sources(gm)
         self._current = None
         output = gm.graph.output_node()
         leaves, spec = pytree.tree_flatten(output.args[0])
@@ -228,24 +230,65 @@ class CaptureSession:
         names = [n.name for n in region.backward_with_nones.graph.find_nodes(op="placeholder")]
         region.tangent_values = {name: value for name, value in zip(names, args) if is_tangent(name)}
 
-    def _dynamo_sources(self, gm: torch.fx.GraphModule) -> list[InputSource]:
-        sources = []
-        for node in gm.graph.find_nodes(op="placeholder"):
-            grapharg = node.meta.get("grapharg")
-            source = getattr(grapharg, "source", None)
-            if source is None:
-                sources.append(InputSource("input", node.name, node.name))
-                continue
-            kind, name = parse_source_name(source.name)
-            local = getattr(source, "local_name", None)
-            positional = re.fullmatch(r"L\['args'\]\[(\d+)\]", source.name)
-            if positional and int(positional.group(1)) < len(self.signature):
-                local = name = self.signature[int(positional.group(1))]  # a built-in module's forward(*args)
-            key = name if local is None else local
-            if local is not None and local in self.input_names:
-                kind, name = self.input_names[local]
-            sources.append(InputSource(kind, name, key))
-        return sources
+    def _tensor_names(self) -> TensorNames:
+        """The user's model's tensors by identity, as they are now (fake ones inside fake mode)."""
+        return TensorNames(self.module if self.module is not None else self._compiled_module)
+
+    def _fx_sources(self, gm: torch.fx.GraphModule) -> list[InputSource]:
+        """AOT Autograd's primals for a torch.fx graph: its parameters, its buffers, then the arguments."""
+        names = self._tensor_names()
+        tensors: list[tuple[InputKind, str, torch.Tensor]] = [
+            ("parameter", n, t) for n, t in gm.named_parameters(remove_duplicate=False)
+        ]
+        tensors += [("buffer", n, t) for n, t in gm.named_buffers(remove_duplicate=False)]
+        if len({id(t) for _, _, t in tensors}) < len(tensors):  # each would get a partial gradient
+            raise NotForFx("a tensor reached by two names that torch.fx's graph keeps apart")
+        sources = [_named(names, tensor) or InputSource(kind, n, n) for kind, n, tensor in tensors]
+        # the signature's names, not the placeholders': torch.fx renames `input` to `input_1`
+        return sources + [InputSource(*self.input_names.get(n, ("input", n)), n) for n in self.signature]
+
+    def _dynamo_sources(self, gm: torch.fx.GraphModule, example_inputs: list) -> list[InputSource]:
+        names = self._tensor_names()
+        placeholders = list(gm.graph.find_nodes(op="placeholder"))
+        if len(example_inputs) != len(placeholders):
+            example_inputs = [None] * len(placeholders)
+        return [_named(names, value) or self._dynamo_source(node) for node, value in zip(placeholders, example_inputs)]
+
+    def _dynamo_source(self, node: torch.fx.Node) -> InputSource:
+        """A graph input that is no tensor of the model, named from Dynamo's source expression."""
+        source = getattr(node.meta.get("grapharg"), "source", None)
+        if source is None:
+            return InputSource("input", node.name, node.name)
+        kind, name = parse_source_name(source.name)
+        local = getattr(source, "local_name", None)
+        argument = _wrapper_argument(source.name, self.signature)
+        if argument is not None:  # forward(*args, **kwargs), or a function wrapping the model so
+            local = name = argument
+        key = name if local is None else local
+        if local is not None and local in self.input_names:
+            kind, name = self.input_names[local]
+        return InputSource(kind, name, key)
+
+
+def _named(names: TensorNames, value: object) -> InputSource | None:
+    known = names.lookup(value)
+    if known is None:
+        return None
+    kind, name, aliases = known
+    return InputSource(kind, name, name, aliases)
+
+
+def _wrapper_argument(source_name: str, signature: list[str]) -> str | None:
+    """The argument `L['args'][i]` or `L['kwargs']['name']` is: positional ones by the signature (as
+    the extraction names them, `input_i` past its end), keyword ones by their own name."""
+    keyword = re.fullmatch(r"L\['kwargs'\]\['(\w+)'\]", source_name)
+    if keyword:
+        return keyword.group(1)
+    positional = re.fullmatch(r"L\['args'\]\[(\d+)\]", source_name)
+    if positional is None:
+        return None
+    index = int(positional.group(1))
+    return signature[index] if index < len(signature) else f"input_{index}"
 
 
 def _alive(session: weakref.ref[CaptureSession]) -> CaptureSession:
@@ -258,10 +301,19 @@ def _alive(session: weakref.ref[CaptureSession]) -> CaptureSession:
 class _Tracer(torch.fx.Tracer):
     """torch.fx's tracer with source lines, refusing what it would silently get wrong."""
 
-    def __init__(self) -> None:
+    def __init__(self, tied: set[int]) -> None:
         super().__init__()
         self.record_stack_traces = True
         self._modes = _modes()
+        self._tied = tied
+
+    def is_leaf_module(self, m: torch.nn.Module, module_qualified_name: str) -> bool:
+        """A leaf holding a tied tensor is traced through: its reads of the tensor then go by the tensor's
+        first name (torch.fx looks it up by identity), so AOT Autograd gets it once, with one gradient."""
+        own = list(m.parameters(recurse=False)) + list(m.buffers(recurse=False))
+        if any(id(t) in self._tied for t in own):
+            return False
+        return super().is_leaf_module(m, module_qualified_name)
 
     def create_proxy(self, *args, **kwargs):
         if _modes() != self._modes:
@@ -309,7 +361,7 @@ def fx_eligible(model: object, inputs: list) -> bool:
 
 
 def fx_trace(module: torch.nn.Module) -> torch.fx.GraphModule:
-    tracer = _Tracer()
+    tracer = _Tracer(TensorNames(module).tied())
     patches = [  # reached however checkpointing is called (an imported name, FSDP's wrapper...)
         (torch.utils.checkpoint, "checkpoint", _refuse("activation checkpointing")),
         (torch.utils.checkpoint, "_checkpoint_without_reentrant_generator", _refuse("activation checkpointing")),

@@ -23,15 +23,14 @@ def faked(model: Callable, inputs: list) -> Iterator[list]:
     tensors = list(state.values()) + [t for t in inputs if isinstance(t, torch.Tensor)]
     fake_mode = detect_fake_mode(tensors) or FakeTensorMode()
 
+    made: dict[int, torch.Tensor] = {}  # one fake per tensor: tied names must get the very same one
+
     def fake(tensor: torch.Tensor) -> torch.Tensor:
         if isinstance(tensor, FakeTensor):
             return tensor
-        if tensor.device.type == "meta":
-            with fake_mode:
-                result = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="cpu")
-        else:
-            result = fake_mode.from_tensor(tensor)
-        return result.requires_grad_(tensor.requires_grad) if result.is_floating_point() else result
+        if id(tensor) not in made:
+            made[id(tensor)] = _fake(tensor, fake_mode)
+        return made[id(tensor)]
 
     fake_state = {n: fake(t) for n, t in state.items()}
     fake_inputs = [fake(t) if isinstance(t, torch.Tensor) else t for t in inputs]
@@ -40,3 +39,16 @@ def faked(model: Callable, inputs: list) -> Iterator[list]:
             stack.enter_context(_reparametrize_module(model, fake_state, tie_weights=True))
         stack.enter_context(fake_mode)
         yield fake_inputs
+
+
+def _fake(tensor: torch.Tensor, fake_mode) -> torch.Tensor:
+    """A fake twin of `tensor`: meta-device tensors become CPU fakes (meta has no data to copy), and a
+    parameter stays a parameter, so torch.fx still tells it from a constant."""
+    if tensor.device.type == "meta":
+        with fake_mode:
+            result = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="cpu")
+        if isinstance(tensor, torch.nn.Parameter):
+            result = torch.nn.Parameter(result, requires_grad=tensor.requires_grad and result.is_floating_point())
+    else:
+        result = fake_mode.from_tensor(tensor)
+    return result.requires_grad_(tensor.requires_grad) if result.is_floating_point() else result

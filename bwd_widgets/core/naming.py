@@ -128,3 +128,43 @@ def source_line(stack_trace: str | None) -> str | None:
             code = lines[i + 1].strip() if i + 1 < len(lines) and not lines[i + 1].lstrip().startswith("File ") else ""
             return f"{frame.group(1)}:{frame.group(2)}: {code}".rstrip(": ")
     return None
+
+
+class TensorNames:
+    """The qualified names of a module's parameters and buffers, by tensor identity.
+
+    A tensor reached by several names (tied weights, a module shared at two paths) is named by the first
+    name `named_parameters()` gives it, as `dict(model.named_parameters())` and autograd's gradients do;
+    the others are its aliases. The table holds the tensors, so their identities stay valid while it lives.
+    """
+
+    def __init__(self, module: torch.nn.Module | None) -> None:
+        self._names: dict[int, tuple[InputKind, list[str]]] = {}
+        self._tensors: list[torch.Tensor] = []
+        if module is None:
+            return
+        named: list[tuple[InputKind, str, torch.Tensor | None]] = [
+            ("parameter", n, t) for n, t in module.named_parameters(remove_duplicate=False)
+        ]
+        named += [("buffer", n, t) for n, t in module.named_buffers(remove_duplicate=False)]
+        for kind, name, tensor in named:
+            if tensor is None:
+                continue
+            entry = self._names.get(id(tensor))
+            if entry is None:
+                self._names[id(tensor)] = (kind, [name])
+                self._tensors.append(tensor)
+            elif name not in entry[1]:
+                entry[1].append(name)
+
+    def lookup(self, value: object) -> tuple[InputKind, str, tuple[str, ...]] | None:
+        """(kind, first qualified name, the other names) of a module's tensor; None for anything else."""
+        entry = self._names.get(id(value)) if isinstance(value, torch.Tensor) else None
+        if entry is None:
+            return None
+        kind, names = entry
+        return kind, names[0], tuple(names[1:])
+
+    def tied(self) -> set[int]:
+        """Identities of the tensors reached by more than one name."""
+        return {key for key, (_, names) in self._names.items() if len(names) > 1}

@@ -31,6 +31,8 @@ class InputSource(NamedTuple):
     """`bn.weight`, or the argument name."""
     key: str
     """The argument name (inputs) or qualified parameter name, as in `autograd_gradients`."""
+    aliases: tuple[str, ...] = ()
+    """The other qualified names of the same tensor (tied weights, a module shared at two paths)."""
 
 
 def _fingerprint(gm: torch.fx.GraphModule) -> tuple:
@@ -281,5 +283,6 @@ class Partition:
 
     @property
     def saved_input_bytes(self) -> int:
-        """Forward inputs (parameters, buffers, user inputs) kept alive for backward."""
-        return sum(s.bytes for s in self.saved_tensors if not s.is_activation)
+        """Forward inputs (parameters, buffers, user inputs) kept alive for backward, each tensor once."""
+        kept = {s.source or s.name: s.bytes for s in self.saved_tensors if not s.is_activation}
+        return sum(kept.values())
