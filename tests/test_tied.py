@@ -69,6 +69,19 @@ def test_tied_weight_has_one_gradient_named_first(fx, mode):
 
 
 @pytest.mark.parametrize("fx", ROUTES)
+def test_tied_weight_on_the_meta_device(fx):
+    """Meta-device weights, faked once per tensor: one fake for both names, kept a parameter."""
+    with torch.device("meta"):
+        model = Tied()
+    extraction = bw.extract(model, torch.randint(0, 10, (2, 3)), mode="fake", capture_scalars=fx)
+    partition = extraction.partitions[0]
+    if fx:
+        assert [s.kind for s in partition.inputs] == ["parameter"] * 3 + ["input"]
+    assert {g.key: g.aliases for g in partition.gradients} == {"e.weight": ("o.weight",), "l.weight": (), "l.bias": ()}
+    assert model.o.weight is model.e.weight and model.e.weight.is_meta
+
+
+@pytest.mark.parametrize("fx", ROUTES)
 def test_tied_weight_counts_once_in_saved_bytes(fx):
     model = Tied()
     extraction = bw.extract(model, torch.randint(0, 10, (2, 3)), capture_scalars=fx)
