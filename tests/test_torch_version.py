@@ -19,7 +19,7 @@ PENDING = {
     # Files that still import torch's private APIs themselves. They were being edited by others when compat.py
     # was written, so their private names are still to be moved into compat.py: drop each entry once it is
     # moved. Used at the time of writing:
-    "extractor.py": "torch.utils._pytree, torch._functorch.config, torch._dynamo.config",
+    "extractor.py": "torch._functorch.config, torch._dynamo.config (config.patch)",
     "core/capture.py": "torch.utils._pytree, functorch.compile, torch._dynamo (backends.common, eval_frame, "
     "convert_frame, graph_break), torch._functorch.aot_autograd, torch.fx._lazy_graph_module, torch._C._dynamo",
     "core/fake.py": "torch._guards, torch._subclasses.fake_tensor, torch.nn.utils.stateless._reparametrize_module",
