@@ -12,24 +12,35 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import time
 from collections.abc import Callable
 
 import torch
-import torch.utils._pytree as pytree
 
 from .core.capture import CaptureSession, fx_eligible, own_dynamo_entries, signature_names
 from .core.errors import (
     BwdWidgetsError,
+    CallError,
     ExtractionFailed,
     NoDifferentiableOutputError,
     NotForFx,
     NothingRequiresGradError,
+    OutputChoiceError,
     describe_failure,
     one_line,
 )
 from .core.fake import faked
 from .core.kinds import MODES, InputKind, Mode
+from .core.outputs import (
+    OutputChoice,
+    Picked,
+    bind_inputs,
+    differentiable_outputs,
+    output_keys,
+    outputs_note,
+    selecting,
+)
 from .core.partitioners import Partitioner, resolve_partitioner
 from .extraction import BackwardExtraction
 from .graphnet import GraphNetSample
@@ -55,8 +66,14 @@ def extract(
     name: str | None = None,
     capture_scalars: bool = True,
     cache: bool = True,
+    output: OutputChoice = None,
+    model_kwargs: dict[str, object] | None = None,
+    **keyword_inputs: object,
 ) -> BackwardExtraction:
-    """Capture the forward, backward and joint graphs of `model(*example_inputs)`.
+    """Capture the forward, backward and joint graphs of `model(*example_inputs, **keyword_inputs)`.
+
+    Keyword arguments this function does not take go to the model, as a transformers model is called:
+    `extract(model, input_ids=ids, labels=labels)`; `model_kwargs={...}` passes one whose name is taken here.
 
     partitioner: a registered name ("default", "min_cut"), a memory budget in [0, 1]
         (min-cut), or a partition_fn(joint_gm, joint_inputs, *, num_fwd_outputs, ...).
@@ -69,14 +86,20 @@ def extract(
     capture_scalars: keep `.item()` inside the graph (Dynamo's capture_scalar_outputs)
         instead of breaking it there; GraphNet samples pass scalar settings such as
         batch-norm momentum as tensors, and one graph beats thirty.
+    output: which part of the model's output the backward starts from: by default its loss when it
+        holds one (a transformers ModelOutput given labels=), else every differentiable output; a key,
+        attribute or index (`output="logits"`), or callable(output). The result's notes say which.
     cache: an nn.Module extracted again with the same state (submodules, attributes,
         parameters, buffers, hooks, training flags, globals its forward reads), the same
         inputs, mode and autocast state reuses the kept joint graph instead of tracing again.
     `model` may also be a GraphNetSample from load_graphnet_sample().
     """
-    call = _prepare(model, example_inputs, mode, requires_grad, name)
+    keywords = dict(model_kwargs or {}, **keyword_inputs)
+    call = _prepare(model, example_inputs, keywords, output, mode, requires_grad, name)
     resolved = resolve_partitioner(partitioner, memory_budget)
-    key = trace_key(call.model, call.inputs, call.requires_grad, mode, capture_scalars) if cache else None
+    key = None
+    if cache and (output is None or isinstance(output, (str, int))):
+        key = trace_key(call.model, (call.inputs, call.keywords, output), call.requires_grad, mode, capture_scalars)
     kept = kept_extraction(key)
     if kept is not None:
         return dataclasses.replace(kept.rerun(resolved), model_name=call.name)
@@ -93,9 +116,13 @@ class _Call:
 
     model: Callable
     inputs: tuple
+    keywords: dict[str, object]
+    """Keyword inputs that could not be passed positionally (they skip a parameter)."""
+    output: OutputChoice
     name: str
     signature: list[str]
     arg_names: list[str]
+    """Names of `inputs`, then of `keywords`."""
     parameters: dict[str, torch.nn.Parameter]
     requires_grad: dict[str, bool]
     """Argument or qualified parameter name -> whether it gets a gradient."""
@@ -105,7 +132,13 @@ class _Call:
 
 
 def _prepare(
-    model: Callable | GraphNetSample, inputs: tuple, mode: Mode, requires_grad: RequiresGrad, name: str | None
+    model: Callable | GraphNetSample,
+    inputs: tuple,
+    keywords: dict[str, object],
+    output: OutputChoice,
+    mode: Mode,
+    requires_grad: RequiresGrad,
+    name: str | None,
 ) -> _Call:
     if mode not in MODES:
         raise BwdWidgetsError(f"unknown mode {mode!r}: use 'real' or 'fake'.")
@@ -119,10 +152,17 @@ def _prepare(
         name = name or sample.name
         input_names, rule_names, notes = sample.input_sources, sample.original_names, list(sample.notes)
     name = name or type(model).__name__
+    if not callable(model):
+        raise CallError(f"expected a model (an nn.Module or a function), got {type(model).__name__}.")
+    if output is not None and not isinstance(output, (str, int)) and not callable(output):
+        raise OutputChoiceError(f"output={output!r}: pass a key such as 'loss', an index, or callable(output).")
+    inputs, keywords = bind_inputs(model, inputs, keywords)
     signature = signature_names(model)
     arg_names = [signature[i] if i < len(signature) else f"input_{i}" for i in range(len(inputs))]
+    arg_names += list(keywords)
+    values = (*inputs, *keywords.values())
     parameters = dict(model.named_parameters()) if isinstance(model, torch.nn.Module) else {}
-    decided = decide_requires_grad(requires_grad, graphnet_rule, arg_names, inputs, parameters, rule_names)
+    decided = decide_requires_grad(requires_grad, graphnet_rule, arg_names, values, parameters, rule_names)
     if not any(decided.values()):
         if graphnet_rule and requires_grad is None:
             raise NothingRequiresGradError(
@@ -133,7 +173,7 @@ def _prepare(
             "no input or parameter requires grad: pass floating-point inputs, parameters that require "
             "grad, or requires_grad={'name': True} to choose which do."
         )
-    return _Call(model, inputs, name, signature, arg_names, parameters, decided, input_names, notes)
+    return _Call(model, inputs, keywords, output, name, signature, arg_names, parameters, decided, input_names, notes)
 
 
 def _capture(
@@ -141,20 +181,21 @@ def _capture(
 ) -> tuple[BackwardExtraction, list[str]]:
     """Trace and run once; the extraction and what the run had to say (a note means: do not cache)."""
     started = time.perf_counter()
-    inputs = [
+    values = [
         value.detach().requires_grad_(call.requires_grad[arg]) if isinstance(value, torch.Tensor) else value
-        for arg, value in zip(call.arg_names, call.inputs)
+        for arg, value in zip(call.arg_names, (*call.inputs, *call.keywords.values()))
     ]
+    inputs = _Inputs(values[: len(call.inputs)], dict(zip(call.keywords, values[len(call.inputs) :])))
     with requires_grad_applied(call.parameters, call.requires_grad):
-        session, notes, backward_ran = _capture_by_route(call, inputs, resolved, mode, capture_scalars)
-        grads = {n: t.grad for n, t in zip(call.arg_names, inputs) if isinstance(t, torch.Tensor)}
+        session, told, notes, backward_ran = _capture_by_route(call, inputs, resolved, mode, capture_scalars)
+        grads = {n: t.grad for n, t in zip(call.arg_names, values) if isinstance(t, torch.Tensor)}
         grads.update({n: p.grad for n, p in call.parameters.items()})
     if not session.regions:
         raise NoDifferentiableOutputError(
             f"{call.name} produced no backward graph: no output depends on an input or parameter requiring grad."
         )
     extraction = BackwardExtraction(
-        partitions=session.build(call.notes + notes, backward_ran),
+        partitions=session.build(call.notes + told + notes, backward_ran),
         mode=mode,
         model_name=call.name,
         seconds=time.perf_counter() - started,
@@ -164,19 +205,30 @@ def _capture(
     return extraction, notes
 
 
+@dataclasses.dataclass
+class _Inputs:
+    """The call's inputs with their requires_grad set: positional, then by keyword."""
+
+    args: list
+    kwargs: dict[str, object]
+
+
 def _capture_by_route(
-    call: _Call, inputs: list, resolved: Partitioner, mode: Mode, capture_scalars: bool
-) -> tuple[CaptureSession, list[str], bool]:
-    """torch.fx where it keeps the model's meaning, else (or when it fails) Dynamo."""
-    routes = ["fx", "dynamo"] if capture_scalars and fx_eligible(call.model, inputs) else ["dynamo"]
+    call: _Call, inputs: _Inputs, resolved: Partitioner, mode: Mode, capture_scalars: bool
+) -> tuple[CaptureSession, list[str], list[str], bool]:
+    """torch.fx where it keeps the model's meaning, else (or when it fails) Dynamo.
+
+    Returns the session, what to tell about the outputs, the run's notes, and whether backward ran."""
+    plain = not inputs.kwargs and call.output is None
+    routes = ["fx", "dynamo"] if plain and capture_scalars and fx_eligible(call.model, inputs.args) else ["dynamo"]
     for route in routes:
         session = CaptureSession(resolved, mode == "real", call.input_names, call.signature)
-        for tensor in list(call.parameters.values()) + inputs:
+        for tensor in list(call.parameters.values()) + inputs.args + list(inputs.kwargs.values()):
             if isinstance(tensor, torch.Tensor):
                 tensor.grad = None
         try:
-            notes, backward_ran = _run(session, route, call.model, inputs, mode, capture_scalars)
-            return session, notes, backward_ran
+            told, notes, backward_ran = _run(session, route, call, inputs, mode, capture_scalars)
+            return session, told, notes, backward_ran
         except NotForFx:
             continue
         except BwdWidgetsError:
@@ -191,11 +243,11 @@ def _capture_by_route(
 
 
 def _run(
-    session: CaptureSession, route: str, model: Callable, inputs: list, mode: Mode, capture_scalars: bool
-) -> tuple[list[str], bool]:
+    session: CaptureSession, route: str, call: _Call, inputs: _Inputs, mode: Mode, capture_scalars: bool
+) -> tuple[list[str], list[str], bool]:
     """Compile by `route` and run forward (and, in real mode, backward) once; the session records.
 
-    Returns the run's notes and whether the real backward ran."""
+    Returns what to tell about the outputs, the run's notes, and whether the real backward ran."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(torch.random.fork_rng(devices=[]))
         stack.enter_context(torch._functorch.config.patch(force_non_lazy_backward_lowering=True))
@@ -204,49 +256,57 @@ def _run(
         session.rng_state = torch.get_rng_state()
         if route == "dynamo":
             stack.enter_context(own_dynamo_entries())
+            stack.enter_context(torch._dynamo.config.patch(ignore_logging_functions=_logging_methods()))
+        args, kwargs = inputs.args, inputs.kwargs
         if mode == "fake":
-            inputs = stack.enter_context(faked(model, inputs))
-        compiled = _compiled(session, route, model, inputs)
+            faked_values = stack.enter_context(faked(call.model, args + list(kwargs.values())))
+            args, kwargs = faked_values[: len(args)], dict(zip(kwargs, faked_values[len(args) :]))
+        compiled = _compiled(session, route, call, args)
         if mode == "fake":
-            _differentiable_outputs(compiled(*inputs))
-            return [], False
+            return _told(compiled(*args, **kwargs), route, call.output), [], False
         try:
-            differentiable = _differentiable_outputs(compiled(*inputs))
+            picked = _picked(compiled(*args, **kwargs), route)
+            told = _told(picked, route, call.output)
+            differentiable = differentiable_outputs(picked.value)
             try:
                 torch.autograd.backward(differentiable, [torch.ones_like(t) for t in differentiable])
             except RuntimeError as error:
                 if not session.regions:
                     raise
-                return [f"the real backward run failed, so no real backward values are kept: {one_line(error)}"], False
+                note = f"the real backward run failed, so no real backward values are kept: {one_line(error)}"
+                return told, [note], False
         finally:
             session.restore_mutated()
-    return [], True
+    return told, [], True
 
 
-def _compiled(session: CaptureSession, route: str, model: Callable, inputs: list) -> Callable:
+def _logging_methods() -> set[Callable]:
+    """Logger methods Dynamo may skip while tracing: a model that logs (transformers warns once about
+    its loss type) would otherwise break its graph in two there. The user's own calls still log."""
+    names = ("debug", "info", "warning", "warn", "error", "exception", "critical", "log")
+    methods = {getattr(logging.Logger, n) for n in names}
+    methods |= {v for k, v in vars(logging.Logger).items() if callable(v) and k.endswith(("_once", "_advice"))}
+    return methods
+
+
+def _picked(result: object, route: str) -> Picked:
+    """The compiled call's result: Dynamo's route runs `selecting`'s wrapper, the fx route the model."""
+    if route == "dynamo":
+        assert isinstance(result, tuple) and len(result) == 3
+        return Picked(*result)
+    return Picked(result, tuple(output_keys(result)), False)
+
+
+def _told(result: object, route: str, output: OutputChoice) -> list[str]:
+    """A note naming the outputs the backward starts from, where the output holds more than one part."""
+    picked = result if isinstance(result, Picked) else _picked(result, route)
+    differentiable_outputs(picked.value)  # no differentiable output: say so now, in one sentence
+    note = outputs_note(picked, output)
+    return [] if note is None else [note]
+
+
+def _compiled(session: CaptureSession, route: str, call: _Call, args: list) -> Callable:
     if route == "fx":
-        assert isinstance(model, torch.nn.Module)  # fx_eligible admits modules only
-        return session.compile_fx(model, inputs)
-    return session.compile_dynamo(model)
-
-
-def _flatten_outputs(outputs: object) -> list:
-    if dataclasses.is_dataclass(outputs) and not isinstance(outputs, type):
-        outputs = {f.name: getattr(outputs, f.name) for f in dataclasses.fields(outputs)}
-    result = []
-    for leaf in pytree.tree_leaves(outputs):
-        if dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
-            result.extend(_flatten_outputs(leaf))
-        else:
-            result.append(leaf)
-    return result
-
-
-def _differentiable_outputs(outputs: object) -> list[torch.Tensor]:
-    tensors = [t for t in _flatten_outputs(outputs) if isinstance(t, torch.Tensor) and t.requires_grad]
-    if not tensors:
-        raise NoDifferentiableOutputError(
-            "no output is a differentiable tensor: return a floating-point tensor computed "
-            "from an input or parameter that requires grad."
-        )
-    return tensors
+        assert isinstance(call.model, torch.nn.Module)  # fx_eligible admits modules only
+        return session.compile_fx(call.model, args)
+    return session.compile_dynamo(selecting(call.model, call.output))

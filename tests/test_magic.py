@@ -88,7 +88,7 @@ def test_help_shows_usage_and_example(shell):
     for expected in (
         "%bwd_extract [--partitioner PARTITIONER] [--budget BUDGET] [--fake]",
         "--no-display",
-        "--output VAR",
+        "--output NAME",
         "g = %bwd_extract model(x)",
         "%%bwd_extract --output loss",
     ):

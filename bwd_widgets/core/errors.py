@@ -27,6 +27,14 @@ class ExtractionFailed(BwdWidgetsError, RuntimeError):
     """Tracing or partitioning failed inside torch; the message names the cause."""
 
 
+class CallError(BwdWidgetsError, TypeError):
+    """The inputs do not fit the model's forward: a keyword it does not take, a missing argument."""
+
+
+class OutputChoiceError(BwdWidgetsError, ValueError):
+    """`output=` names a part the model's output does not have."""
+
+
 class BatchError(BwdWidgetsError, ValueError):
     """A batch that cannot start: bad sample paths, names that collide, a summary that is not ours."""
 

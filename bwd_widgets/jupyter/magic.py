@@ -11,6 +11,7 @@ import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from IPython.core.error import UsageError
@@ -37,8 +38,10 @@ class BwdMagics(Magics):
     @argument("--no-display", action="store_true", help="return the extraction without showing the widget")
     @argument(
         "--output",
-        metavar="VAR",
-        help="cell magic: the variable holding the forward result (default: the last expression)",
+        metavar="NAME",
+        help="line magic: the part of the model's output the backward starts from, e.g. loss or logits "
+        "(default: the loss if the output holds one, else all of it); cell magic: the variable holding "
+        "the forward result (default: the last expression)",
     )
     @line_cell_magic
     def bwd_extract(self, line: str, cell: str | None = None) -> BackwardExtraction:
@@ -49,6 +52,8 @@ class BwdMagics(Magics):
             %load_ext bwd_widgets
             g = %bwd_extract model(x)
             %bwd_extract --partitioner min_cut --budget 0.3 model(x)
+            %bwd_extract --fake lm(input_ids=ids, labels=ids)   (keyword inputs, as transformers models take)
+            %bwd_extract --output logits lm(**batch)
             %bwd_extract model(x) --fake --save out/ --name my_model   (options before or after the call)
 
             %%bwd_extract --output loss
@@ -63,8 +68,9 @@ class BwdMagics(Magics):
         if shell is None:
             raise UsageError("%bwd_extract needs an IPython shell")
         call, args, partitioner = _read_options(self.bwd_extract, line, cell)
+        keywords: dict = {}
         if cell is None:
-            model, inputs, called = _evaluate_call(call, shell.user_ns)
+            model, inputs, keywords, called = _evaluate_call(call, shell.user_ns)
         else:
             model, inputs = _cell_module(cell, shell.user_ns, args.output)
             called = "cell"
@@ -72,6 +78,8 @@ class BwdMagics(Magics):
             extraction = extract(
                 model,
                 *inputs,
+                model_kwargs=keywords,
+                output=args.output if cell is None else None,
                 partitioner=partitioner,
                 memory_budget=args.budget,
                 mode="fake" if args.fake else "real",
@@ -116,8 +124,6 @@ def _read_options(magic: object, line: str, cell: str | None) -> tuple[str, argp
         raise UsageError(str(error)) from None
     if cell is None and not call:
         raise UsageError("give the forward call to extract, e.g. %bwd_extract model(x)")
-    if cell is None and args.output:
-        raise UsageError("--output is for the cell magic %%bwd_extract")
     return call, args, partitioner
 
 
@@ -204,7 +210,8 @@ def _evaluate(node: ast.expr, namespace: dict) -> object:
         raise UsageError(f"could not evaluate {ast.unparse(node)!r}: {one_line(error)}") from None
 
 
-def _evaluate_call(text: str, namespace: dict) -> tuple[Callable, list, str]:
+def _evaluate_call(text: str, namespace: dict) -> tuple[Callable, list, dict, str]:
+    """The model, its positional and keyword inputs (`*xs` and `**batch` unpacked), and the called name."""
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError:
@@ -212,13 +219,32 @@ def _evaluate_call(text: str, namespace: dict) -> tuple[Callable, list, str]:
     call = tree.body
     if not isinstance(call, ast.Call):
         raise UsageError(f"{text!r} is not a call: write it as model(x, y)")
-    if call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
-        raise UsageError("pass the inputs positionally, e.g. model(x, y)")
     called = ast.unparse(call.func)
     model = _evaluate(call.func, namespace)
     if not callable(model):
         raise UsageError(f"{called} is a {type(model).__name__}, not a model: write the forward call, e.g. model(x)")
-    return model, [_evaluate(a, namespace) for a in call.args], called
+    args: list = []
+    for positional in call.args:
+        if isinstance(positional, ast.Starred):
+            args.extend(_unpacked(positional.value, namespace, "*"))
+        else:
+            args.append(_evaluate(positional, namespace))
+    kwargs: dict = {}
+    for keyword_argument in call.keywords:
+        if keyword_argument.arg is None:
+            kwargs.update(_unpacked(keyword_argument.value, namespace, "**"))
+        else:
+            kwargs[keyword_argument.arg] = _evaluate(keyword_argument.value, namespace)
+    return model, args, kwargs, called
+
+
+def _unpacked(node: ast.expr, namespace: dict, star: str) -> Any:
+    value: Any = _evaluate(node, namespace)
+    try:
+        return dict(value) if star == "**" else list(value)
+    except (TypeError, ValueError):
+        what = "a mapping" if star == "**" else "iterable"
+        raise UsageError(f"{star}{ast.unparse(node)} is a {type(value).__name__}, not {what}") from None
 
 
 def _cell_module(cell: str, namespace: dict, output: str | None) -> tuple[torch.nn.Module, list]:
