@@ -19,6 +19,7 @@ from collections.abc import Callable
 import torch
 
 from .core.capture import CaptureSession, fx_eligible, own_dynamo_entries, signature_names
+from .core.compat import dynamo_config, functorch_config
 from .core.errors import (
     BwdWidgetsError,
     CallError,
@@ -250,13 +251,13 @@ def _run(
     Returns what to tell about the outputs, the run's notes, and whether the real backward ran."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(torch.random.fork_rng(devices=[]))
-        stack.enter_context(torch._functorch.config.patch(force_non_lazy_backward_lowering=True))
-        stack.enter_context(torch._dynamo.config.patch(capture_scalar_outputs=capture_scalars))
+        stack.enter_context(functorch_config.patch(force_non_lazy_backward_lowering=True))
+        stack.enter_context(dynamo_config.patch(capture_scalar_outputs=capture_scalars))
         stack.enter_context(torch.enable_grad())
         session.rng_state = torch.get_rng_state()
         if route == "dynamo":
             stack.enter_context(own_dynamo_entries())
-            stack.enter_context(torch._dynamo.config.patch(ignore_logging_functions=_logging_methods()))
+            stack.enter_context(dynamo_config.patch(ignore_logging_functions=_logging_methods()))
         args, kwargs = inputs.args, inputs.kwargs
         if mode == "fake":
             faked_values = stack.enter_context(faked(call.model, args + list(kwargs.values())))

@@ -77,7 +77,7 @@ def meta_class(name: str, value: object, original_name: str | None = None) -> st
 
 
 def _is_fake(tensor) -> bool:
-    from torch._subclasses.fake_tensor import FakeTensor
+    from .core.compat import FakeTensor
 
     return isinstance(tensor, FakeTensor) or tensor.device.type == "meta"
 
@@ -121,7 +121,7 @@ def write_sample(
 
 def _runs_on(gm: torch.fx.GraphModule, values: list, recorded_strides: bool) -> bool:
     """Whether the graph runs on fake inputs of these shapes, contiguous or in their recorded strides."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    from .core.compat import FakeTensorMode
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     with mode:

@@ -12,9 +12,9 @@ import hashlib
 from collections import OrderedDict
 
 import torch
-import torch.utils._pytree as pytree
 
 from .core.analysis import random_ops
+from .core.compat import pytree
 from .core.kinds import Mode
 from .core.trace import Partition
 from .extraction import BackwardExtraction

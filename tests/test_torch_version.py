@@ -19,12 +19,9 @@ PENDING = {
     # Files that still import torch's private APIs themselves. They were being edited by others when compat.py
     # was written, so their private names are still to be moved into compat.py: drop each entry once it is
     # moved. Used at the time of writing:
-    "extractor.py": "torch._functorch.config, torch._dynamo.config (config.patch)",
     "core/capture.py": "torch.utils._pytree, functorch.compile, torch._dynamo (backends.common, eval_frame, "
     "convert_frame, graph_break), torch._functorch.aot_autograd, torch.fx._lazy_graph_module, torch._C._dynamo",
     "core/fake.py": "torch._guards, torch._subclasses.fake_tensor, torch.nn.utils.stateless._reparametrize_module",
-    "trace_cache.py": "torch.utils._pytree",
-    "graphnet_files.py": "torch._subclasses.fake_tensor",
     # Being edited at the same time and using no private torch name when scanned; listed so that edit can land
     # before its names move here. Drop each once its edit is in.
     "core/naming.py": "none",
@@ -32,14 +29,6 @@ PENDING = {
     "core/trace.py": "none",
     "core/nodes.py": "none",
     "core/memory.py": "none",
-    "requires_grad.py": "none",
-    "studio.py": "none",
-    "jupyter/magic.py": "none",
-    "extraction.py": "none",
-    "graphnet_writer.py": "none",
-    "graphnet.py": "none",
-    # New, being written by others at the same time (untracked when compat.py was written): torch.utils._pytree.
-    "core/outputs.py": "torch.utils._pytree",
 }
 PRIVATE_ROOTS = ("torch", "functorch")
 

@@ -66,6 +66,9 @@ try:
     # AOT Autograd's settings: the min-cut memory budget, patched for one call.
     import torch._functorch.config as functorch_config
 
+    # Pytrees: the nested inputs and outputs models take and return (transformers' ModelOutput registers as one).
+    import torch.utils._pytree as pytree
+
     # The two partitioners torch ships (public only through the legacy `functorch.compile` re-export), and
     # min-cut's own op classification (views, random, compute-intensive ops), to say why a value is saved.
     from torch._functorch.partitioners import (
@@ -106,5 +109,6 @@ __all__ = [
     "functorch_config",
     "get_default_op_list",
     "min_cut_rematerialization_partition",
+    "pytree",
     "torch_is_tested",
 ]

@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
-import torch.utils._pytree as pytree
 
+from .compat import pytree
 from .errors import CallError, NoDifferentiableOutputError, OutputChoiceError
 
 OutputChoice = str | int | Callable[[Any], Any] | None
