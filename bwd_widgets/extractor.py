@@ -223,7 +223,8 @@ def _capture_by_route(
     plain = not inputs.kwargs and call.output is None
     routes = ["fx", "dynamo"] if plain and capture_scalars and fx_eligible(call.model, inputs.args) else ["dynamo"]
     for route in routes:
-        session = CaptureSession(resolved, mode == "real", call.input_names, call.signature)
+        module = call.model if isinstance(call.model, torch.nn.Module) else None
+        session = CaptureSession(resolved, mode == "real", call.input_names, call.signature, module=module)
         for tensor in list(call.parameters.values()) + inputs.args + list(inputs.kwargs.values()):
             if isinstance(tensor, torch.Tensor):
                 tensor.grad = None
