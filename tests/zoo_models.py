@@ -459,8 +459,13 @@ def assert_gradients_match(replayed: dict, eager: dict) -> None:
     assert not missing and not extra, (
         f"gradients eager autograd has and the backward lacks: {missing[:5]}, extra: {extra[:5]}"
     )
+    # float32 rounding is relative to the sums a gradient is made of, not to the gradient: a batch-norm
+    # bias feeding another batch norm gets a near-zero gradient out of terms as large as the biggest
+    # gradient in the model (thousands, for an all-ones cotangent on a 64x64 segmentation map).
+    scale = max((float(g.abs().max()) for g in eager.values()), default=1.0)
+    atol = 1e-5 * max(1.0, scale)
     for key, expected in eager.items():
-        torch.testing.assert_close(replayed[key], expected, rtol=1e-4, atol=1e-5, msg=lambda m, key=key: f"{key}: {m}")
+        torch.testing.assert_close(replayed[key], expected, rtol=1e-4, atol=atol, msg=lambda m, key=key: f"{key}: {m}")
 
 
 def argument_names(entry: ZooModel, model: nn.Module, inputs: dict) -> list[str]:
