@@ -313,3 +313,16 @@ def test_dask_cluster_loses_a_worker_mid_batch_and_writes_every_sample_once(tmp_
     finally:
         for process in reversed(started):
             _stop(process)
+
+
+def test_a_module_in_the_current_folder_does_not_shadow_the_standard_library_in_workers(tmp_path, monkeypatch):
+    """`python -c` puts the current folder first on sys.path; a user's select.py there must not be imported."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "select.py").write_text("raise SystemExit('the user select.py was imported')\n")
+    sample = tiny_sample(tmp_path / "samples" / "linear")
+    monkeypatch.chdir(work)
+    summary = bw.extract_many([sample], tmp_path / "out", workers=1, progress=False)
+    assert [(r["name"], r["status"]) for r in summary.records] == [("linear", "ok")], summary.records
+    assert graphnet_writer.is_complete(tmp_path / "out", "linear", summary.settings)
+    assert (work / "select.py").read_text().startswith("raise SystemExit"), "the user's file is untouched"

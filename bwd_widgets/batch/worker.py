@@ -1,6 +1,6 @@
 """What runs in a worker process: `serve` reads requests and sends records; `run_sample` does one sample.
 
-A worker process is started as `python -c "from bwd_widgets.batch import serve; serve()"` and pays its
+A worker process is started as `python -c "...; from bwd_widgets.batch import serve; serve()"` and pays its
 imports once (warm-up) before it says it is ready, so a sample's clock never includes them.
 """
 
@@ -23,7 +23,13 @@ from .records import SampleRecord, SampleRequest
 from .transport import read_files, unpack
 
 THREADS_ENV = "BWD_WIDGETS_WORKER_THREADS"
-WORKER_COMMAND = "from bwd_widgets.batch import serve; serve()"
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+WORKER_COMMAND = (
+    # `python -c` puts the current folder first on sys.path, where a user's `select.py` would shadow the
+    # standard library: take it off, and find this package where the client found it, after everything else.
+    "import sys, os; sys.path[:] = [p for p in sys.path if p not in ('', '.', os.getcwd())] + "
+    f"[{_PACKAGE_ROOT!r}]; from bwd_widgets.batch import serve; serve()"
+)
 READY = "ready"
 """A worker's first message: its imports are done."""
 
