@@ -12,6 +12,7 @@ Imports of the libraries stay inside the builders: test_zoo.py runs where torchv
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -333,6 +334,32 @@ def _torchvision(name: str, **kwargs) -> Callable[[], nn.Module]:
     return build
 
 
+def fasterrcnn():
+    from torchvision.models.detection import fasterrcnn_mobilenet_v3_large_320_fpn
+
+    return fasterrcnn_mobilenet_v3_large_320_fpn(
+        weights=None,
+        weights_backbone=None,
+        num_classes=3,
+        min_size=64,
+        max_size=64,
+        rpn_pre_nms_top_n_train=50,
+        rpn_post_nms_top_n_train=20,
+        rpn_batch_size_per_image=16,
+        box_batch_size_per_image=16,
+    )
+
+
+def _detection() -> dict:
+    """Training mode, as torchvision's detection docs call it: `model(images, targets)` gives the losses."""
+    images = [torch.rand(3, 64, 64), torch.rand(3, 64, 64)]
+    targets = [
+        {"boxes": torch.tensor([[4.0, 4.0, 30.0, 40.0]]), "labels": torch.tensor([1])},
+        {"boxes": torch.tensor([[10.0, 8.0, 50.0, 60.0], [2.0, 30.0, 20.0, 62.0]]), "labels": torch.tensor([2, 1])},
+    ]
+    return {"images": images, "targets": targets}
+
+
 VISION = [
     ZooModel("timm_resnet", "timm", _timm("resnet10t"), _image, output=None, positional=True),
     ZooModel(
@@ -381,8 +408,16 @@ VISION = [
     ),
 ]
 
+# Faster R-CNN in training mode (`model(images, targets)`, the losses summed) extracts in real mode (9
+# compiled regions) and its replay gives eager's gradients, but it stays out of VISION until three product
+# failures are fixed, the last of which aborts the whole test process: fake mode leaves the tensors inside
+# the `images` list real ("Please convert all Tensors to FakeTensors first"); the written samples call
+# torch.ops.torchvision.* without importing torchvision; and the reloaded roi_align backward sample draws
+# its rois (column 0: the batch index) from mean/std, so `_roi_align_backward` writes out of bounds.
+DETECTION = [ZooModel("tv_fasterrcnn_detection", "torchvision", fasterrcnn, _detection, output=None, positional=True)]
+
 ZOO = TRANSFORMERS + VISION
-BY_NAME = {entry.name: entry for entry in ZOO}
+BY_NAME = {entry.name: entry for entry in ZOO + DETECTION}
 
 
 # The checks every zoo model goes through; test_zoo.py and test_zoo_vision.py run them by model name.
@@ -398,9 +433,18 @@ def extract(entry: ZooModel, model: nn.Module, inputs: dict, **options):
 
     if entry.output is not None:
         options["output"] = entry.output
-    if entry.positional:
-        return bw.extract(model, *inputs.values(), name=entry.name, **options)
-    return bw.extract(model, name=entry.name, **inputs, **options)
+    with seeded():
+        if entry.positional:
+            return bw.extract(model, *inputs.values(), name=entry.name, **options)
+        return bw.extract(model, name=entry.name, **inputs, **options)
+
+
+@contextlib.contextmanager
+def seeded():
+    """The same random numbers for the extraction and the eager run (a detector samples its proposals)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(2)
+        yield
 
 
 def eager_gradients(entry: ZooModel, model: nn.Module, inputs: dict) -> dict[str, torch.Tensor]:
@@ -414,7 +458,8 @@ def eager_gradients(entry: ZooModel, model: nn.Module, inputs: dict) -> dict[str
         k: v.detach().clone().requires_grad_(v.is_floating_point()) if isinstance(v, torch.Tensor) else v
         for k, v in inputs.items()
     }
-    output = call_model(entry, model, inputs)
+    with seeded():
+        output = call_model(entry, model, inputs)
     if entry.output is not None:
         output = output[entry.output]
     differentiable = [t for t in pytree.tree_leaves(output) if isinstance(t, torch.Tensor) and t.requires_grad]
