@@ -5,8 +5,9 @@ call it with (`model(input_ids=..., attention_mask=..., labels=...)` for transfo
 timm and torchvision), and says which output gets the backward (`"loss"` where the model computes one;
 None: every differentiable output, with an all-ones cotangent, as `bw.extract` does by default).
 
-Dropout probabilities are 0 so that an eager run computed apart from the extraction draws the same
-numbers; models are in training mode (batch norm uses batch statistics), as in a training step.
+Models are in training mode (batch norm uses batch statistics), as in a training step, with dropout
+probabilities 0: the eager run computed apart from the extraction must give the same numbers (both also
+start from the same seed, for what samples at random, such as a detector's proposals).
 Imports of the libraries stay inside the builders: test_zoo.py runs where torchvision is not installed.
 """
 
