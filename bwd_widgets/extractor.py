@@ -182,10 +182,11 @@ def _capture(
 ) -> tuple[BackwardExtraction, list[str]]:
     """Trace and run once; the extraction and what the run had to say (a note means: do not cache)."""
     started = time.perf_counter()
-    values = [
-        value.detach().requires_grad_(call.requires_grad[arg]) if isinstance(value, torch.Tensor) else value
-        for arg, value in zip(call.arg_names, (*call.inputs, *call.keywords.values()))
-    ]
+    with torch.inference_mode(False):  # an input made under inference_mode is copied into a normal tensor
+        values = [
+            _leaf(value).requires_grad_(call.requires_grad[arg]) if isinstance(value, torch.Tensor) else value
+            for arg, value in zip(call.arg_names, (*call.inputs, *call.keywords.values()))
+        ]
     inputs = _Inputs(values[: len(call.inputs)], dict(zip(call.keywords, values[len(call.inputs) :])))
     with requires_grad_applied(call.parameters, call.requires_grad):
         session, told, notes, backward_ran = _capture_by_route(call, inputs, resolved, mode, capture_scalars)
@@ -204,6 +205,12 @@ def _capture(
         requires_grad=call.requires_grad,
     )
     return extraction, notes
+
+
+def _leaf(value: torch.Tensor) -> torch.Tensor:
+    """The input as a fresh leaf: inference tensors (made under `torch.inference_mode()`) cannot be saved
+    for backward, so those are copied."""
+    return value.clone() if value.is_inference() else value.detach()
 
 
 @dataclasses.dataclass
@@ -254,6 +261,7 @@ def _run(
         stack.enter_context(torch.random.fork_rng(devices=[]))
         stack.enter_context(functorch_config.patch(force_non_lazy_backward_lowering=True))
         stack.enter_context(dynamo_config.patch(capture_scalar_outputs=capture_scalars))
+        stack.enter_context(torch.inference_mode(False))  # extract called inside inference_mode still records
         stack.enter_context(torch.enable_grad())
         session.rng_state = torch.get_rng_state()
         if route == "dynamo":

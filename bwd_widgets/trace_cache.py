@@ -115,6 +115,8 @@ def trace_key(
     if not isinstance(model, torch.nn.Module):
         return None
     leaves, spec = pytree.tree_flatten(list(example_inputs))
+    if any(isinstance(v, torch.Tensor) and v.is_inference() for v in leaves):
+        return None  # inference tensors keep no version counter: an in-place change could not be seen
     session_state = (
         torch.is_autocast_enabled("cpu"),
         torch.get_autocast_dtype("cpu"),
