@@ -143,6 +143,8 @@ def _prepare(
 ) -> _Call:
     if mode not in MODES:
         raise BwdWidgetsError(f"unknown mode {mode!r}: use 'real' or 'fake'.")
+    if name is not None and not isinstance(name, str):
+        raise BwdWidgetsError(f"name={name!r} is not text: pass a string such as name='my_model', or leave it out.")
     input_names: dict[str, tuple[InputKind, str]] = {}
     rule_names: dict[str, str] = {}
     notes: list[str] = []

@@ -42,6 +42,11 @@ def decide_requires_grad(
     rule_names: dict[str, str],
 ) -> dict[str, bool]:
     """Which floating inputs and parameters get a gradient; unknown names in a dict are an error."""
+    if not (requires_grad is None or isinstance(requires_grad, (bool, dict)) or callable(requires_grad)):
+        raise BwdWidgetsError(
+            f"requires_grad={requires_grad!r} is not a choice: pass None (the default rule), True or False, "
+            "{name: bool}, or callable(name, tensor)."
+        )
     if isinstance(requires_grad, dict):
         known = set(arg_names) | set(parameters) | set(rule_names.values())
         unknown = [n for n in requires_grad if n not in known]

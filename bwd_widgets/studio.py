@@ -23,6 +23,15 @@ PartitionerSpec = object
 """A registered name, a budget, (name, budget), or a partition_fn."""
 
 
+def _listed(values: object, what: str, example: str) -> tuple:
+    """A non-empty sequence of choices; one string or number is a mistake worth one sentence."""
+    if isinstance(values, (str, bytes, int, float)) or not isinstance(values, Sequence):
+        raise BwdWidgetsError(f"{what}= takes a list, e.g. {what}={example}; got {values!r}: wrap it in a list.")
+    if not values:
+        raise BwdWidgetsError(f"{what}= is empty: name at least one, e.g. {what}={example}.")
+    return tuple(values)
+
+
 def _spec(entry: PartitionerSpec) -> tuple:
     return entry if isinstance(entry, tuple) else (entry, None)
 
@@ -81,6 +90,7 @@ def compare(
 ) -> Comparison:
     """Trace once, then one row per partitioner: saved count and bytes, recomputed ops,
     node counts, estimated backward FLOPs."""
+    partitioners = _listed(partitioners, "partitioners", "('default', 'min_cut', 0.5)")
     base = _base(model_or_extraction, inputs, extract_kwargs)
     extractions = [base.rerun(*_spec(entry)) for entry in partitioners]
     return Comparison(extractions, [row(e) for e in extractions])
@@ -162,7 +172,7 @@ def sweep(
     """
     from tqdm.auto import tqdm
 
-    budgets = DEFAULT_BUDGETS if budgets is None else tuple(budgets)
+    budgets = DEFAULT_BUDGETS if budgets is None else _listed(budgets, "budgets", "(0.0, 0.5, 1.0)")
     for budget in budgets:
         resolve_partitioner("min_cut", budget)  # a bad budget fails before any work
     base = _base(model_or_extraction, inputs, extract_kwargs)

@@ -1,5 +1,6 @@
 """Findings of the third reliability pass (issue 23), each held by a test that failed before its fix."""
 
+import pytest
 import torch
 
 import bwd_widgets as bw
@@ -28,3 +29,34 @@ def test_extract_called_inside_inference_mode_records_the_backward():
         assert torch.is_inference_mode_enabled(), "the caller's mode is back after the call"
     assert {g.key for g in extraction.gradients} == {"input", "weight", "bias"}
     assert not torch.is_inference_mode_enabled()
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda m, x: bw.extract(m, x, requires_grad="no"), bw.BwdWidgetsError, "requires_grad='no' is not a choice"),
+        (lambda m, x: bw.extract(m, x, requires_grad=0), bw.BwdWidgetsError, "requires_grad=0 is not a choice"),
+        (lambda m, x: bw.extract(None, x), bw.CallError, "expected a model (an nn.Module or a function), got NoneType"),
+        (lambda m, x: bw.show(123), bw.CallError, "got int"),
+        (lambda m, x: bw.extract(m, x, name=123), bw.BwdWidgetsError, "name=123 is not text"),
+        (lambda m, x: bw.compare(m, x, partitioners="min_cut"), bw.BwdWidgetsError, "got 'min_cut': wrap it in a list"),
+        (lambda m, x: bw.compare(m, x, partitioners=()), bw.BwdWidgetsError, "partitioners= is empty"),
+        (lambda m, x: bw.sweep(m, x, budgets=0.5, progress=False), bw.BwdWidgetsError, "got 0.5: wrap it in a list"),
+        (lambda m, x: bw.plot.bars({"a": float("nan"), "b": 1.0}), ValueError, "bars got nan for 'a'"),
+        (lambda m, x: bw.register_partitioner("three", 3), bw.PartitionerError, "load must be a function"),
+        (lambda m, x: bw.to_dot(bw.extract(m, x), graph_index=3), bw.BwdWidgetsError, "graph_index=3 is out of range"),
+    ],
+)
+def test_bad_arguments_are_one_sentence(call, error, message):
+    with pytest.raises(error) as caught:
+        call(_linear(), torch.randn(2, 4))
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("write", [bw.to_html, bw.save_svg])
+def test_a_missing_folder_is_one_sentence_and_nothing_is_written(write, tmp_path):
+    extraction = bw.extract(_linear(), torch.randn(2, 4))
+    with pytest.raises(bw.BwdWidgetsError, match="does not exist: create it first"):
+        write(extraction, tmp_path / "missing" / "graph.out")
+    assert list(tmp_path.iterdir()) == []

@@ -63,6 +63,13 @@ def register_partitioner(
     why_saved: str | None = None,
 ) -> RegisteredPartitioner:
     """Make `name` usable everywhere a partitioner is chosen (API, widget, magic, CLI)."""
+    if not isinstance(name, str) or not name:
+        raise PartitionerError(f"a partitioner's name must be non-empty text, got {name!r}.")
+    if not callable(load):
+        raise PartitionerError(
+            f"register_partitioner({name!r}, load): load must be a function returning the partition_fn, "
+            f"got {type(load).__name__}."
+        )
     entry = RegisteredPartitioner(name, load, takes_budget, description, tuple(aliases), why_saved)
     _REGISTRY[name] = entry
     return entry

@@ -161,6 +161,14 @@ def to_dot(extraction: BackwardExtraction, graph_index: int = 0) -> str:
     return payload_dot(data, {row["path"] for row in data["views"]["modules"] if row["path"]})
 
 
+def existing_folder_for(path: str | Path) -> Path:
+    """The path to write, once its folder is known to exist (a missing one is one sentence, not OSError)."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise BwdWidgetsError(f"the folder {str(path.parent)!r} does not exist: create it first, or write elsewhere.")
+    return path
+
+
 def save_svg(extraction: BackwardExtraction, path: str | Path, graph_index: int = 0) -> Path:
     """A static SVG through Graphviz's `dot` program (apt install graphviz)."""
     if shutil.which("dot") is None:
@@ -168,6 +176,6 @@ def save_svg(extraction: BackwardExtraction, path: str | Path, graph_index: int 
             "Graphviz's dot program is not installed: install it (apt install graphviz), "
             "or use bw.to_html(extraction, path), which lays out in the browser."
         )
-    path = Path(path)
+    path = existing_folder_for(path)
     path.write_bytes(graphviz.Source(to_dot(extraction, graph_index)).pipe(format="svg"))
     return path

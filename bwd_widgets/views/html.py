@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from ..extraction import BackwardExtraction
+from .dot import existing_folder_for
 from .payload import STATE_DEFAULTS, WidgetState, graph_payload
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
@@ -55,7 +56,7 @@ def html_state(extraction: BackwardExtraction, graph_index: int = 0) -> WidgetSt
 
 def to_html(extraction: BackwardExtraction, path: str | Path, graph_index: int = 0) -> Path:
     """One self-contained HTML file with the same viewer: no kernel, no network."""
-    path = Path(path)
+    path = existing_folder_for(path)
     page = PAGE.format(
         title=html.escape(f"backward graph of {extraction.model_name}"),
         css=(STATIC / "widget.css").read_text(),

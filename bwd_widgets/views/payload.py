@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TypedDict, cast
 
 from ..core.analysis import SavedTensor
+from ..core.errors import BwdWidgetsError
 from ..core.kinds import Mode, NodeKind
 from ..core.nodes import BackwardNode, definition_lines
 from ..core.partitioners import registered_partitioners
@@ -262,6 +263,17 @@ def graph_node(row: BackwardNode) -> GraphNode:
     )
 
 
+def checked_graph_index(extraction: BackwardExtraction, graph_index: int) -> int:
+    """`graph_index` when the extraction has that compiled region; else one sentence saying which it has."""
+    count = len(extraction.partitions)
+    if isinstance(graph_index, bool) or not isinstance(graph_index, int) or not -count <= graph_index < count:
+        raise BwdWidgetsError(
+            f"graph_index={graph_index!r} is out of range: {extraction.model_name} has {count} compiled "
+            f"region{'s' if count != 1 else ''} (graph_index 0 to {count - 1})."
+        )
+    return graph_index
+
+
 def graph_payload(
     extraction: BackwardExtraction, graph_index: int = 0, previous: BackwardExtraction | None = None
 ) -> GraphData:
@@ -269,7 +281,7 @@ def graph_payload(
 
     With `previous` (the partition shown before), it also says what changed.
     """
-    partition = extraction.partitions[graph_index]
+    partition = extraction.partitions[checked_graph_index(extraction, graph_index)]
     code = partition.backward_code
     lines = definition_lines(code)
     input_kinds = _input_kinds(extraction)

@@ -408,6 +408,10 @@ Values = Mapping[str, Number] | Mapping[str, Mapping[str, Number]]
 def _bar_table(values: Values, top: int | None, sort: bool) -> tuple[list[tuple[str, dict[str, Number]]], int]:
     """(name, {series: value}) rows to draw, largest first unless `sort` is off, and how many `top` hides."""
     table = [(name, dict(v) if isinstance(v, Mapping) else {"": v}) for name, v in values.items()]
+    for name, row in table:
+        for value in row.values():
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"bars got {value!r} for {name!r}: pass finite numbers.")
     if sort:
         table.sort(key=lambda row: -max(row[1].values(), default=0))
     return (table[:top], len(table[top:])) if top is not None else (table, 0)
