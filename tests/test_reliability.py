@@ -60,3 +60,17 @@ def test_a_missing_folder_is_one_sentence_and_nothing_is_written(write, tmp_path
     with pytest.raises(bw.BwdWidgetsError, match="does not exist: create it first"):
         write(extraction, tmp_path / "missing" / "graph.out")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("address", ["foo://bar", "", "inproc://x"])
+def test_a_malformed_scheduler_address_is_one_sentence(address, tmp_path):
+    with pytest.raises(bw.BatchError, match="is not a Dask scheduler address: write it as tcp://HOST:PORT"):
+        bw.extract_many([tmp_path / "sample"], tmp_path / "out", client=address, progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("workers", [-1, 0, 1.5])
+def test_a_worker_count_below_one_is_refused_at_once(workers, tmp_path):
+    with pytest.raises(bw.BatchError, match="pass a whole number of worker processes"):
+        bw.extract_many([tmp_path / "sample"], tmp_path / "out", workers=workers, progress=False)
+    assert not (tmp_path / "out").exists()

@@ -7,6 +7,7 @@ hangs costs that process, not the Dask worker; a lost Dask worker's samples are 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import uuid
 from collections.abc import Iterator
@@ -55,9 +56,15 @@ def _client(scheduler: object, workers: int) -> tuple[Any, list[Any], list[str]]
         )
         client = Client(cluster)
         return client, [client, cluster], list(cluster.scheduler_info["workers"])
+    address = str(scheduler)
+    if not re.fullmatch(r"(tcp|tls|ucx|ws|wss)://[^\s/:]+(:\d+)?/?", address):
+        raise BatchError(
+            f"{address!r} is not a Dask scheduler address: write it as tcp://HOST:PORT (what `dask scheduler` "
+            "prints), or pass --scheduler local."
+        )
     try:
-        client = Client(str(scheduler), timeout=10)
-    except (OSError, TimeoutError) as error:
+        client = Client(address, timeout=10)
+    except (OSError, TimeoutError, ValueError) as error:
         raise BatchError(
             f"cannot reach the Dask scheduler at {scheduler} ({one_line(error)}): start one with "
             "`dask scheduler`, or pass --scheduler local."

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator, Sequence
 
-from ..core.errors import OutputError
+from ..core.errors import BatchError, OutputError
 from ..core.kinds import Mode
 from ..graphnet_writer import SPLITS, Layout, check_target, clean_stale_staging, is_complete, prepare_output
 from .dask import DaskPool
@@ -134,6 +134,10 @@ def run(
     address, a `distributed.Client`, or "in-process" to run the samples in this process. resume: decided
     by the plan (`plan(resume=...)`); kept here for old callers, None or the plan's own value.
     """
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise BatchError(
+            f"workers={workers!r}: pass a whole number of worker processes, 1 or more (or None: one per core)."
+        )
     batch = batch.resuming(resume)
     pool = _pool(scheduler, workers or cores(), timeout)
     try:
