@@ -175,3 +175,26 @@ def test_saving_twice_without_a_name_never_replaces_a_sample(shell, tmp_path):
         result, _ = _run(shell, f"%bwd_extract model(x) --save {tmp_path} --no-display")
         assert result.success
     assert sorted(p.name for p in (tmp_path / "train_backward").iterdir()) == ["model", "model_2"]
+
+
+def test_cell_magic_reads_then_assigns_a_notebook_name_as_top_level_code_does(shell):
+    shell.run_cell("counter = 1")
+    result, captured = _run(
+        shell, "%%bwd_extract --no-display --output loss\ncounter += 1\nloss = model(x).sum() * counter"
+    )
+    assert result.success, captured.stdout + captured.stderr
+    assert shell.user_ns["counter"] == 2, "the cell ran once, after the extraction, as if it had run"
+
+
+@pytest.mark.parametrize(
+    "cell, message",
+    [
+        ("%%bwd_extract\nimport asyncio\nawait asyncio.sleep(0)\nmodel(x)", "the cell awaits"),
+        ("%%bwd_extract\nyield model(x)", "the cell yields"),
+    ],
+)
+def test_cell_magic_await_and_yield_are_one_usage_error(shell, cell, message):
+    result, captured = _run(shell, cell)
+    text = captured.stdout + captured.stderr
+    assert not result.success and "UsageError" in text and message in text
+    assert "Traceback" not in text and "SyntaxError" not in text

@@ -256,6 +256,7 @@ def _cell_module(cell: str, namespace: dict, output: str | None) -> tuple[torch.
         raise UsageError(f"the cell has a syntax error: {error.msg} (line {error.lineno})") from None
     if not tree.body:
         raise UsageError("the cell is empty: write the forward computation in it")
+    _refuse_generators(tree)
     assigned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     if output and output not in assigned:
         raise UsageError(f"--output {output}: the cell never assigns {output}")
@@ -272,16 +273,37 @@ def _cell_module(cell: str, namespace: dict, output: str | None) -> tuple[torch.
                 loaded.append(node.id)
     tensors = [n for n in loaded if isinstance(namespace[n], torch.Tensor) and not keyword.iskeyword(n)]
     modules = {n: namespace[n] for n in loaded if isinstance(namespace[n], torch.nn.Module)}
+    # Names the cell reads and then assigns (`counter += 1`) start from their value in the notebook, as
+    # they would at top level; the extraction never changes the notebook's own (the cell runs once after).
+    rebound = {n: namespace[n] for n in loaded if n in assigned and n not in tensors and n not in modules}
     body = textwrap.indent(ast.unparse(ast.Module(tree.body, type_ignores=[])), "    ")
+    parameters = ", ".join(["self", *tensors] + (["*", *rebound] if rebound else []))
     scope: dict = {}
-    exec(
-        compile(f"def forward(self, {', '.join(tensors)}):\n{body}\n", "<%%bwd_extract cell>", "exec"), namespace, scope
-    )
+    exec(compile(f"def forward({parameters}):\n{body}\n", "<%%bwd_extract cell>", "exec"), namespace, scope)
+    scope["forward"].__kwdefaults__ = rebound or None
     cell_module = type("Cell", (torch.nn.Module,), {"forward": scope["forward"]})()
     for name, module in modules.items():
         if not hasattr(torch.nn.Module, name):
             cell_module.add_module(name, module)
     return cell_module, [namespace[n] for n in tensors]
+
+
+def _refuse_generators(tree: ast.Module) -> None:
+    """`await` and `yield` at the cell's top level make no forward computation: say so, not a SyntaxError."""
+    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)):
+            raise UsageError(
+                "the cell awaits: %%bwd_extract traces a plain computation; run the await in a cell before"
+            )
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            raise UsageError(
+                "the cell yields: %%bwd_extract traces a computation that returns its result; drop the yield"
+            )
+        if not isinstance(node, nested):
+            pending.extend(ast.iter_child_nodes(node))
 
 
 def load(shell: InteractiveShell) -> None:
