@@ -6,8 +6,8 @@ import torch
 from torch import nn
 
 import bwd_widgets as bw
-from bwd_widgets.core.capture import CaptureSession, _wrapper_argument, own_dynamo_entries
-from bwd_widgets.core.naming import TensorNames
+from bwd_widgets.core.capture import CaptureSession, own_dynamo_entries
+from bwd_widgets.core.naming import TensorNames, data_key, nested_argument, wrapper_argument
 from bwd_widgets.core.partitioners import resolve_partitioner
 
 
@@ -182,12 +182,21 @@ def test_wrapper_arguments_are_named_by_the_signature_and_keywords():
     }
 
 
+def test_an_alias_of_an_argument_is_that_argument():
+    """A compiled region hands an input on as a new alias of it: the same elements, so the same name."""
+    x = torch.randn(2, 3)
+    assert data_key(x.view_as(x)) == data_key(x)
+    assert data_key(x.clone()) != data_key(x) and data_key(x[:1]) != data_key(x)
+
+
 def test_wrapper_argument_names():
     signature = ["input_ids", "attention_mask"]
-    assert _wrapper_argument("L['args'][1]", signature) == "attention_mask"
-    assert _wrapper_argument("L['args'][3]", signature) == "input_3"
-    assert _wrapper_argument("L['kwargs']['labels']", signature) == "labels"
-    assert _wrapper_argument("L['x']", signature) is None
+    assert wrapper_argument("L['args'][1]", signature) == "attention_mask"
+    assert wrapper_argument("L['args'][3]", signature) == "input_3"
+    assert wrapper_argument("L['kwargs']['labels']", signature) == "labels"
+    assert wrapper_argument("L['x']", signature) is None
+    # a decorator's wrapper(*args) compiled on its own after a graph break: not the model's arguments
+    assert nested_argument("L['args'][0]") == "args[0]" and nested_argument("L['x']") is None
 
 
 def _transformers():

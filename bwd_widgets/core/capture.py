@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import re
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from torch.fx._lazy_graph_module import _LazyGraphModule
 
 from .errors import NotForFx
 from .kinds import InputKind, is_tangent
-from .naming import TensorNames, parse_source_name
+from .naming import TensorNames, data_key, nested_argument, parse_source_name, wrapper_argument
 from .partitioners import Partitioner
 from .trace import InputSource, Partition, RealValues, Trace, build_partition
 
@@ -63,6 +62,9 @@ class CaptureSession:
     """The user's model: parameters and buffers are named as it names them, whatever was compiled (a
     wrapper, a function closing over it). When unset, the module compiled, if it is one."""
     _compiled_module: torch.nn.Module | None = None
+    _arguments: dict[object, tuple[str, torch.Tensor]] = field(default_factory=dict)
+    """The tensors the compiled callable was last called with (argument name, tensor), by identity and by
+    the data they cover (a compiled region hands an input on as a new alias of it)."""
     _inputs: list[InputSource] = field(default_factory=list)
     _current: _Region | None = None
     _mutable: list[tuple[torch.Tensor, torch.Tensor, int]] = field(default_factory=list)
@@ -140,7 +142,25 @@ class CaptureSession:
         # torch's typing overloads omit isolate_recompiles, which torch.compile itself takes
         owner = getattr(model, "__self__", model)  # a module, or a method bound to one
         self._compiled_module = owner if isinstance(owner, torch.nn.Module) else None
-        return torch.compile(model, backend=backend, dynamic=False, isolate_recompiles=True)  # type: ignore[call-overload]
+        compiled = torch.compile(model, backend=backend, dynamic=False, isolate_recompiles=True)  # type: ignore[call-overload]
+
+        def run(*args, **kwargs):
+            owner = session()
+            if owner is not None:
+                owner._remember_arguments(args, kwargs)
+            return compiled(*args, **kwargs)
+
+        return run
+
+    def _remember_arguments(self, args: tuple, kwargs: dict) -> None:
+        """Name the call's tensors as the extraction does (by the signature, `input_i` past its end, keywords
+        by their own name): a graph input that is one of them is that argument, whichever frame Dynamo
+        compiled (after a graph break, a nested frame's `L['args'][0]` is something else)."""
+        named = [(self.signature[i] if i < len(self.signature) else f"input_{i}", v) for i, v in enumerate(args)]
+        named += list(kwargs.items())
+        tensors = [(n, v) for n, v in reversed(named) if isinstance(v, torch.Tensor)]
+        self._arguments = {id(v): (n, v) for n, v in tensors}
+        self._arguments.update((key, (n, v)) for n, v in tensors if (key := data_key(v)) is not None)
 
     def _dynamo_region(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         order = _signature_order(gm, self.signature)
@@ -183,6 +203,7 @@ class CaptureSession:
         """Stop recording: compiled callables that outlive the capture (Dynamo's cache) keep nothing alive."""
         self._recording = False
         self._current = None
+        self._arguments = {}
 
     def restore_mutated(self) -> None:
         """Put back buffers and inputs the real forward changed in place (batch-norm statistics...)."""
@@ -252,7 +273,22 @@ class CaptureSession:
         placeholders = list(gm.graph.find_nodes(op="placeholder"))
         if len(example_inputs) != len(placeholders):
             example_inputs = [None] * len(placeholders)
-        return [_named(names, value) or self._dynamo_source(node) for node, value in zip(placeholders, example_inputs)]
+        return [
+            _named(names, value) or self._argument(value) or self._dynamo_source(node)
+            for node, value in zip(placeholders, example_inputs)
+        ]
+
+    def _argument(self, value: object) -> InputSource | None:
+        if not isinstance(value, torch.Tensor):
+            return None
+        entry = self._arguments.get(id(value))
+        if entry is None or entry[1] is not value:
+            key = data_key(value)
+            entry = self._arguments.get(key) if key is not None else None
+        if entry is None:
+            return None
+        kind, name = self.input_names.get(entry[0], ("input", entry[0]))
+        return InputSource(kind, name, entry[0])
 
     def _dynamo_source(self, node: torch.fx.Node) -> InputSource:
         """A graph input that is no tensor of the model, named from Dynamo's source expression."""
@@ -261,7 +297,10 @@ class CaptureSession:
             return InputSource("input", node.name, node.name)
         kind, name = parse_source_name(source.name)
         local = getattr(source, "local_name", None)
-        argument = _wrapper_argument(source.name, self.signature)
+        if self._arguments:  # the call's own tensors are named by identity: this is a nested frame's value
+            argument = nested_argument(source.name)
+        else:
+            argument = wrapper_argument(source.name, self.signature)
         if argument is not None:  # forward(*args, **kwargs), or a function wrapping the model so
             local = name = argument
         key = name if local is None else local
@@ -276,19 +315,6 @@ def _named(names: TensorNames, value: object) -> InputSource | None:
         return None
     kind, name, aliases = known
     return InputSource(kind, name, name, aliases)
-
-
-def _wrapper_argument(source_name: str, signature: list[str]) -> str | None:
-    """The argument `L['args'][i]` or `L['kwargs']['name']` is: positional ones by the signature (as
-    the extraction names them, `input_i` past its end), keyword ones by their own name."""
-    keyword = re.fullmatch(r"L\['kwargs'\]\['(\w+)'\]", source_name)
-    if keyword:
-        return keyword.group(1)
-    positional = re.fullmatch(r"L\['args'\]\[(\d+)\]", source_name)
-    if positional is None:
-        return None
-    index = int(positional.group(1))
-    return signature[index] if index < len(signature) else f"input_{index}"
 
 
 def _alive(session: weakref.ref[CaptureSession]) -> CaptureSession:

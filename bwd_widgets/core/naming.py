@@ -7,6 +7,7 @@ import os
 import re
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from .kinds import InputKind
 
@@ -168,3 +169,32 @@ class TensorNames:
     def tied(self) -> set[int]:
         """Identities of the tensors reached by more than one name."""
         return {key for key, (_, names) in self._names.items() if len(names) > 1}
+
+
+def data_key(tensor: torch.Tensor) -> tuple | None:
+    """What memory a tensor shows, and how: equal for an alias covering exactly the same elements."""
+    try:
+        storage = StorageWeakRef(tensor.untyped_storage())
+    except Exception:  # no storage to speak of (a sparse or nested tensor)
+        return None
+    return ("data", storage.cdata, tensor.storage_offset(), tuple(tensor.shape), tuple(tensor.stride()), tensor.dtype)
+
+
+def nested_argument(source_name: str) -> str | None:
+    """`args[i]` for `L['args'][i]` of a frame other than the call's own (a decorator's `wrapper(*args)`
+    compiled on its own after a graph break): a value handed in, not the model's argument i."""
+    positional = re.fullmatch(r"L\['args'\]\[(\d+)\]", source_name)
+    return f"args[{positional.group(1)}]" if positional else None
+
+
+def wrapper_argument(source_name: str, signature: list[str]) -> str | None:
+    """The argument `L['args'][i]` or `L['kwargs']['name']` is: positional ones by the signature (as
+    the extraction names them, `input_i` past its end), keyword ones by their own name."""
+    keyword = re.fullmatch(r"L\['kwargs'\]\['(\w+)'\]", source_name)
+    if keyword:
+        return keyword.group(1)
+    positional = re.fullmatch(r"L\['args'\]\[(\d+)\]", source_name)
+    if positional is None:
+        return None
+    index = int(positional.group(1))
+    return signature[index] if index < len(signature) else f"input_{index}"
