@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -263,6 +263,7 @@ def _run(
         stack.enter_context(torch.random.fork_rng(devices=[]))
         stack.enter_context(functorch_config.patch(force_non_lazy_backward_lowering=True))
         stack.enter_context(dynamo_config.patch(capture_scalar_outputs=capture_scalars))
+        stack.enter_context(_quiet(_TORCH_FAILURE_LOGS))
         stack.enter_context(torch.inference_mode(False))  # extract called inside inference_mode still records
         stack.enter_context(torch.enable_grad())
         session.rng_state = torch.get_rng_state()
@@ -290,6 +291,24 @@ def _run(
         finally:
             session.restore_mutated()
     return told, [], True
+
+
+_TORCH_FAILURE_LOGS = ("torch._subclasses.fake_tensor",)
+"""Loggers torch writes a failing op's whole traceback to (a shape mismatch: 18 lines on stderr) before
+raising it; the failure itself reaches the user as one sentence."""
+
+
+@contextlib.contextmanager
+def _quiet(names: tuple[str, ...]) -> Iterator[None]:
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def _logging_methods() -> set[Callable]:

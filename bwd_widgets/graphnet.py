@@ -151,6 +151,29 @@ def read_metas(path: Path, notes: list[str] | None = None) -> list[TensorMeta]:
     return metas
 
 
+_REBUILT = re.compile(r"(?P<file>[^:]+): (?P<name>\S+) has (?P<rest>(mean|std) = \S+: its values were built with .*)")
+
+
+def _grouped(notes: list[str]) -> list[str]:
+    """One note for every tensor meta rebuilt the same way (a sample had 48 identical `std = nan` lines)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    others = []
+    for note in notes:
+        found = _REBUILT.fullmatch(note)
+        if found:
+            groups.setdefault((found["file"], found["rest"]), []).append(found["name"])
+        else:
+            others.append(note)
+    for (file, rest), names in groups.items():
+        if len(names) == 1:
+            others.append(f"{file}: {names[0]} has {rest}")
+            continue
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        rest = rest.replace("its values were", "their values were")
+        others.append(f"{file}: {len(names)} tensors ({shown}) have {rest}")
+    return others
+
+
 def _checked(meta: TensorMeta, path: Path, notes: list[str] | None) -> TensorMeta:
     """Refuse metas that would silently build the wrong tensor."""
     where = f"{path.name}: {meta.name}"
@@ -241,7 +264,7 @@ def load_graphnet_sample(path: str | Path, device: str = "cpu", seed: int = 0) -
         input_sources={n: parse_flat_name(o) for n, o in original_names.items()},
         device=device,
         seed=seed,
-        notes=[n for n in notes if n.split(":")[1].split(" has ")[0].strip() in original_names],
+        notes=_grouped([n for n in notes if n.split(":")[1].split(" has ")[0].strip() in original_names]),
         symints=frozenset(p.name for p in parameters if p.annotation in (torch.SymInt, "torch.SymInt")),
         index_limits=_embedding_limits(code, by_name),
     )

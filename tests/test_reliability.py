@@ -74,3 +74,38 @@ def test_a_worker_count_below_one_is_refused_at_once(workers, tmp_path):
     with pytest.raises(bw.BatchError, match="pass a whole number of worker processes"):
         bw.extract_many([tmp_path / "sample"], tmp_path / "out", workers=workers, progress=False)
     assert not (tmp_path / "out").exists()
+
+
+class _Mismatched(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x) @ torch.ones(3, 3)
+
+
+def test_a_model_invalid_in_eager_is_one_sentence_with_nothing_else_on_stderr(capfd):
+    with pytest.raises(bw.ExtractionFailed, match=r"a and b must have same reduction dim.*_Mismatched|reduction dim"):
+        bw.extract(_Mismatched(), torch.randn(2, 4))
+    captured = capfd.readouterr()
+    assert "Traceback" not in captured.err and "failed while attempting to run meta" not in captured.err
+
+
+def test_many_tensor_metas_rebuilt_the_same_way_are_one_note(tmp_path):
+    from _batch_util import tiny_sample
+
+    sample = tiny_sample(tmp_path / "nan_std")
+    metas = "".join(
+        f'class Program_weight_tensor_meta_b_{i}:\n    name = "b_{i}"\n    shape = [4]\n    dtype = "torch.float32"\n'
+        f'    device = "cpu"\n    mean = 0.0\n    std = float("nan")\n    data = None\n\n\n'
+        for i in range(48)
+    )
+    (sample / "weight_meta.py").write_text((sample / "weight_meta.py").read_text() + "\n\n" + metas)
+    model = (sample / "model.py").read_text()
+    arguments = ", ".join(f"b_{i}: torch.Tensor" for i in range(48))
+    (sample / "model.py").write_text(model.replace("in_0: torch.Tensor)", f"in_0: torch.Tensor, {arguments})"))
+    notes = bw.load_graphnet_sample(sample).notes
+    assert notes == [
+        "weight_meta.py: 48 tensors (b_0, b_1, b_2 and 45 more) have std = nan: their values were built with std 1."
+    ]
