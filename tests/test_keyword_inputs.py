@@ -146,6 +146,9 @@ def test_a_transformers_model_called_as_its_docs_call_it(mode, tmp_path):
     (partition,) = extraction.partitions  # one graph: the loss, no break at transformers' logging
     assert [i.name for i in partition.inputs if i.kind == "input"] == ["input_ids", "labels"]
     assert len(partition.tangents) == 1
+    lines = [s.source_line for s in partition.saved_tensors if s.producer]
+    assert lines and all("/transformers/" in line for line in lines), lines[:3]  # the model's own code
+    assert any("modeling_gpt2.py:" in line for line in lines)
     written = extraction.save_graphnet(tmp_path, "gpt2")
     # GraphNet's extractor lists every primal in weight_meta.py (input_meta.py stays empty): by argument name
     metas = "".join(f.read_text() for f in written["train_forward"].rglob("*_meta.py"))

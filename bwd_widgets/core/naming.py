@@ -17,8 +17,12 @@ _USER_FACING = {os.path.join(_PACKAGE_DIR, "examples.py")}
 
 
 def is_library_file(path: str) -> bool:
-    """Torch's files and this package's (its example models excepted): not where a user's code is."""
-    if path.startswith("<frozen") or f"{os.sep}site-packages{os.sep}" in path:
+    """Torch's files and this package's (its example models excepted): not where a model's code is.
+
+    Other installed libraries are: a transformers model's lines are in `modeling_*.py` under
+    site-packages, and this package itself may be installed there (its examples still count as user code).
+    """
+    if path.startswith("<frozen"):
         return True
     path = os.path.abspath(path) if not path.startswith("<") else path
     return path.startswith(_TORCH_DIR) or (path.startswith(_PACKAGE_DIR) and path not in _USER_FACING)
