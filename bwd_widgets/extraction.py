@@ -63,7 +63,21 @@ class BackwardExtraction(RichDisplay):
     @property
     def notes(self) -> list[str]:
         """Anything worth knowing, one sentence each (a failed real backward run, a replay that failed)."""
-        return [n for p in self.partitions for n in p.trace.notes + p.notes]
+        notes = [n for p in self.partitions for n in p.trace.notes + p.notes]
+        outside = self.gradients_outside_graphs
+        if outside:
+            shown = ", ".join(outside[:4]) + (f" and {len(outside) - 4} more" if len(outside) > 4 else "")
+            notes.append(
+                f"the gradients of {shown} come from code that ran outside every compiled region (eagerly, "
+                "between graph breaks): no backward graph here holds them."
+            )
+        return notes
+
+    @property
+    def gradients_outside_graphs(self) -> list[str]:
+        """Inputs and parameters autograd gave a gradient (real mode) that no backward graph computes."""
+        inside = {g.key for p in self.partitions for g in p.gradients}
+        return [key for key in self.autograd_gradients if key not in inside]
 
     @property
     def forward(self) -> torch.fx.GraphModule:

@@ -109,3 +109,43 @@ def test_many_tensor_metas_rebuilt_the_same_way_are_one_note(tmp_path):
     assert notes == [
         "weight_meta.py: 48 tensors (b_0, b_1, b_2 and 45 more) have std = nan: their values were built with std 1."
     ]
+
+
+def test_a_rerun_replays_real_values_when_a_buffer_was_changed_in_place_before_the_extraction():
+    """Copied inputs (buffers, masks) were compared against the original's version counter: any buffer
+    changed in place before the call (batch norm's statistics) made every rerun drop its real values."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+    model[1].running_mean.add_(0.5)  # version 1 before the extraction
+    mask = torch.ones(8, 4)
+    mask[0, 0] = 0.0
+    extraction = bw.extract(model, torch.randn(8, 4) * mask)
+    rerun = extraction.rerun("min_cut")
+    assert rerun.notes == [] and rerun.partitions[0].backward_inputs is not None
+    (partition,) = rerun.partitions
+    for value, gradient in zip(partition.backward(*partition.backward_inputs), partition.gradients):
+        torch.testing.assert_close(value, extraction.autograd_gradients[gradient.key])
+
+
+@torch.compiler.disable
+def _eagerly(module, value):
+    return module(value)
+
+
+def test_gradients_from_code_run_between_graph_breaks_are_named_in_a_note():
+    class Broken(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first, self.eager, self.last = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.last(_eagerly(self.eager, self.first(x))).sum()
+
+    model = Broken()
+    model.register_forward_pre_hook(lambda module, args: None)  # Dynamo's route, which honours the disable
+    extraction = bw.extract(model, torch.randn(2, 4))
+    assert len(extraction.partitions) == 2
+    assert extraction.gradients_outside_graphs == ["eager.weight", "eager.bias"]
+    assert any(
+        "the gradients of eager.weight, eager.bias come from code that ran outside" in n for n in extraction.notes
+    )

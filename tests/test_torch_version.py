@@ -15,21 +15,6 @@ from bwd_widgets.core import compat
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "bwd_widgets"
 COMPAT = "core/compat.py"
-PENDING = {
-    # Files that still import torch's private APIs themselves. They were being edited by others when compat.py
-    # was written, so their private names are still to be moved into compat.py: drop each entry once it is
-    # moved. Used at the time of writing:
-    "core/capture.py": "torch.utils._pytree, functorch.compile, torch._dynamo (backends.common, eval_frame, "
-    "convert_frame, graph_break), torch._functorch.aot_autograd, torch.fx._lazy_graph_module, torch._C._dynamo",
-    "core/fake.py": "torch._guards, torch._subclasses.fake_tensor, torch.nn.utils.stateless._reparametrize_module",
-    # Being edited at the same time and using no private torch name when scanned; listed so that edit can land
-    # before its names move here. Drop each once its edit is in.
-    "core/naming.py": "none",
-    "core/analysis.py": "none",
-    "core/trace.py": "none",
-    "core/nodes.py": "none",
-    "core/memory.py": "none",
-}
 PRIVATE_ROOTS = ("torch", "functorch")
 
 
@@ -165,13 +150,8 @@ def test_private_torch_apis_are_imported_only_in_compat():
     offenders = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         name = path.relative_to(PACKAGE).as_posix()
-        if name == COMPAT or name in PENDING:
+        if name == COMPAT:
             continue
         if uses := private_torch_uses(path.read_text()):
             offenders[name] = sorted(uses)
     assert not offenders, f"import these through bwd_widgets/core/compat.py (with a comment why): {offenders}"
-
-
-def test_the_pending_list_names_real_files():
-    missing = [name for name in PENDING if not (PACKAGE / name).is_file()]
-    assert not missing, f"renamed or gone: drop or rename them in PENDING: {missing}"

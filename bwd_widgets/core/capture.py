@@ -13,13 +13,20 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.fx
-import torch.utils._pytree as pytree
 import torch.utils.checkpoint
-from functorch.compile import make_boxed_func
-from torch._dynamo.backends.common import aot_autograd
-from torch._functorch.aot_autograd import aot_module_simplified
-from torch.fx._lazy_graph_module import _LazyGraphModule
 
+from .compat import (
+    OptimizedModule,
+    _LazyGraphModule,
+    aot_autograd,
+    aot_module_simplified,
+    dynamo,
+    dynamo_backends,
+    dynamo_convert_frame,
+    dynamo_frames,
+    make_boxed_func,
+    pytree,
+)
 from .errors import NotForFx
 from .kinds import InputKind, is_tangent
 from .naming import TensorNames, data_key, nested_argument, parse_source_name, wrapper_argument
@@ -235,8 +242,10 @@ class CaptureSession:
         versions: list[int | None] = []
         for value in args:
             if isinstance(value, torch.Tensor):
-                versions.append(value._version)
-                if not (value.requires_grad and value.is_leaf):
+                if value.requires_grad and value.is_leaf:
+                    versions.append(value._version)
+                else:  # our own copy, which nothing else changes: no version to compare later
+                    versions.append(None)
                     copy = value.detach().clone()
                     self._mutable.append((value, copy, value._version))
                     value = copy
@@ -377,7 +386,7 @@ def fx_eligible(model: object, inputs: list) -> bool:
     if hooks._global_forward_hooks or hooks._global_forward_pre_hooks or hooks._global_backward_hooks:
         return False
     for module in model.modules():
-        if isinstance(module, torch._dynamo.eval_frame.OptimizedModule):
+        if isinstance(module, OptimizedModule):
             return False
         if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks:
             return False
@@ -393,7 +402,7 @@ def fx_trace(module: torch.nn.Module) -> torch.fx.GraphModule:
         (torch.utils.checkpoint, "_checkpoint_without_reentrant_generator", _refuse("activation checkpointing")),
         (torch.utils.checkpoint.CheckpointFunction, "apply", _refuse("activation checkpointing")),
         (torch.autograd.graph.saved_tensors_hooks, "__enter__", _refuse("saved-tensor hooks")),
-        (torch._dynamo, "graph_break", _refuse("an explicit graph break")),
+        (dynamo, "graph_break", _refuse("an explicit graph break")),
     ]
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
     try:
@@ -427,9 +436,7 @@ def own_dynamo_entries() -> Iterator[None]:
     Afterwards, drop the entries this capture added to code nobody had compiled before, and its backend
     (which holds the session, its graphs and real values), and never reset the session: the user's own
     compiled models must not recompile."""
-    from torch._C._dynamo import eval_frame
-    from torch._dynamo import convert_frame
-    from torch._dynamo.eval_frame import cached_backends
+    eval_frame, convert_frame, cached_backends = dynamo_frames, dynamo_convert_frame, dynamo_backends
 
     def counts() -> dict:
         live = (weak() for weak in convert_frame.input_codes.seen)

@@ -61,6 +61,9 @@ def check_torch_version(version: str | None = None) -> bool:
 # torch release that moves one from breaking the package in many places, and lets the error say which torch.
 try:
     # Dynamo's settings, patched for one trace (GraphNet's validator traces under GraphNet's settings).
+    # Dynamo's module (its graph_break, refused on the torch.fx route), its compiled-module class, and the
+    # tables a capture cleans after itself: compiled code on code objects, and its backends.
+    import torch._dynamo as dynamo
     import torch._dynamo.config as dynamo_config
 
     # AOT Autograd's settings: the min-cut memory budget, patched for one call.
@@ -68,6 +71,17 @@ try:
 
     # Pytrees: the nested inputs and outputs models take and return (transformers' ModelOutput registers as one).
     import torch.utils._pytree as pytree
+
+    # Compiled code in torch's boxed calling convention (the compilers hand it back to AOT Autograd).
+    from functorch.compile import make_boxed_func
+    from torch._C._dynamo import eval_frame as dynamo_frames
+    from torch._dynamo import convert_frame as dynamo_convert_frame
+
+    # AOT Autograd as a Dynamo backend, and straight on a torch.fx module (the route GraphNet's extractor takes).
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._dynamo.eval_frame import OptimizedModule
+    from torch._dynamo.eval_frame import cached_backends as dynamo_backends
+    from torch._functorch.aot_autograd import aot_module_simplified
 
     # The two partitioners torch ships (public only through the legacy `functorch.compile` re-export), and
     # min-cut's own op classification (views, random, compute-intensive ops), to say why a value is saved.
@@ -86,6 +100,9 @@ try:
 
     # A GraphModule whose Python code is generated only when read or run (cheap copies of big graphs).
     from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    # Parameters and buffers swapped for fake ones for one call, tied weights kept tied (fake mode).
+    from torch.nn.utils.stateless import _reparametrize_module
 except ImportError as error:  # a torch release moved a private API: name the torch and what is tested
     raise ImportError(
         f"bwd_widgets cannot import a private torch API from torch {torch.__version__} ({error}); "
@@ -98,6 +115,15 @@ __all__ = [
     "TORCH_MIN",
     "TORCH_REQUIREMENT",
     "FakeTensor",
+    "OptimizedModule",
+    "_reparametrize_module",
+    "aot_autograd",
+    "aot_module_simplified",
+    "dynamo",
+    "dynamo_backends",
+    "dynamo_convert_frame",
+    "dynamo_frames",
+    "make_boxed_func",
     "FakeTensorMode",
     "OpTypes",
     "UntestedTorchWarning",

@@ -12,9 +12,7 @@ import torch
 @contextlib.contextmanager
 def faked(model: Callable, inputs: list) -> Iterator[list]:
     """Swap parameters, buffers and inputs for fake tensors: no compute, no memory."""
-    from torch._guards import detect_fake_mode
-    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
-    from torch.nn.utils.stateless import _reparametrize_module
+    from .compat import FakeTensor, FakeTensorMode, _reparametrize_module, detect_fake_mode
 
     state: dict[str, torch.Tensor] = {}
     if isinstance(model, torch.nn.Module):
