@@ -45,6 +45,7 @@ from .core.outputs import (
 from .core.partitioners import Partitioner, resolve_partitioner
 from .extraction import BackwardExtraction
 from .graphnet import GraphNetSample
+from .model_libraries import settle
 from .requires_grad import (
     NO_GRAD_KEYWORDS,
     RequiresGrad,
@@ -160,6 +161,7 @@ def _prepare(
     if output is not None and not isinstance(output, (str, int)) and not callable(output):
         raise OutputChoiceError(f"output={output!r}: pass a key such as 'loss', an index, or callable(output).")
     inputs, keywords = bind_inputs(model, inputs, keywords)
+    settle(model)
     signature = signature_names(model)
     arg_names = [signature[i] if i < len(signature) else f"input_{i}" for i in range(len(inputs))]
     arg_names += list(keywords)

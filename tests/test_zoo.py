@@ -56,3 +56,14 @@ def test_graphnet_samples_load_back_and_run(name, tmp_path):
 @pytest.mark.parametrize("name", NAMES)
 def test_widget_payload_builds(name):
     zoo.check_payload(*real(name))
+
+
+def test_layerdrop_in_training_mode_leaves_gradients_outside_the_graphs_and_says_which():
+    """BART in training mode draws LayerDrop's branch per layer: torch breaks the graph there and runs the
+    rest of the loop eagerly, so some gradients come from no backward graph; the notes name them."""
+    entry = zoo.BY_NAME["bart"]
+    model, inputs = entry.make()
+    extraction = zoo.extract(entry, model.train(), inputs)
+    assert len(extraction.partitions) > 1
+    assert extraction.gradients_outside_graphs
+    assert any("come from code that ran outside every compiled region" in note for note in extraction.notes)

@@ -36,10 +36,14 @@ class ZooModel:
     """Called as `model(*inputs.values())` (vision models), else `model(**inputs)`."""
     tied: tuple[str, ...] = field(default=())
     """Qualified names of a tied pair (first name first), where the model ties weights."""
+    training: bool = True
+    """False for models whose training mode draws LayerDrop's `torch.rand([]) < layerdrop` in a loop: a
+    data-dependent branch there breaks the graph, and torch then runs the rest of that loop eagerly,
+    outside every compiled region (the extraction's notes say which gradients that leaves out)."""
 
     def make(self) -> tuple[nn.Module, dict]:
         torch.manual_seed(0)
-        model = self.build().train()
+        model = self.build().train(self.training)
         torch.manual_seed(1)
         return model, self.inputs()
 
@@ -283,7 +287,14 @@ TRANSFORMERS = [
     ZooModel("mistral", "transformers", mistral, _causal_lm),
     ZooModel("mixtral_moe", "transformers", mixtral, _causal_lm),
     ZooModel("t5", "transformers", t5, _seq2seq, tied=("shared.weight", "encoder.embed_tokens.weight")),
-    ZooModel("bart", "transformers", bart, _seq2seq, tied=("model.shared.weight", "model.encoder.embed_tokens.weight")),
+    ZooModel(
+        "bart",
+        "transformers",
+        bart,
+        _seq2seq,
+        tied=("model.shared.weight", "model.encoder.embed_tokens.weight"),
+        training=False,
+    ),
     ZooModel(
         "roberta_mlm",
         "transformers",
@@ -313,6 +324,7 @@ TRANSFORMERS = [
         whisper,
         _whisper_inputs,
         tied=("model.decoder.embed_tokens.weight", "proj_out.weight"),
+        training=False,
     ),
 ]
 
