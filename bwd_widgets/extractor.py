@@ -33,19 +33,18 @@ from .core.errors import (
 )
 from .core.fake import faked
 from .core.kinds import MODES, InputKind, Mode
+from .core.model_libraries import settle
 from .core.outputs import (
     OutputChoice,
     Picked,
     bind_inputs,
     differentiable_outputs,
-    output_keys,
     outputs_note,
     selecting,
 )
 from .core.partitioners import Partitioner, resolve_partitioner
 from .extraction import BackwardExtraction
 from .graphnet import GraphNetSample
-from .model_libraries import settle
 from .requires_grad import (
     NO_GRAD_KEYWORDS,
     RequiresGrad,
@@ -278,10 +277,10 @@ def _run(
             args, kwargs = faked_values[: len(args)], dict(zip(kwargs, faked_values[len(args) :]))
         compiled = _compiled(session, route, call, args)
         if mode == "fake":
-            return _told(compiled(*args, **kwargs), route, call.output), [], False
+            return _told(compiled(*args, **kwargs), call.output), [], False
         try:
-            picked = _picked(compiled(*args, **kwargs), route)
-            told = _told(picked, route, call.output)
+            picked = _picked(compiled(*args, **kwargs))
+            told = _told(picked, call.output)
             differentiable = differentiable_outputs(picked.value)
             try:
                 torch.autograd.backward(differentiable, [torch.ones_like(t) for t in differentiable])
@@ -322,17 +321,15 @@ def _logging_methods() -> set[Callable]:
     return methods
 
 
-def _picked(result: object, route: str) -> Picked:
-    """The compiled call's result: Dynamo's route runs `selecting`'s wrapper, the fx route the model."""
-    if route == "dynamo":
-        assert isinstance(result, tuple) and len(result) == 3
-        return Picked(*result)
-    return Picked(result, tuple(output_keys(result)), False)
+def _picked(result: object) -> Picked:
+    """The compiled call's result, on either route: what the backward starts from, and what the output held."""
+    assert isinstance(result, tuple) and len(result) == 3
+    return Picked(*result)
 
 
-def _told(result: object, route: str, output: OutputChoice) -> list[str]:
+def _told(result: object, output: OutputChoice) -> list[str]:
     """A note naming the outputs the backward starts from, where the output holds more than one part."""
-    picked = result if isinstance(result, Picked) else _picked(result, route)
+    picked = result if isinstance(result, Picked) else _picked(result)
     differentiable_outputs(picked.value)  # no differentiable output: say so now, in one sentence
     note = outputs_note(picked, output)
     return [] if note is None else [note]

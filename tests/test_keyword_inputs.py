@@ -192,3 +192,27 @@ def test_the_line_magic_output_option_picks_a_part(shell):
         result = shell.run_cell("g = %bwd_extract --fake --no-display --output logits lm(input_ids=ids, labels=ids)")
     assert result.success, captured.stdout + captured.stderr
     assert any("output='logits'" in note for note in shell.user_ns["g"].notes)
+
+
+class LossDict(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x, labels):
+        logits = self.head(x)
+        return {"logits": logits, "loss": nn.functional.cross_entropy(logits, labels)}
+
+
+@pytest.mark.parametrize("route", ["fx", "dynamo"])
+def test_both_routes_start_the_backward_from_the_loss(route):
+    model, (x, labels) = LossDict(), _inputs()
+    if route == "dynamo":
+        model.register_forward_hook(lambda module, args, out: None)  # a hook: torch.fx does not take it
+    extraction = bw.extract(model, x, labels)
+    (partition,) = extraction.partitions
+    assert len(partition.tangents) == 1
+    assert any("the model's loss" in note for note in extraction.notes)
+    expected = _eager(model, lambda out: out["loss"], x=x, labels=labels)
+    for key, value in _replayed(extraction).items():
+        torch.testing.assert_close(value, expected[key])

@@ -30,6 +30,7 @@ from .compat import (
 from .errors import NotForFx
 from .kinds import InputKind, is_tangent
 from .naming import TensorNames, data_key, nested_argument, parse_source_name, wrapper_argument
+from .outputs import picked_output
 from .partitioners import Partitioner
 from .trace import InputSource, Partition, RealValues, Trace, build_partition
 
@@ -183,13 +184,18 @@ class CaptureSession:
         )
 
     def compile_fx(self, module: torch.nn.Module, inputs: list) -> Callable:
-        """Trace with torch.fx (module paths and source lines kept), then AOT Autograd; raises NotForFx."""
+        """Trace with torch.fx (module paths and source lines kept), then AOT Autograd; raises NotForFx.
+
+        The compiled call returns what `outputs.picked_output` does on the Dynamo route: the part of the
+        output the backward starts from (the loss when the output holds one), its keys, and whether the
+        loss was picked by default; the choice is made on the traced graph's output, before AOT Autograd."""
         self._compiled_module = module
         gm = fx_trace(module)
         self._inputs = self._fx_sources(gm)
         self._current = None
         output = gm.graph.output_node()
-        leaves, spec = pytree.tree_flatten(output.args[0])
+        picked, keys, by_default = picked_output(output.args[0], None)
+        leaves, spec = pytree.tree_flatten(picked)
         traced = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.fx.Node)]
         output.args = (tuple(leaves[i] for i in traced),)  # AOT Autograd wants a flat tuple out
         gm.recompile()
@@ -202,7 +208,7 @@ class CaptureSession:
             values = list(leaves)
             for i, value in zip(traced, compiled(*args)):
                 values[i] = value
-            return pytree.tree_unflatten(values, spec)
+            return pytree.tree_unflatten(values, spec), keys, by_default
 
         return run
 
