@@ -15,6 +15,7 @@ from .batch import DEFAULT_TIMEOUT, SampleRecord, plan, run
 from .core.errors import BwdWidgetsError
 from .core.kinds import MODES
 from .core.partitioners import partitioner_names
+from .core.text import visible
 from .graphnet_writer import LAYOUTS
 
 EXAMPLE = """examples:
@@ -163,14 +164,14 @@ def main(argv: list[str] | None = None) -> int:
             workers=args.workers,
             timeout=args.timeout,
             scheduler=args.scheduler,
-            on_record=lambda record: tqdm.write(_status_line(record), file=sys.stderr),
+            on_record=lambda record: tqdm.write(visible(_status_line(record)), file=sys.stderr),
         )
     except BwdWidgetsError as error:
-        print(f"bwd-extract: error: {error}", file=sys.stderr)
+        print(f"bwd-extract: error: {visible(error)}", file=sys.stderr)
         return 2
     except OSError as error:
         print(
-            f"bwd-extract: error: cannot write to {args.out}: {error.strerror or error}; "
+            f"bwd-extract: error: cannot write to {visible(args.out)}: {visible(error.strerror or error)}; "
             "fix that and rerun with --resume.",
             file=sys.stderr,
         )
@@ -185,5 +186,6 @@ def main(argv: list[str] | None = None) -> int:
     failed = len(summary.failed)
     validation = summary.validation
     checked = f"; {validation['passed']} validated, {validation['failed']} failed validation" if args.validate else ""
-    print(f"{done - failed} of {done} samples ok{checked}; summary in {args.out / 'summary.json'}", file=sys.stderr)
+    summary_path = visible(args.out / "summary.json")
+    print(f"{done - failed} of {done} samples ok{checked}; summary in {summary_path}", file=sys.stderr)
     return 1 if failed or validation["failed"] else 0

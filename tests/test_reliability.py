@@ -149,3 +149,66 @@ def test_gradients_from_code_run_between_graph_breaks_are_named_in_a_note():
     assert any(
         "the gradients of eager.weight, eager.bias come from code that ran outside" in n for n in extraction.notes
     )
+
+
+def test_a_dead_random_op_left_in_a_backward_graph_is_not_reported_as_redrawn():
+    """The default partitioner can leave a `native_dropout` nobody reads in backward: it changes no gradient."""
+    from bwd_widgets.core.analysis import random_ops
+
+    def backward(grad, mask):
+        torch.ops.aten.native_dropout.default(grad, 0.5, True)  # dead: nothing reads it
+        live = torch.ops.aten.native_dropout.default(mask, 0.5, True)
+        return torch.ops.aten.mul.Tensor(grad, live[1])
+
+    graph = torch.fx.symbolic_trace(backward)
+    dropouts = {n.name for n in graph.graph.nodes if n.target is torch.ops.aten.native_dropout.default}
+    assert len(dropouts) == 2
+    dead = {n.name for n in graph.graph.nodes if n.name in dropouts and not n.users}
+    assert random_ops(graph, dead) == []
+    assert random_ops(graph, dropouts) == ["aten.native_dropout"]
+
+
+class _Odd(torch.nn.Module):
+    """Submodule names as a sample or a user may give them: terminal escapes and control characters."""
+
+    def __init__(self):
+        super().__init__()
+        self.add_module("a\x1b]0;pwned\x07b", torch.nn.Linear(4, 4))
+        self.add_module("c\x01d", torch.nn.Linear(4, 4))
+
+    def forward(self, x):
+        for layer in self.children():
+            x = layer(x).relu()
+        return x.sum()
+
+
+def test_svg_we_write_is_valid_xml_whatever_the_names(tmp_path):
+    import xml.etree.ElementTree as ElementTree
+
+    from bwd_widgets.views.payload import graph_payload
+    from bwd_widgets.views.static import fallback_svg
+
+    extraction = bw.extract(_Odd(), torch.randn(2, 4))
+    svgs = {
+        "save_svg": bw.save_svg(extraction, tmp_path / "graph.svg").read_text(),
+        "fallback": fallback_svg(graph_payload(extraction)),
+        "bars": bw.plot.bars({"a\x1b[2Jb": 3.0, "c\x01": 1.0}).svg,
+    }
+    for name, svg in svgs.items():
+        ElementTree.fromstring(svg)  # raises on a character XML forbids
+        assert "\x1b" not in svg and "\x01" not in svg, name
+    assert "a\\x1b[2Jb" in svgs["bars"]  # the name stays readable, its escape shown
+
+
+def test_the_batch_command_prints_no_terminal_control_sequences(tmp_path, capfd):
+    from bwd_widgets.cli import main as bwd_extract
+
+    from _batch_util import tiny_sample
+
+    sample = tiny_sample(tmp_path / "samples" / "evil\x1b]0;title\x07\x1b[2J")
+    broken = tmp_path / "samples" / "broken\x1b[31m"
+    broken.mkdir()
+    assert bwd_extract([str(sample), str(broken), "--out", str(tmp_path / "out"), "--workers", "1"]) == 1
+    captured = capfd.readouterr()
+    assert "\x1b" not in captured.err and "\x07" not in captured.err
+    assert "evil\\x1b]0;title\\x07\\x1b[2J" in captured.err

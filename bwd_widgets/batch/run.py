@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from ..core.errors import BatchError, OutputError
 from ..core.kinds import Mode
+from ..core.text import visible
 from ..graphnet_writer import SPLITS, Layout, check_target, clean_stale_staging, is_complete, prepare_output
 from .dask import DaskPool
 from .plan import Batch, Job, PathLike, plan
@@ -64,7 +65,7 @@ class _Records:
             batch.out, batch.settings, [self.records[n] for n in self.order if n in self.records], batch.layout
         )
         self.bar.update(1)
-        self.bar.set_postfix_str(record["name"][-40:])
+        self.bar.set_postfix_str(visible(record["name"])[-40:])
         if self.on_record is not None:
             self.on_record(record)
 

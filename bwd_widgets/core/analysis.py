@@ -241,7 +241,21 @@ def random_ops(graph: torch.fx.GraphModule, names: set[str]) -> list[str]:
     from .why import op_types
 
     kinds = op_types()
-    return sorted({op_name(n) for n in graph.graph.nodes if n.name in names and kinds.is_random(n)})
+    live = _live(graph)
+    return sorted({op_name(n) for n in graph.graph.nodes if n.name in names and n in live and kinds.is_random(n)})
+
+
+def _live(graph: torch.fx.GraphModule) -> set[torch.fx.Node]:
+    """Nodes the graph's output depends on: a dead op left in a graph (the default partitioner leaves
+    a `native_dropout` nobody reads) draws numbers no gradient uses."""
+    live: set[torch.fx.Node] = set()
+    pending = [graph.graph.output_node()]
+    while pending:
+        node = pending.pop()
+        if node not in live:
+            live.add(node)
+            pending.extend(node.all_input_nodes)
+    return live
 
 
 def gradients(backward_with_nones: torch.fx.GraphModule, sources: list[InputSource]) -> list[GradientOutput]:

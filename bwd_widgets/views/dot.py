@@ -17,6 +17,7 @@ from pathlib import Path
 import graphviz
 
 from ..core.errors import BwdWidgetsError
+from ..core.text import visible
 from ..extraction import BackwardExtraction
 from .grouping import VisibleGraph, VisibleNode, parent_of, visible_graph
 from .payload import GraphData, GraphNode, graph_payload
@@ -43,7 +44,7 @@ QUICK_LAYOUT_ABOVE = 150
 
 def quote(text: str) -> str:
     """A DOT double-quoted string, read as text: backslashes and quotes escaped, newlines as \\n."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    escaped = visible(text).replace("\\", "\\\\").replace('"', '\\"')
     return '"' + re.sub(r"\r?\n", r"\\n", escaped) + '"'
 
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.text import visible
 from ..extraction import BackwardExtraction
 from ..studio import Sweep, SweepPoint
 
@@ -121,7 +122,7 @@ def stretch_extremes(values: Sequence[float], count: int) -> list[int]:
 
 
 def _text(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    return html.escape(visible(value), quote=True)
 
 
 def _f(value: float) -> str:

@@ -14,6 +14,7 @@ import shutil
 
 import graphviz
 
+from ..core.text import visible
 from .dot import format_bytes, payload_dot
 from .payload import GraphData
 
@@ -79,7 +80,7 @@ def fallback_svg(data: GraphData, with_graph: bool = True) -> str:
     width = max(width, 640.0, TEXT_CHAR_WIDTH * max(len(line) for line in lines) + 16)
     text = "".join(
         f'<text x="8" y="{18 * (i + 1)}" font-family="Helvetica,sans-serif" font-size="13"{BOLD if i == 0 else ""}>'
-        f"{html.escape(line)}</text>"
+        f"{html.escape(visible(line))}</text>"
         for i, line in enumerate(lines)
     )
     size = f'width="{width:.0f}" height="{top + height:.0f}" viewBox="0 0 {width:.0f} {top + height:.0f}"'
