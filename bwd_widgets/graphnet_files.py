@@ -142,11 +142,37 @@ def _runs_on(gm: torch.fx.GraphModule, values: list, recorded_strides: bool) -> 
     return True
 
 
-def _layout_matters(gm: torch.fx.GraphModule, values: list) -> bool:
-    """GraphNet's loaders build inputs contiguous: does the graph fail on those, and run in the recorded strides?"""
-    if all(v.is_contiguous() for v in values if isinstance(v, torch.Tensor)):
+def _runs_on_contiguous_copies(gm: torch.fx.GraphModule, values: list) -> bool:
+    """Whether the graph runs on contiguous copies of real inputs, as GraphNet's loaders build them.
+
+    Copies even of contiguous inputs: a forward graph writes into some (batch norm's statistics).
+    """
+    inputs = [
+        v.detach().clone(memory_format=torch.contiguous_format) if isinstance(v, torch.Tensor) else v for v in values
+    ]
+    try:
+        with torch.no_grad():
+            gm(*inputs)
+    except Exception:  # the layout, or anything else: only a run that succeeds proves the copy unneeded
         return False
-    return not _runs_on(gm, values, recorded_strides=False) and _runs_on(gm, values, recorded_strides=True)
+    return True
+
+
+def _layout_matters(gm: torch.fx.GraphModule, values: list) -> bool:
+    """GraphNet's loaders build inputs contiguous: can the graph not be shown to run on those?
+
+    Fake tensors tell cheaply, but not for graphs they cannot run at all (data-dependent values: a captured
+    `.item()`); then real values run once on contiguous copies, and without real values (fake mode) the graph is
+    taken to need its recorded layout: the copy is always safe, a graph GraphNet cannot run is not.
+    """
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
+    if all(v.is_contiguous() for v in tensors):
+        return False
+    if _runs_on(gm, values, recorded_strides=False):
+        return False
+    if _runs_on(gm, values, recorded_strides=True):
+        return True
+    return any(_is_fake(v) for v in tensors) or not _runs_on_contiguous_copies(gm, values)
 
 
 def _is_bool_tensor(value: object) -> bool:
@@ -159,10 +185,9 @@ def for_graphnet_tools(gm: torch.fx.GraphModule, values: list) -> tuple[torch.fx
 
     `values` are the graph's inputs as they will be written (real values carry the layout that ran).
 
-    GraphNet's loaders build every input contiguous (they ignore `stride`), so when the graph fails on such
-    inputs and runs in the recorded strides (checked on fake tensors), its non-contiguous inputs are copied into
-    their recorded layout first; GraphNet's runner reads the first output with
-    `argmin`, which refuses booleans, so a boolean first output (a mask passed across a graph break) trades
+    GraphNet's loaders build every input contiguous (they ignore `stride`), so when the graph is not shown to
+    run on such inputs (`_layout_matters`), its non-contiguous inputs are copied into their recorded layout first;
+    GraphNet's runner reads the first output with `argmin`, which refuses booleans, so a boolean first output (a mask passed across a graph break) trades
     places with the first output that is not one.
     """
     restride = []
