@@ -76,11 +76,11 @@ def pytest_sessionstart(session):
     if not os.path.abspath(bwd_widgets.__file__).startswith(os.environ["BWD_WIDGETS_SITE"] + os.sep):
         raise pytest.UsageError(f"the tests import {bwd_widgets.__file__}, not the installed wheel")
 EOF
-# The reference, extraction, correctness and corpus tests, keyword inputs and tied weights, and the model zoo;
-# test_zoo_vision.py needs torchvision and timm, so it runs only here (scripts/test.sh ignores it).
+# The reference, extraction, correctness and corpus tests, keyword inputs and tied weights, the trace cache, and
+# the model zoo with its timm and torchvision models (BWD_ZOO=all), which load only beside this torch.
 TESTS=(tests/test_torch_version.py tests/test_reference.py tests/test_extract.py tests/test_correctness.py
-    tests/test_corpus.py tests/test_keyword_inputs.py tests/test_tied.py tests/test_zoo.py tests/test_zoo_vision.py)
-BWD_WIDGETS_SITE="$SITE" PYTHONPATH="$WORK" "$VENV/bin/pytest" -p newest_torch_check -p no:logging \
+    tests/test_corpus.py tests/test_keyword_inputs.py tests/test_tied.py tests/test_trace_cache.py tests/test_zoo.py)
+BWD_ZOO=all BWD_WIDGETS_SITE="$SITE" PYTHONPATH="$WORK" "$VENV/bin/pytest" -p newest_torch_check -p no:logging \
     --durations=10 "${TESTS[@]}" "$@"
 assert_torch "the tests"
 phase "done"

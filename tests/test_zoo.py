@@ -1,16 +1,22 @@
-"""The transformers zoo (issue 17): real model classes as their docs call them, every check on each.
+"""The model zoo (issue 17): real model classes as their docs call them, every check on each.
 
-Language models with and without tied weights, a mixture of experts, encoder-decoders, masked-LM and
-classification encoders, a vision transformer and a speech model, each built from a small config with
-random weights. The checks live in zoo_models.py; test_zoo_vision.py runs them on timm and torchvision.
+transformers: language models with and without tied weights, a mixture of experts, encoder-decoders,
+masked-LM and classification encoders, a vision transformer and a speech model, each built from a small
+config with random weights. timm and torchvision (with `BWD_ZOO=all`): CNNs (ResNet, ConvNeXt,
+MobileNetV3, EfficientNet), a vision transformer and a segmentation head, random weights, 32-64 px
+images, called `model(x)`. PyPI's torchvision does not load beside the local torch 2.13.0 CPU build, so
+the vision models run in the newest-torch job (scripts/test_newest_torch.sh sets BWD_ZOO=all); the
+checks live in zoo_models.py.
 """
 
 import functools
+import os
 
 import pytest
 import zoo_models as zoo
 
-NAMES = [entry.name for entry in zoo.TRANSFORMERS]
+ENTRIES = zoo.TRANSFORMERS + (zoo.VISION if os.environ.get("BWD_ZOO") == "all" else [])
+NAMES = [entry.name for entry in ENTRIES]
 
 
 @functools.cache

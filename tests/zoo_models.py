@@ -433,7 +433,7 @@ ZOO = TRANSFORMERS + VISION
 BY_NAME = {entry.name: entry for entry in ZOO + DETECTION}
 
 
-# The checks every zoo model goes through; test_zoo.py and test_zoo_vision.py run them by model name.
+# The checks every zoo model goes through; test_zoo.py runs them by model name.
 
 
 def call_model(entry: ZooModel, model: nn.Module, inputs: dict):
