@@ -151,19 +151,8 @@ def build_partition(
     backward_inputs: list | None = None,
     notes: list[str] | None = None,
 ) -> Partition:
-    """The one way a Partition is made, for the capture's first split and every split after it.
-
-    It says so when the partitioner recomputes a random op: such an extraction must not look exact.
-    """
-    notes = list(notes or [])
-    recomputed = {name for name, _ in analysis.recomputed(backward_with_nones)}
-    random = analysis.random_ops(backward_with_nones, recomputed)
-    if random:
-        notes.append(
-            f"{partitioner.name} recomputes random op(s) {', '.join(random)} in backward: the backward "
-            "draws new random numbers, so its gradients differ from eager autograd's."
-        )
-    return Partition(trace, partitioner, forward, backward_with_nones, backward_inputs, tuple(notes))
+    """The one way a Partition is made, for the capture's first split and every split after it."""
+    return Partition(trace, partitioner, forward, backward_with_nones, backward_inputs, tuple(notes or ()))
 
 
 def replay_backward_inputs(
@@ -196,7 +185,21 @@ class Partition:
     """The backward graph as torch returns it: `None` for inputs that need no gradient."""
     backward_inputs: list | None = None
     """Real values of the backward placeholders (real mode)."""
-    notes: tuple[str, ...] = ()
+    given_notes: tuple[str, ...] = ()
+    """Notes from whoever partitioned (the run's own); `notes` adds what the split itself shows."""
+
+    @cached_property
+    def notes(self) -> tuple[str, ...]:
+        """The given notes, and a warning when the partitioner recomputes a random op: such an extraction
+        must not look exact."""
+        random = self.recomputed_random_ops
+        if not random:
+            return self.given_notes
+        warning = (
+            f"{self.partitioner.name} recomputes random op(s) {', '.join(random)} in backward: the backward "
+            "draws new random numbers, so its gradients differ from eager autograd's."
+        )
+        return (*self.given_notes, warning)
 
     @property
     def index(self) -> int:
