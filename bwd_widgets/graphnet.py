@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
@@ -174,14 +174,57 @@ def _grouped(notes: list[str]) -> list[str]:
     return others
 
 
+INT64_RANGE = (-(2**63), 2**63 - 1)
+"""torch's sizes, strides and integers are 64-bit: a meta's integers must fit."""
+
+
+def _is_whole(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _past_int64(values: object) -> int | None:
+    """The first integer in `values` (a number or a list) that int64 cannot hold, else None."""
+    for value in values if isinstance(values, (list, tuple)) else [values]:
+        if _is_whole(value) and not INT64_RANGE[0] <= value <= INT64_RANGE[1]:
+            return value
+    return None
+
+
+def _check_integers_fit(where: str, meta: TensorMeta) -> None:
+    for field_name in ("shape", "stride", "data", "min_val", "max_val"):
+        value = _past_int64(getattr(meta, field_name))
+        if value is not None:
+            raise SampleError(f"{where} has {value} in {field_name}: it is past int64, the most torch can hold.")
+
+
+def _check_layout(where: str, shape: list | tuple, stride: object) -> None:
+    """A recorded `stride`: one whole number per dimension, none negative (torch's layouts step forward)."""
+    if not isinstance(stride, (list, tuple)) or not all(_is_whole(s) for s in stride):
+        raise SampleError(f"{where} has stride {stride!r}: a stride is a list of whole numbers, one per dimension.")
+    if len(stride) != len(shape):
+        raise SampleError(
+            f"{where} has stride {list(stride)} for shape {list(shape)}: it needs one step per dimension "
+            f"({len(shape)}), or no stride."
+        )
+    if any(s < 0 for s in stride):
+        raise SampleError(f"{where} has a negative step in stride {list(stride)}: steps are 0 or more.")
+
+
 def _checked(meta: TensorMeta, path: Path, notes: list[str] | None) -> TensorMeta:
-    """Refuse metas that would silently build the wrong tensor."""
+    """Refuse metas that would silently build the wrong tensor, or fail deep inside torch when built."""
     where = f"{path.name}: {meta.name}"
+    for field_name in ("name", "original_name"):
+        text = getattr(meta, field_name)
+        if not isinstance(text, str) and not (field_name == "original_name" and text is None):
+            raise SampleError(f"{where} has {field_name} = {text!r}: it must be text, in quotes.")
     shape = meta.shape
-    if not isinstance(shape, (list, tuple)) or not all(isinstance(s, int) and not isinstance(s, bool) for s in shape):
+    if not isinstance(shape, (list, tuple)) or not all(_is_whole(s) for s in shape):
         raise SampleError(f"{where} has shape {shape!r}: a shape is a list of whole numbers.")
     if any(s < 0 for s in shape):
         raise SampleError(f"{where} has a negative size in shape {list(shape)}: sizes are 0 or more.")
+    if meta.stride is not None:
+        _check_layout(where, shape, meta.stride)
+    _check_integers_fit(where, meta)
     dtype = _dtype(str(meta.dtype))
     for field_name in ("mean", "std", "min_val", "max_val"):
         value = getattr(meta, field_name)
@@ -293,8 +336,8 @@ def _symint(meta: TensorMeta) -> int:
 
 def _meta_tensor(meta: TensorMeta) -> torch.Tensor:
     dtype, shape = _dtype(meta.dtype), list(meta.shape)
-    if meta.stride is not None and len(meta.stride) == len(shape):
-        return torch.empty_strided(shape, [int(s) for s in meta.stride], dtype=dtype, device="meta")
+    if meta.stride is not None:  # checked when read: one step per dimension
+        return torch.empty_strided(shape, list(meta.stride), dtype=dtype, device="meta")
     return torch.empty(shape, dtype=dtype, device="meta")
 
 
@@ -318,10 +361,9 @@ def build_tensor(
     tensor = _build_values(meta, device, generator, index_limit)
     if meta.stride is None or list(meta.stride) == list(tensor.stride()) or tensor.numel() == 0:
         return tensor
-    stride = [int(s) for s in meta.stride]
-    if 0 in stride:
+    if 0 in meta.stride:
         return tensor
-    return torch.empty_strided(tensor.shape, stride, dtype=tensor.dtype, device=tensor.device).copy_(tensor)
+    return torch.empty_strided(tensor.shape, list(meta.stride), dtype=tensor.dtype, device=tensor.device).copy_(tensor)
 
 
 def _build_values(

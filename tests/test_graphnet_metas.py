@@ -1,13 +1,16 @@
 """Metas GraphNet's own loaders can use, and metas we refuse to read, each in one sentence."""
 
 import json
+import shutil
 import subprocess
 import sys
 
+import pytest
 import torch
 from torch import nn
 
 import bwd_widgets as bw
+from bwd_widgets.graphnet_writer import SPLITS, STAGING_PREFIX
 
 from shared_data import shared_path
 
@@ -55,3 +58,60 @@ def test_a_sample_needing_its_recorded_strides_runs_under_graphnets_loader(tmp_p
         assert marker["rewritten_for_graphnet"] == ["primals_2 is copied into its recorded strides [1, 4]"]
         sample = bw.load_graphnet_sample(folder)
         sample.module(*sample.inputs)
+
+
+PAST_INT64 = 2**63
+BAD_METAS = {  # case: (tensor, the line that ends its class, what the sentence names)
+    "original_name not text": ("L_x_", "original_name = 5", "original_name = 5"),
+    "stride as text": ("L_x_", 'stride = "128, 1"', "stride '128, 1'"),
+    "stride of the wrong length": ("L_x_", "stride = [1]", "stride [1] for shape [1000, 128]"),
+    "negative stride": ("L_x_", "stride = [128, -1]", "negative step in stride [128, -1]"),
+    "fractional stride": ("L_x_", "stride = [128, 0.5]", "stride [128, 0.5]"),
+    "shape past int64": ("L_x_", f"shape = [{PAST_INT64}, 128]", f"{PAST_INT64} in shape"),
+    "stride past int64": ("L_x_", f"stride = [{PAST_INT64}, 1]", f"{PAST_INT64} in stride"),
+    "data past int64": (
+        "L_edge_index_",
+        "data = [" + ", ".join([str(PAST_INT64)] + ["0"] * 199) + "]",
+        f"{PAST_INT64} in data",
+    ),
+    "min_val past int64": ("L_edge_index_", f"min_val = {-PAST_INT64 - 1}", f"{-PAST_INT64 - 1} in min_val"),
+    "max_val past int64": ("L_edge_index_", f"max_val = {PAST_INT64}", f"{PAST_INT64} in max_val"),
+}
+
+
+def _edited_sample(samples_dir, folder, tensor: str, line: str):
+    """A copy of the GCN sample whose tensor `tensor` ends with `line` (a later assignment wins)."""
+    shutil.copytree(samples_dir / "torchgeometric" / "GCN", folder)
+    meta = folder / "weight_meta.py"
+    classes = meta.read_text().split("\n\n\n")
+    (edited,) = [i for i, text in enumerate(classes) if f'name = "{tensor}"' in text]
+    classes[edited] = classes[edited].rstrip("\n") + f"\n    {line}\n"
+    meta.write_text("\n\n\n".join(classes))
+    return folder
+
+
+@pytest.mark.parametrize("case", BAD_METAS)
+def test_a_bad_meta_is_refused_in_one_sentence_naming_the_file_the_tensor_and_the_fault(samples_dir, tmp_path, case):
+    tensor, line, fault = BAD_METAS[case]
+    sample = _edited_sample(samples_dir, tmp_path / "GCN", tensor, line)
+    with pytest.raises(bw.SampleError) as error:
+        bw.load_graphnet_sample(sample)
+    text = str(error.value)
+    assert text.startswith(f"weight_meta.py: {tensor} has ") and fault in text, text
+    assert "\n" not in text and "Traceback" not in text and len(text) < 300
+
+
+def test_samples_with_bad_metas_write_nothing_in_a_batch(samples_dir, tmp_path):
+    """Refused when read, in the worker: each record says why in one sentence and no split holds a file."""
+    samples = [
+        _edited_sample(samples_dir, tmp_path / "samples" / f"case_{i}", tensor, line)
+        for i, (tensor, line, _) in enumerate(BAD_METAS.values())
+    ]
+    out = tmp_path / "out"
+    summary = bw.extract_many(samples, out, workers=1, progress=False)
+    reasons = {record["name"]: record["reason"] for record in summary.records if record["status"] == "error"}
+    for i, (tensor, _, fault) in enumerate(BAD_METAS.values()):
+        assert f"weight_meta.py: {tensor} has " in reasons[f"case_{i}"] and fault in reasons[f"case_{i}"]
+        assert "\n" not in reasons[f"case_{i}"]
+    assert not [path for split in SPLITS for path in (out / split).rglob("*") if path.is_file()]
+    assert not list(out.glob(STAGING_PREFIX + "*"))
