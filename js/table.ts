@@ -52,10 +52,15 @@ export function kindLabel(row: SavedRow): string {
   return `${row.kind} (view)`;
 }
 
+/** The parameter, buffer or input a saved value is, with the other names a tied weight goes by. */
+export function sourceLabel(row: SavedRow): string {
+  return [row.source, ...row.source_aliases].filter((name) => name !== "").join(" = ");
+}
+
 /** A saved value's cells, in COLUMNS order. */
 export function savedCells(row: SavedRow): string[] {
   const kind = kindLabel(row);
-  return [row.name, kind, formatShape(row.shape), row.dtype, formatBytes(row.bytes), formatBytes(row.activation_bytes), row.producer || row.source, row.module];
+  return [row.name, kind, formatShape(row.shape), row.dtype, formatBytes(row.bytes), formatBytes(row.activation_bytes), row.producer || sourceLabel(row), row.module];
 }
 
 /** A value the previous partition saved and this one recomputes, in COLUMNS order: it adds nothing now. */

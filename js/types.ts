@@ -26,6 +26,7 @@ export interface SavedRow {
   name: string;
   kind: string;
   source: string;
+  source_aliases: string[]; // the other names the parameter or buffer `source` goes by (tied weights)
   shape: number[];
   dtype: string;
   bytes: number;
@@ -195,7 +196,7 @@ export const GRAPH_NODE_KEYS = [
   "id", "op", "kind", "module", "shape", "dtype", "args", "source", "line", "grad_of", "saved_kind", "recomputed", "bytes",
 ] as const satisfies readonly (keyof GraphNode)[];
 export const SAVED_ROW_KEYS = [
-  "name", "kind", "source", "shape", "dtype", "bytes", "activation_bytes", "producer", "module", "alias_of",
+  "name", "kind", "source", "source_aliases", "shape", "dtype", "bytes", "activation_bytes", "producer", "module", "alias_of",
   "alias_kind", "storage_op", "why",
 ] as const satisfies readonly (keyof SavedRow)[];
 export const PARTITION_TOTALS_KEYS = ["saved", "saved_activation_bytes", "saved_input_bytes", "recomputed", "backward_nodes"] as const satisfies readonly (keyof PartitionTotals)[];

@@ -9,6 +9,7 @@ import bwd_widgets as bw
 from bwd_widgets.core.capture import CaptureSession, own_dynamo_entries
 from bwd_widgets.core.naming import TensorNames, data_key, nested_argument, wrapper_argument
 from bwd_widgets.core.partitioners import resolve_partitioner
+from bwd_widgets.views.payload import graph_payload
 
 
 class Tied(nn.Module):
@@ -96,6 +97,27 @@ def test_tied_weight_counts_once_in_saved_bytes(fx):
     for saved in inputs:
         if saved.source == "e.weight":
             assert saved.source_aliases == ("o.weight",)
+
+
+class TiedProduct(nn.Module):
+    """The tied weight saved as itself: `mul`'s backward for `h` needs it."""
+
+    def __init__(self):
+        super().__init__()
+        self.e = nn.Embedding(10, 4)
+        self.o = nn.Linear(4, 10, bias=False)
+        self.o.weight = self.e.weight
+
+    def forward(self, x):
+        return (self.e(x).tanh().unsqueeze(-2) * self.o.weight).sum(-1)
+
+
+@pytest.mark.parametrize("fx", ROUTES)
+def test_the_widget_names_a_saved_tied_weight_by_both_names(fx):
+    extraction = bw.extract(TiedProduct(), torch.randint(0, 10, (2, 3)), capture_scalars=fx)
+    rows = [row for row in graph_payload(extraction)["saved"] if row["source"] == "e.weight"]
+    assert rows and all(row["source_aliases"] == ["o.weight"] for row in rows)
+    assert all(row["source_aliases"] == [] for row in graph_payload(extraction)["saved"] if row["source"] == "x")
 
 
 @pytest.mark.parametrize("fx", ROUTES)

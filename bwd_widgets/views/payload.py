@@ -46,6 +46,8 @@ class SavedRow(TypedDict):
     name: str
     kind: str
     source: str
+    source_aliases: list[str]
+    """The other names the parameter or buffer `source` goes by (tied weights: `lm_head.weight`)."""
     shape: list[int]
     dtype: str
     bytes: int
@@ -341,6 +343,7 @@ def saved_row(saved: SavedTensor, input_kinds: dict[str, str]) -> SavedRow:
         name=saved.name,
         kind=saved.kind,
         source=saved.source or "",
+        source_aliases=list(saved.source_aliases),
         shape=list(saved.shape),
         dtype=saved.dtype.replace("torch.", ""),
         bytes=saved.bytes,

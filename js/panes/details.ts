@@ -3,7 +3,7 @@
 import { element } from "../dom";
 import { formatBytes, formatShape } from "../format";
 import type { PaneContext } from "../model";
-import { sharesMemory } from "../table";
+import { sharesMemory, sourceLabel } from "../table";
 import type { GraphData, GraphNode, SavedRow } from "../types";
 import type { Pane } from "./pane";
 
@@ -19,7 +19,7 @@ export function detailRows(node: GraphNode, saved: SavedRow | undefined): [strin
   ];
   if (node.grad_of.length) rows.push(["gradient of", node.grad_of.join(", ")]);
   if (saved) {
-    rows.push(["saved", `${formatBytes(saved.bytes)}${saved.source ? ` \u00B7 ${saved.source}` : ""}`]);
+    rows.push(["saved", `${formatBytes(saved.bytes)}${saved.source ? ` \u00B7 ${sourceLabel(saved)}` : ""}`]);
     rows.push(["adds", `${formatBytes(saved.activation_bytes)} on top of the forward inputs`]);
     rows.push(["memory", sharesMemory(saved)]);
     rows.push(["why saved", saved.why]);

@@ -28,7 +28,7 @@ describe("partitioner selector", () => {
 });
 
 const row = (name: string, extra: Partial<SavedRow> = {}): SavedRow => ({
-  name, kind: "activation", source: "", shape: [4, 8], dtype: "float32", bytes: 128, activation_bytes: 128,
+  name, kind: "activation", source: "", source_aliases: [], shape: [4, 8], dtype: "float32", bytes: 128, activation_bytes: 128,
   producer: "aten.relu", module: "mlp", alias_of: "", alias_kind: "", storage_op: "", why: "relu's backward reads its output", ...extra,
 });
 const view = row("t", { kind: "parameter", source: "fc.weight", producer: "", alias_of: "primals_1", storage_op: "aten.t", activation_bytes: 0, why: "mm's backward needs the weight" });
@@ -75,6 +75,12 @@ describe("details panel", () => {
     expect(rows.get("adds")).toBe("0 B on top of the forward inputs");
     expect(rows.get("memory")).toBe("shares memory with primals_1 (aten.t)");
     expect(rows.get("why saved")).toBe("mm's backward needs the weight");
+  });
+
+  it("names a tied weight by all its names, first name first", () => {
+    const tied = row("primals_1", { kind: "parameter", source: "shared.weight", source_aliases: ["lm_head.weight"], producer: "" });
+    expect(new Map(detailRows(node("primals_1", "", "saved", { saved_kind: "parameter" }), tied)).get("saved")).toBe("128 B \u00B7 shared.weight = lm_head.weight");
+    expect(savedCells(tied)[COLUMNS.indexOf("producer")]).toBe("shared.weight = lm_head.weight");
   });
 
   it("leaves out what does not apply", () => {
