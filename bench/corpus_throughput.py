@@ -7,11 +7,16 @@
     alternating which goes first. Prints per-sample seconds, the ratio over the samples both extract
     (sum and median of per-sample ratios) and how many each extracts. `--rounds 3` gives medians over
     three alternating rounds. (`aot_share.py` runs ours in a fresh process per sample too.)
+--race-peer-loop: the whole corpus as each tool's user runs it: GraphNet's loop (its extractor as a fresh
+    process per sample, one after another, interpreter start-up and imports included, as GraphNet's
+    scripts run it) against `bwd-extract --workers 2` (one command, its start-up included), on the same
+    samples, alternating which goes first each round; wall seconds of each and their ratio (goal: ours at
+    most 0.25x the peer's loop).
 --workers-throughput: the whole batch (`bwd_widgets.batch.run`, worker start-up included, the client's
     imports not) with 1 worker, 2 workers and a local Dask cluster of 2 workers; samples per minute for
     each and the speed-up over one worker (goal: 2 workers >= 1.7x on a 2-core machine).
 
-Run: .venv/bin/python bench/corpus_throughput.py --race-peer --workers-throughput --rounds 3
+Run: .venv/bin/python bench/corpus_throughput.py --race-peer --race-peer-loop --workers-throughput --rounds 3
 """
 
 from __future__ import annotations
@@ -102,14 +107,7 @@ def race(root: Path, names: list[str], rounds: int) -> None:
             in_batch = OursInBatch(root, names, Path(scratch) / f"ours_{round_index}")
             try:
                 for index, name in enumerate(names):
-                    peer_command = [
-                        sys.executable,
-                        str(PEER),
-                        str(root),
-                        name,
-                        f"{scratch}/peer_{round_index}",
-                        "--cuda-metas-to-cpu",
-                    ]
+                    peer_command = _peer_command(root, name, Path(scratch) / f"peer_{round_index}")
                     order = ["ours", "peer"] if (index + round_index) % 2 == 0 else ["peer", "ours"]
                     for who in order:
                         if who == "peer":
@@ -121,6 +119,51 @@ def race(root: Path, names: list[str], rounds: int) -> None:
             finally:
                 in_batch.close()
     report(names, ours, peer, rounds)
+
+
+def _peer_command(root: Path, name: str, out: Path) -> list[str]:
+    return [sys.executable, str(PEER), str(root), name, str(out), "--cuda-metas-to-cpu"]
+
+
+def _peer_loop(root: Path, names: list[str], out: Path) -> tuple[float, int]:
+    """GraphNet's way through a corpus: a fresh process per sample, one after another."""
+    started, extracted = time.perf_counter(), 0
+    for name in names:
+        extracted += _in_fresh_process(_peer_command(root, name, out), name)["status"] == "ok"
+    return time.perf_counter() - started, extracted
+
+
+def _ours_batch(root: Path, names: list[str], out: Path, workers: int) -> tuple[float, int]:
+    """`bwd-extract --workers N` as a user types it: one command, its start-up included."""
+    listing = out.parent / f"{out.name}.list"
+    listing.write_text("".join(f"{n}\n" for n in names))
+    command = [sys.executable, "-m", "bwd_widgets", "--list", str(listing), "--root", str(root), "--out", str(out)]
+    started = time.perf_counter()
+    subprocess.run([*command, "--workers", str(workers)], capture_output=True, text=True, timeout=SAMPLE_TIMEOUT * 4)
+    seconds = time.perf_counter() - started
+    summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
+    return seconds, summary.get("counts", {}).get("ok", 0)
+
+
+def race_loop(root: Path, names: list[str], rounds: int, workers: int = 2) -> None:
+    walls: dict[str, list[float]] = {"graphnet loop": [], f"bwd-extract --workers {workers}": []}
+    with tempfile.TemporaryDirectory(prefix="bwd_race_loop_") as scratch:
+        for round_index in range(rounds):
+            labels = list(walls) if round_index % 2 == 0 else list(reversed(walls))
+            for label in labels:
+                out = Path(scratch) / f"{'peer' if label.startswith('graphnet') else 'ours'}_{round_index}"
+                if label.startswith("graphnet"):
+                    seconds, extracted = _peer_loop(root, names, out)
+                else:
+                    seconds, extracted = _ours_batch(root, names, out, workers)
+                walls[label].append(seconds)
+                print(
+                    f"round {round_index + 1}: {label:26} {seconds:6.1f} s, {extracted} of {len(names)} extracted",
+                    flush=True,
+                )
+    peer, ours = (statistics.median(v) for v in walls.values())
+    print(f"\nthe {len(names)} samples, median of {rounds} round(s), wall seconds of the whole corpus")
+    print(f"graphnet loop {peer:.1f} s, bwd-extract --workers {workers} {ours:.1f} s, ratio {ours / peer:.2f}x")
 
 
 def _cell(result: dict) -> str:
@@ -195,15 +238,18 @@ def throughput(root: Path, names: list[str], rounds: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--race-peer", action="store_true", help="ours against GraphNet's extractor, per sample")
+    parser.add_argument("--race-peer-loop", action="store_true", help="the corpus: GraphNet's loop against bwd-extract")
     parser.add_argument("--workers-throughput", action="store_true", help="batch samples/min, 1 and 2 workers, Dask")
     parser.add_argument("--rounds", type=int, default=1, help="alternating rounds; medians are reported")
     add_sample_arguments(parser)
     args = parser.parse_args()
     root, names = chosen_samples(args)
-    if not (args.race_peer or args.workers_throughput):
-        args.race_peer = args.workers_throughput = True
+    if not (args.race_peer or args.race_peer_loop or args.workers_throughput):
+        args.race_peer = args.race_peer_loop = args.workers_throughput = True
     if args.race_peer:
         race(root, names, args.rounds)
+    if args.race_peer_loop:
+        race_loop(root, names, args.rounds)
     if args.workers_throughput:
         throughput(root, names, args.rounds)
 
