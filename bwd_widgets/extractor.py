@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from .core.capture import CaptureSession, fx_eligible, own_dynamo_entries, signature_names
+from .core.capture import CaptureSession, fx_eligible, interrupts_held, own_dynamo_entries, signature_names
 from .core.compat import dynamo_config, functorch_config
 from .core.errors import (
     BwdWidgetsError,
@@ -191,7 +191,7 @@ def _capture(
             for arg, value in zip(call.arg_names, (*call.inputs, *call.keywords.values()))
         ]
     inputs = _Inputs(values[: len(call.inputs)], dict(zip(call.keywords, values[len(call.inputs) :])))
-    with requires_grad_applied(call.parameters, call.requires_grad):
+    with interrupts_held(), requires_grad_applied(call.parameters, call.requires_grad):
         session, told, notes, backward_ran = _capture_by_route(call, inputs, resolved, mode, capture_scalars)
         grads = {n: t.grad for n, t in zip(call.arg_names, values) if isinstance(t, torch.Tensor)}
         grads.update({n: p.grad for n, p in call.parameters.items()})
@@ -275,10 +275,12 @@ def _run(
         if mode == "fake":
             faked_values = stack.enter_context(faked(call.model, args + list(kwargs.values())))
             args, kwargs = faked_values[: len(args)], dict(zip(kwargs, faked_values[len(args) :]))
-        compiled = _compiled(session, route, call, args)
         if mode == "fake":
+            compiled = _compiled(session, route, call, args)
             return _told(compiled(*args, **kwargs), call.output), [], False
+        session.keep_unchanged(_changeable(call.model, args + list(kwargs.values())))
         try:
+            compiled = _compiled(session, route, call, args)
             picked = _picked(compiled(*args, **kwargs))
             told = _told(picked, call.output)
             differentiable = differentiable_outputs(picked.value)
@@ -292,6 +294,13 @@ def _run(
         finally:
             session.restore_mutated()
     return told, [], True
+
+
+def _changeable(model: Callable, values: list) -> list[torch.Tensor]:
+    """What the real run may change in place, compiled or not (eager code after a graph break, a hook): the
+    model's buffers and the inputs that need no gradient (autograd forbids changing the others in place)."""
+    buffers = list(model.buffers()) if isinstance(model, torch.nn.Module) else []
+    return buffers + [v for v in values if isinstance(v, torch.Tensor) and not v.requires_grad]
 
 
 _TORCH_FAILURE_LOGS = ("torch._subclasses.fake_tensor",)

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import signal
+import sys
+import threading
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -218,11 +221,18 @@ class CaptureSession:
         self._current = None
         self._arguments = {}
 
+    def keep_unchanged(self, tensors: list[torch.Tensor]) -> None:
+        """Copies of what the real run may change in place, taken before it: `restore_mutated` puts them back
+        whatever happens, a hook raising after batch norm ran eagerly included."""
+        self._mutable.extend((t, t.detach().clone(), t._version) for t in tensors)
+
     def restore_mutated(self) -> None:
-        """Put back buffers and inputs the real forward changed in place (batch-norm statistics...)."""
+        """Put back buffers and inputs the real run changed in place (batch-norm statistics...); the earliest
+        copy of a tensor is put back last, so it wins. Values are compared too: AOT Autograd writes some
+        mutations back without bumping the version counter."""
         with torch.no_grad():
-            for tensor, before, version in self._mutable:
-                if tensor._version != version:
+            for tensor, before, version in reversed(self._mutable):
+                if tensor._version != version or not torch.equal(tensor, before):
                     tensor.copy_(before)
         self._mutable.clear()
 
@@ -434,6 +444,33 @@ def fx_trace(module: torch.nn.Module) -> torch.fx.GraphModule:
             raise NotForFx("an input changed in place")  # eager autograd's rules for that need Dynamo
     # Lazy: AOT Autograd interprets the graph node by node, so its Python code is never needed.
     return _LazyGraphModule(tracer.root, graph, class_name=type(module).__name__)
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Ctrl-C waits until the block ends, then stops as usual.
+
+    torch's tracers (torch.fx's, make_fx's inside AOT Autograd, Dynamo's) patch global state (nn.Module.__call__,
+    dispatch modes) and undo it in finally blocks; an interrupt landing in one left every later eager module
+    returning a Proxy, or aborted the process. Only the main thread receives signals, so elsewhere this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread() or not callable(signal.getsignal(signal.SIGINT)):
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        if not held:
+            sys.stderr.write("Ctrl-C: bwd_widgets stops when torch's capture ends (stopping it midway breaks torch).\n")
+        held.append(signum)
+
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held and callable(previous):
+            previous(held[0], sys._getframe())  # Python's own handler raises KeyboardInterrupt
 
 
 @contextlib.contextmanager
