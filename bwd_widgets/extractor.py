@@ -200,7 +200,7 @@ def _capture(
             f"{call.name} produced no backward graph: no output depends on an input or parameter requiring grad."
         )
     extraction = BackwardExtraction(
-        partitions=session.build(call.notes + told + notes, backward_ran),
+        partitions=session.build(call.notes + told + session.notes + notes, backward_ran),
         mode=mode,
         model_name=call.name,
         seconds=time.perf_counter() - started,

@@ -17,12 +17,16 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx
 import torch.utils.checkpoint
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from .compat import (
+    FakeTensor,
+    FakeTensorMode,
     OptimizedModule,
     _LazyGraphModule,
     aot_autograd,
     aot_module_simplified,
+    detect_fake_mode,
     dynamo,
     dynamo_backends,
     dynamo_convert_frame,
@@ -80,6 +84,8 @@ class CaptureSession:
     _current: _Region | None = None
     _mutable: list[tuple[torch.Tensor, torch.Tensor, int]] = field(default_factory=list)
     _recording: bool = True
+    notes: list[str] = field(default_factory=list)
+    """What the captured graphs do that the model does not (a copy of an output aliasing an input)."""
 
     def compilers(self) -> tuple[Callable, Callable, Callable]:
         """The fw/bw compilers and partition_fn that record what AOT Autograd hands them.
@@ -181,6 +187,7 @@ class CaptureSession:
             example_inputs = [example_inputs[i] for i in order]
         self._inputs = self._dynamo_sources(gm, example_inputs)
         self._current = None
+        self._copy_aliasing_outputs(gm, {n: n.meta.get("example_value") for n in gm.graph.nodes})
         fw_compiler, bw_compiler, partition_fn = self.compilers()
         return aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn)(
             gm, example_inputs
@@ -202,6 +209,7 @@ class CaptureSession:
         traced = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.fx.Node)]
         output.args = (tuple(leaves[i] for i in traced),)  # AOT Autograd wants a flat tuple out
         gm.recompile()
+        self._copy_aliasing_outputs(gm, _fake_values(gm, inputs))
         fw_compiler, bw_compiler, partition_fn = self.compilers()
         compiled = aot_module_simplified(
             gm, inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn
@@ -214,6 +222,32 @@ class CaptureSession:
             return pytree.tree_unflatten(values, spec), keys, by_default
 
         return run
+
+    def _copy_aliasing_outputs(self, gm: torch.fx.GraphModule, values: dict[torch.fx.Node, object]) -> None:
+        """AOT Autograd regenerates an output that is a view of an input outside its graphs, so its gradient
+        reached the input through eager autograd, never through the backward graph: return a copy instead.
+        `values`: each node's fake value. Graphs without such an output are left as they are."""
+        inputs = {_storage(values.get(n)) for n in gm.graph.nodes if n.op in ("placeholder", "get_attr")}
+        inputs.discard(None)
+        output = gm.graph.output_node()
+        outputs = output.args[0]
+        assert isinstance(outputs, (tuple, list))  # both routes hand AOT Autograd a flat tuple
+        leaves = list(outputs)
+        copied = 0
+        for i, leaf in enumerate(leaves):
+            value = values.get(leaf) if isinstance(leaf, torch.fx.Node) else None
+            if isinstance(value, torch.Tensor) and value.requires_grad and _storage(value) in inputs:
+                with gm.graph.inserting_before(output):
+                    leaves[i] = gm.graph.call_method("clone", (leaf,))
+                leaves[i].meta = dict(leaf.meta)
+                copied += 1
+        if copied:
+            output.args = (tuple(leaves),)
+            gm.recompile()
+            self.notes.append(
+                f"the forward graph returns a copy of each output that is a view of an input ({copied}), so their "
+                "gradients flow through the backward graph, not around it."
+            )
 
     def finish(self) -> None:
         """Stop recording: compiled callables that outlive the capture (Dynamo's cache) keep nothing alive."""
@@ -332,6 +366,36 @@ class CaptureSession:
         if local is not None and local in self.input_names:
             kind, name = self.input_names[local]
         return InputSource(kind, name, key)
+
+
+def _storage(value: object) -> StorageWeakRef | None:
+    return StorageWeakRef(value.untyped_storage()) if isinstance(value, torch.Tensor) else None
+
+
+def _fake_values(gm: torch.fx.GraphModule, inputs: list) -> dict[torch.fx.Node, object]:
+    """Each node's value in fake mode: shapes, requires_grad and aliasing, no compute. Nodes past one fake mode
+    cannot run (`.item()` needs a value) have none: their outputs are left as they are."""
+    interpreter = _FakeInterpreter(gm, detect_fake_mode(inputs) or FakeTensorMode(allow_non_fake_inputs=True))
+    with contextlib.suppress(Exception), interpreter.mode:
+        interpreter.run(*map(interpreter.fake, inputs))
+    return interpreter.values
+
+
+class _FakeInterpreter(torch.fx.Interpreter):
+    def __init__(self, gm: torch.fx.GraphModule, mode: FakeTensorMode) -> None:
+        super().__init__(gm)
+        self.mode = mode
+        self.values: dict[torch.fx.Node, object] = {}
+
+    def fake(self, value: object) -> object:
+        """The fake twin of a real tensor, one per tensor (so views of it share its fake storage)."""
+        if isinstance(value, torch.Tensor) and not isinstance(value, FakeTensor):
+            return self.mode.from_tensor(value)
+        return value
+
+    def run_node(self, n: torch.fx.Node) -> object:
+        self.values[n] = self.fake(super().run_node(n))
+        return self.values[n]
 
 
 def _named(names: TensorNames, value: object) -> InputSource | None:
