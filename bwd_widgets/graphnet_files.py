@@ -187,8 +187,10 @@ def for_graphnet_tools(gm: torch.fx.GraphModule, values: list) -> tuple[torch.fx
 
     GraphNet's loaders build every input contiguous (they ignore `stride`), so when the graph is not shown to
     run on such inputs (`_layout_matters`), its non-contiguous inputs are copied into their recorded layout first;
-    GraphNet's runner reads the first output with `argmin`, which refuses booleans, so a boolean first output (a mask passed across a graph break) trades
-    places with the first output that is not one.
+    they build a size passed in (`sym_size_int`) as a 0-d tensor, which `_assert_scalar` refuses, so the
+    range checks torch adds on such sizes are dropped (they compute nothing); GraphNet's runner reads the first
+    output with `argmin`, which refuses booleans, so a boolean first output (a mask passed across a graph break)
+    trades places with the first output that is not one.
     """
     restride = []
     if _layout_matters(gm, values):
@@ -201,7 +203,12 @@ def for_graphnet_tools(gm: torch.fx.GraphModule, values: list) -> tuple[torch.fx
     swap = None
     if isinstance(outputs, (tuple, list)) and outputs and _is_bool_tensor(outputs[0]):
         swap = next((i for i, o in enumerate(outputs) if isinstance(o, torch.fx.Node) and not _is_bool_tensor(o)), None)
-    if not restride and swap is None:
+    size_inputs = {
+        node.name
+        for node, value in zip(gm.graph.find_nodes(op="placeholder"), values)
+        if isinstance(value, (int, torch.SymInt)) and not isinstance(value, bool)
+    }
+    if not restride and swap is None and not _size_checks(gm.graph, size_inputs):
         return gm, []
     result = copy_graph_module(gm)
     changes = []
@@ -219,6 +226,14 @@ def for_graphnet_tools(gm: torch.fx.GraphModule, values: list) -> tuple[torch.fx
             laid_out = result.graph.call_function(torch.ops.aten.copy.default, (empty, node))
         node.replace_all_uses_with(laid_out, delete_user_cb=lambda user, laid_out=laid_out: user is not laid_out)
         changes.append(f"{node.name} is copied into its recorded strides {list(val.stride())}")
+    dropped = _size_checks(result.graph, size_inputs)
+    for check in dropped:
+        _erase_with_unused_inputs(result.graph, check)
+    if dropped:
+        names = ", ".join(sorted(size_inputs))
+        changes.append(
+            f"{len(dropped)} range checks on the sizes {names} are dropped: GraphNet passes sizes as tensors"
+        )
     if swap is not None:
         output = result.graph.output_node()
         results = output.args[0]
@@ -229,6 +244,36 @@ def for_graphnet_tools(gm: torch.fx.GraphModule, values: list) -> tuple[torch.fx
         changes.append(f"outputs 0 and {swap} trade places: the first output is a boolean tensor")
     result.recompile()
     return result, changes
+
+
+def _size_checks(graph: torch.fx.Graph, size_inputs: set[str]) -> list[torch.fx.Node]:
+    """The `_assert_scalar` nodes that check sizes passed in as inputs (torch's ranges for data-dependent sizes)."""
+    if not size_inputs:
+        return []
+    checks = []
+    for check in graph.find_nodes(op="call_function", target=torch.ops.aten._assert_scalar.default):
+        seen, todo = set(), list(check.all_input_nodes)
+        while todo:
+            node = todo.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            todo += node.all_input_nodes
+        if any(node.op == "placeholder" and node.name in size_inputs for node in seen):
+            checks.append(check)
+    return checks
+
+
+def _erase_with_unused_inputs(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+    """Erase `node`, then whatever computed only its inputs (the comparisons a range check reads)."""
+    todo, erased = [node], set()
+    while todo:
+        current = todo.pop()
+        if current in erased or current.op != "call_function" or current.users:
+            continue
+        todo += current.all_input_nodes
+        graph.erase_node(current)
+        erased.add(current)
 
 
 def placeholder_values(gm: torch.fx.GraphModule, real_values: list | None) -> tuple[list[str], list]:

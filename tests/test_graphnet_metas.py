@@ -10,6 +10,8 @@ import torch
 from torch import nn
 
 import bwd_widgets as bw
+from bwd_widgets.core.compat import dynamo_config
+from bwd_widgets.graphnet_validate import GRAPHNET_DYNAMO_CONFIG
 from bwd_widgets.graphnet_writer import SPLITS, STAGING_PREFIX
 
 from shared_data import shared_path
@@ -115,3 +117,17 @@ def test_samples_with_bad_metas_write_nothing_in_a_batch(samples_dir, tmp_path):
         assert "\n" not in reasons[f"case_{i}"]
     assert not [path for split in SPLITS for path in (out / split).rglob("*") if path.is_file()]
     assert not list(out.glob(STAGING_PREFIX + "*"))
+
+
+def test_a_backward_taking_sizes_runs_under_graphnets_loader(samples_dir, tmp_path):
+    """Traced under GraphNet's Dynamo settings (as in a process that imported GraphNet), GCN is one graph whose
+    backward takes the sizes of its data-dependent edges (`sym_size_int`) with torch's range checks on them;
+    GraphNet's loaders pass sizes as 0-d tensors, which those checks refuse."""
+    with dynamo_config.patch(GRAPHNET_DYNAMO_CONFIG):
+        extraction = bw.extract(bw.load_graphnet_sample(samples_dir / "torchgeometric" / "GCN"))
+    backward = extraction.save_graphnet(tmp_path, "GCN")["train_backward"]
+    assert "sym_size_int" in (backward / "weight_meta.py").read_text()
+    result = _run_under_graphnets_loader(backward)
+    assert result.returncode == 0, result.stderr[-2000:]
+    sample = bw.load_graphnet_sample(backward)
+    sample.module(*sample.inputs)
