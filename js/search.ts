@@ -1,12 +1,39 @@
-/** Search nodes by name or op; a collapsed group holding a match is a match too. */
+/** Search nodes by name, op, module path or shape; a collapsed group holding a match is a match too. */
 
+import { formatShape } from "./format";
 import { representative } from "./grouping";
 import type { GraphNode } from "./types";
+
+/** Whether `node` answers `query` (already trimmed and lower-cased): its name or op contains it, its shape
+ *  reads as it ("[4, 32, 256]" or "4, 32"), or its module path does. A dotted query matches whole path
+ *  segments ("blocks.1" finds blocks.1 and blocks.1.attn, not blocks.10); a plain word anywhere ("attn"). */
+export function nodeMatches(node: GraphNode, needle: string): boolean {
+  if (node.id.toLowerCase().includes(needle) || node.op.toLowerCase().includes(needle)) return true;
+  if (formatShape(node.shape).includes(needle)) return true;
+  const module = node.module.toLowerCase();
+  if (!module) return false;
+  return needle.includes(".") ? `.${module}.`.includes(`.${needle.replace(/^\.|\.$/g, "")}.`) : module.includes(needle);
+}
 
 export function searchNodes(nodes: GraphNode[], query: string): GraphNode[] {
   const needle = query.trim().toLowerCase();
   if (!needle) return [];
-  return nodes.filter((n) => n.id.toLowerCase().includes(needle) || n.op.toLowerCase().includes(needle));
+  return nodes.filter((n) => nodeMatches(n, needle));
+}
+
+/** The match Enter (step 1) or Shift+Enter (step -1) goes to from `current` (-1: none yet), wrapping. */
+export function stepMatch(count: number, current: number, step: 1 | -1): number {
+  if (count === 0) return -1;
+  if (current < 0 || current >= count) return step === 1 ? 0 : count - 1;
+  return (current + step + count) % count;
+}
+
+/** "3 of 12 matches", "12 matches" before Enter, "no match", or "" with no query. */
+export function matchCountText(query: string, count: number, current: number): string {
+  if (!query.trim()) return "";
+  if (count === 0) return "no match";
+  const total = `${count} match${count === 1 ? "" : "es"}`;
+  return current >= 0 ? `${current + 1} of ${total}` : total;
 }
 
 export function visibleMatches(matches: GraphNode[], expanded: Set<string>): Set<string> {

@@ -9,7 +9,7 @@ import { sharedLayoutClient } from "../layout_shared";
 import type { PaneContext } from "../model";
 import { nearestTo, neighbour, type Placed } from "../navigate";
 import type { View } from "../panzoom";
-import { searchNodes, visibleMatches } from "../search";
+import { matchCountText, searchNodes, stepMatch, visibleMatches } from "../search";
 import type { GraphData, GraphNode } from "../types";
 import { createViewport, type Viewport } from "../viewport";
 import { decorateSvg, graphElements, onKeys, renderCrumbs, renderLegend } from "./graph_parts";
@@ -33,6 +33,7 @@ class GraphView {
   visible: VisibleGraph = { nodes: [], edges: [], savedOnly: new Set() };
   clusters: string[] = [];
   found: GraphNode[] = []; // search results
+  foundIndex = -1; // the match Enter went to last, -1 before the first Enter
   laidOut = false; // the SVG on screen draws `visible`
   cursor = ""; // the visible id the keys move from
   focus = "";
@@ -97,8 +98,16 @@ class GraphView {
   runSearch(): void {
     const { search, matchCount } = this.parts;
     this.found = this.data ? searchNodes(this.data.nodes, search.value) : [];
-    matchCount.textContent = search.value ? `${this.found.length} match${this.found.length === 1 ? "" : "es"}` : "";
+    this.foundIndex = -1;
+    matchCount.textContent = matchCountText(search.value, this.found.length, -1);
     this.markMatches();
+  }
+
+  /** Enter: the next match; Shift+Enter: the previous one. Returns the node to select. */
+  stepSearch(step: 1 | -1): GraphNode | undefined {
+    this.foundIndex = stepMatch(this.found.length, this.foundIndex, step);
+    this.parts.matchCount.textContent = matchCountText(this.parts.search.value, this.found.length, this.foundIndex);
+    return this.found[this.foundIndex];
   }
 
   /** Lay out `open` (left to right too when that reads better) without showing it. */
@@ -295,8 +304,8 @@ function bindInput(view: GraphView, { el, search, fit, collapseAll, colour, host
   search.addEventListener("input", () => view.runSearch(), on);
   search.addEventListener("keydown", (event) => {
     if (event.key !== "Enter" || !view.data) return;
-    const first = searchNodes(view.data.nodes, search.value)[0];
-    if (first) select(first.id);
+    const match = view.stepSearch(event.shiftKey ? -1 : 1);
+    if (match) select(match.id);
   }, on);
   fit.addEventListener("click", () => view.viewport.fit(), on);
   collapseAll.addEventListener("click", () => {

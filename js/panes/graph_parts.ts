@@ -87,7 +87,8 @@ export function graphElements() {
   const el = element("div", "bwd-graph");
   const toolbar = element("div", "bwd-toolbar");
   const search = element("input", "bwd-search");
-  search.placeholder = "search node or op";
+  search.placeholder = "search name, op, module or shape";
+  search.title = "Enter: next match \u00B7 Shift+Enter: previous";
   const matchCount = element("span", "bwd-match-count");
   const fit = element("button", "bwd-fit", "Fit");
   const collapseAll = element("button", "bwd-collapse", "Collapse all");

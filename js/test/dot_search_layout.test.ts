@@ -4,7 +4,7 @@ import { buildDot, clusterPaths, nodeLabel, QUICK_LAYOUT_ABOVE, quote, shortDtyp
 import { formatBytes, formatDelta } from "../format";
 import { GROUP_PREFIX, moduleTree, modulePaths, visibleGraph } from "../grouping";
 import { LayoutClient, StaleLayout } from "../layout";
-import { searchNodes, visibleMatches } from "../search";
+import { matchCountText, searchNodes, stepMatch, visibleMatches } from "../search";
 import { sortRows } from "../table";
 import type { SavedRow } from "../types";
 import { node, transformerData, withViews } from "./synthetic";
@@ -63,6 +63,27 @@ describe("search", () => {
     expect(searchNodes(data.nodes, "LAYER_NORM").map((n) => n.id)).toEqual([data.nodes[3].id]);
     expect(searchNodes(data.nodes, "  ")).toEqual([]);
     expect([...visibleMatches(searchNodes(data.nodes, "b0_attn_1"), new Set())]).toEqual([GROUP_PREFIX + "blocks"]);
+  });
+
+  it("finds modules by path (whole segments when dotted) and nodes by shape", () => {
+    const data = transformerData(12, 2);
+    const modules = (query: string) => new Set(searchNodes(data.nodes, query).map((n) => n.module));
+    expect(modules("blocks.1")).toEqual(new Set(["blocks.1.mlp", "blocks.1.attn"]));
+    expect(modules("blocks.1.attn")).toEqual(new Set(["blocks.1.attn"]));
+    expect(modules("ATTN").size).toBe(12);
+    data.nodes[5].shape = [4, 32, 256];
+    expect(searchNodes(data.nodes, "[4, 32, 256]").map((n) => n.id)).toEqual([data.nodes[5].id]);
+    expect(searchNodes(data.nodes, "32, 256").map((n) => n.id)).toEqual([data.nodes[5].id]);
+  });
+
+  it("steps through matches with Enter and Shift+Enter, wrapping, and counts them", () => {
+    expect([stepMatch(3, -1, 1), stepMatch(3, 0, 1), stepMatch(3, 2, 1)]).toEqual([0, 1, 0]);
+    expect([stepMatch(3, -1, -1), stepMatch(3, 0, -1)]).toEqual([2, 2]);
+    expect(stepMatch(0, -1, 1)).toBe(-1);
+    expect(matchCountText("attn", 12, -1)).toBe("12 matches");
+    expect(matchCountText("attn", 12, 2)).toBe("3 of 12 matches");
+    expect(matchCountText("zzz", 0, -1)).toBe("no match");
+    expect(matchCountText(" ", 0, -1)).toBe("");
   });
 });
 

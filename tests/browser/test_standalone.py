@@ -153,6 +153,17 @@ def test_search_collapse_expand_fit_pan_zoom(standalone):
     page.fill(".bwd-search", "getitem")
     assert page.locator(".bwd-match-count").text_content() == "7 matches"
     assert page.locator(".bwd-svg g.node.bwd-match").count() == 7
+    page.press(".bwd-search", "Enter")
+    page.press(".bwd-search", "Enter")
+    assert page.locator(".bwd-match-count").text_content() == "2 of 7 matches"
+    second = page.evaluate("window.__model.get('selected')")
+    page.press(".bwd-search", "Shift+Enter")
+    assert page.locator(".bwd-match-count").text_content() == "1 of 7 matches"
+    first = page.evaluate("window.__model.get('selected')")
+    assert first != second and first.startswith("getitem") and second.startswith("getitem")
+    # the selected node is a match too, and still drawn as the selection (solid), not as a match (dashed)
+    outline = ".bwd-svg g.node.bwd-selected.bwd-match > path, .bwd-svg g.node.bwd-selected.bwd-match > polygon"
+    assert page.evaluate(f"getComputedStyle(document.querySelector({outline!r})).strokeDasharray") == "none"
     before = _rendered(page)
     page.click(".bwd-collapse")
     _wait_rerender(page, before)
