@@ -11,17 +11,16 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
-from pathlib import Path
 from typing import Literal, Protocol
 
 import torch
 
 from ..core.errors import BatchError
 from .records import SampleRecord, SampleRequest
+from .scratch import SCRATCH_ENV, ScratchFolder
 from .worker import READY, THREADS_ENV, WORKER_COMMAND, run_sample
 
 
@@ -47,12 +46,18 @@ class WorkerProcess:
     def __init__(self, threads: int):
         request_read, request_write = os.pipe()
         result_read, result_write = os.pipe()
-        handle, self.log_path = tempfile.mkstemp(prefix="bwd_widgets_worker_", suffix=".log")
-        env = {**os.environ, THREADS_ENV: str(threads)}
+        self.scratch = ScratchFolder()  # its log and its samples' copies: the next run removes it if we are killed
+        self.log_path = str(self.scratch.path / "worker.log")
+        handle = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        env = {**os.environ, THREADS_ENV: str(threads), SCRATCH_ENV: str(self.scratch.path)}
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-c", WORKER_COMMAND], stdin=request_read, stdout=result_write, stderr=handle, env=env
             )
+            self.scratch.add(self.process.pid)
+        except BaseException:
+            self.scratch.remove()
+            raise
         finally:
             os.close(request_read)
             os.close(result_write)
@@ -139,7 +144,7 @@ class WorkerProcess:
         self.process.wait()
         self.requests.close()
         self.results.close()
-        Path(self.log_path).unlink(missing_ok=True)
+        self.scratch.remove()
 
 
 _SIGNALS = {
@@ -169,12 +174,15 @@ class InProcessPool:
     """Samples run in this process, one after another: for callers that are themselves a worker (GraphNet's
     sample-pass driver runs each pass in the process it starts)."""
 
+    def __init__(self) -> None:
+        self.scratch = ScratchFolder()
+
     def results(self, requests: Iterator[SampleRequest], count: int) -> Iterator[SampleRecord]:
         for request in requests:
-            yield run_sample(request)
+            yield run_sample(request, self.scratch.path)
 
     def close(self) -> None:
-        pass
+        self.scratch.remove()
 
 
 class LocalPool:

@@ -20,6 +20,7 @@ import torch
 from ..core.errors import one_line
 from ..graphnet_writer import write_extraction
 from .records import SampleRecord, SampleRequest
+from .scratch import SCRATCH_ENV
 from .transport import read_files, unpack
 
 THREADS_ENV = "BWD_WIDGETS_WORKER_THREADS"
@@ -34,10 +35,11 @@ READY = "ready"
 """A worker's first message: its imports are done."""
 
 
-def run_sample(request: SampleRequest) -> SampleRecord:
+def run_sample(request: SampleRequest, scratch_folder: Path | None = None) -> SampleRecord:
     """In a worker: load the sample from its files, extract, write both splits; return a record with the files.
 
     Never raises for a sample's fault: errors become `error` records, `sys.exit` in the sample's code a `crash`.
+    scratch_folder: where its copy goes, the worker's `ScratchFolder`, which a later run removes if we are killed.
     """
     from ..extractor import clear_trace_cache, extract
     from ..graphnet import load_graphnet_sample
@@ -46,7 +48,7 @@ def run_sample(request: SampleRequest) -> SampleRecord:
     name, started, settings = request["name"], time.perf_counter(), request["settings"]
     if request.get("error"):
         return {"name": name, "status": "error", "reason": request["error"], "settings": settings}
-    with tempfile.TemporaryDirectory(prefix="bwd_widgets_sample_") as scratch:
+    with tempfile.TemporaryDirectory(prefix="bwd_widgets_sample_", dir=scratch_folder) as scratch:
         folder = Path(scratch) / "in" / request["folder_name"]
         folder.mkdir(parents=True)
         unpack(request["files"], folder)
@@ -109,6 +111,7 @@ def serve() -> None:
     os.dup2(2, 1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the client's to handle
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+    scratch_folder = Path(os.environ[SCRATCH_ENV]) if os.environ.get(SCRATCH_ENV) else None
     threads = int(os.environ.get(THREADS_ENV, "0"))
     if threads:
         torch.set_num_threads(threads)
@@ -122,4 +125,4 @@ def serve() -> None:
             request = requests.recv()
         except EOFError:
             return
-        results.send(run_sample(request))
+        results.send(run_sample(request, scratch_folder))
