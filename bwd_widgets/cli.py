@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from .batch import DEFAULT_TIMEOUT, SampleRecord, plan, run
-from .core.errors import BwdWidgetsError
+from .batch import DEFAULT_TIMEOUT, SampleRecord, TLSFiles, plan, run
+from .core.errors import BatchError, BwdWidgetsError
 from .core.kinds import MODES
 from .core.partitioners import partitioner_names
 from .core.text import visible
@@ -22,12 +22,17 @@ EXAMPLE = """examples:
   bwd-extract ../shared/graphnet_samples/torchvision/mobilenet_v2 --out out/
   bwd-extract --list ../shared/graphnet_samples/dev_list.txt --out out/ --workers 2 --resume --validate
   bwd-extract --list samples.txt --root ~/GraphNet/samples --out out/ --scheduler tcp://10.0.0.5:8786
+  bwd-extract --list samples.txt --out out/ --scheduler tls://10.0.0.5:8786 --tls-ca-file ca.pem \
+      --tls-cert client.pem --tls-key client.key
 Writes out/eval_forward/REL (a copy of the input), out/train_forward/REL/NAME_train_forward and
 out/train_backward/REL/NAME_train_backward, as GraphNet's own extractor does (REL: the sample's path
 relative to the samples root; NAME: the sample folder's name), and out/summary.json. Exits 1 if any
 sample failed or failed validation.
 A sample is code: its model.py runs (in a worker process), so extract only samples you trust.
-Its weight_meta.py and input_meta.py are read as data, never run."""
+Its weight_meta.py and input_meta.py are read as data, never run.
+One batch at a time writes an output folder: it holds OUT/.bwd_widgets.lock (naming its pid, host, start
+time and command) while it runs, and a second batch on the same --out is refused; a lock whose batch is
+gone (killed) is taken over, and what that batch left (staging and scratch folders) is removed."""
 
 
 def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
@@ -100,8 +105,27 @@ def _add_running(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        help="run on a Dask cluster: a scheduler address, or 'local' for a local cluster of --workers workers",
+        help="run on a Dask cluster: a scheduler address, or 'local' for a local cluster of --workers workers; "
+        "results come back pickled from it, and unpickling can run any code here, so name only a cluster you "
+        "trust; on a network you do not trust, use tls://HOST:PORT with --tls-ca-file (or Dask's own config, "
+        "distributed.comm.tls.*)",
     )
+    parser.add_argument(
+        "--tls-ca-file",
+        metavar="PEM",
+        help="for a tls:// scheduler: the CA its certificate must be signed by, as `dask scheduler --tls-ca-file`",
+    )
+    parser.add_argument("--tls-cert", metavar="PEM", help="for a tls:// scheduler: this client's certificate")
+    parser.add_argument("--tls-key", metavar="PEM", help="for a tls:// scheduler: this client's private key")
+
+
+def _tls(args: argparse.Namespace) -> TLSFiles | None:
+    """The TLS options as one setting; a certificate or key without the CA is refused, as it cannot work."""
+    if args.tls_ca_file is None:
+        if args.tls_cert is not None or args.tls_key is not None:
+            raise BatchError("--tls-cert and --tls-key need --tls-ca-file: pass the CA that signed the scheduler's.")
+        return None
+    return TLSFiles(args.tls_ca_file, args.tls_cert, args.tls_key)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -146,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous_handler = signal.signal(signal.SIGTERM, _interrupt) if in_main_thread else None  # stop like Ctrl-C
     try:
+        tls = _tls(args)
         batch = plan(
             args.samples,
             args.out,
@@ -164,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             workers=args.workers,
             timeout=args.timeout,
             scheduler=args.scheduler,
+            tls=tls,
             on_record=lambda record: tqdm.write(visible(_status_line(record)), file=sys.stderr),
         )
     except BwdWidgetsError as error:

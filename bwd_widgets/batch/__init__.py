@@ -5,7 +5,7 @@ here, `dask`: a Dask cluster, `worker`: what runs in them, `transport`: files as
 `summary.json` (`summary`) up to date; `records` types what crosses processes. `extract_many` is both.
 """
 
-from .dask import DaskPool, run_on_dask_worker
+from .dask import DaskPool, TLSFiles, run_on_dask_worker
 from .plan import Batch, Job, ListBase, plan
 from .pool import InProcessPool, LocalPool, Pool, WorkerProcess, cores
 from .records import FAILED, FIGURES, STATUSES, SampleRecord, SampleRequest, Settings, Status
@@ -32,6 +32,7 @@ __all__ = [
     "SampleRequest",
     "Settings",
     "Status",
+    "TLSFiles",
     "WorkerProcess",
     "cores",
     "extract_many",

@@ -1,5 +1,7 @@
 """The same batch on a Dask cluster: requests go out with their files, records come back with theirs.
 
+Records come back pickled, and unpickling runs code: only a scheduler one trusts may be named, over TLS
+(`TLSFiles`, or Dask's own `distributed.comm.tls.*` config) where the network is not trusted either.
 Each Dask worker drives one worker process of its own (`WorkerProcess`), so a sample that crashes or
 hangs costs that process, not the Dask worker; a lost Dask worker's samples are rescheduled by Dask.
 """
@@ -7,16 +9,19 @@ hangs costs that process, not the Dask worker; a lost Dask worker's samples are 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
 from ..core.errors import BatchError, one_line
 from .pool import WorkerProcess
 from .records import SampleRecord, SampleRequest
+from .scratch import clean_stale_scratch
 
 _dask_workers: dict[str, WorkerProcess] = {}
 """The worker process of each Dask worker living in this process, by the Dask worker's address."""
@@ -35,11 +40,52 @@ def run_on_dask_worker(request: SampleRequest, timeout: float) -> SampleRecord:
     with lock:
         worker = _dask_workers.get(dask_worker.address)
         if worker is None or not worker.alive:
+            clean_stale_scratch()  # what a killed Dask worker on this host left
             worker = _dask_workers[dask_worker.address] = WorkerProcess(threads=max(1, dask_worker.state.nthreads))
         return worker.run(request, timeout)
 
 
-def _client(scheduler: object, workers: int) -> tuple[Any, list[Any], list[str]]:
+@dataclass(frozen=True)
+class TLSFiles:
+    """Certificate files for a tls:// scheduler, as `dask scheduler --tls-ca-file --tls-cert --tls-key` takes them."""
+
+    ca_file: str
+    """The CA that signed the scheduler's certificate: a scheduler without such a certificate is refused."""
+    cert: str | None = None
+    """This client's certificate (its key too, when `key` is None), for a scheduler that asks for one."""
+    key: str | None = None
+
+    def security(self) -> Any:
+        from distributed.security import Security
+
+        for path in (self.ca_file, self.cert, self.key):
+            if path is not None and not os.path.isfile(path):
+                raise BatchError(f"the TLS file {path} is not a file: pass the paths of your PEM files.")
+        if self.key is not None and self.cert is None:
+            raise BatchError("--tls-key needs --tls-cert: pass the certificate the key belongs to.")
+        return Security(
+            tls_ca_file=self.ca_file, tls_client_cert=self.cert, tls_client_key=self.key, require_encryption=True
+        )
+
+
+def _security(address: str, tls: TLSFiles | None) -> Any:
+    """The TLS settings for `address`: `tls`, else Dask's own config (`distributed.comm.tls.*`)."""
+    from distributed.security import Security
+
+    if tls is None:
+        security = Security()  # reads distributed.comm.tls.* from Dask's config
+        if address.startswith("tls://") and getattr(security, "tls_ca_file", None) is None:
+            raise BatchError(
+                f"the scheduler {address} speaks TLS: pass --tls-ca-file (and --tls-cert, --tls-key if it asks for a "
+                "client certificate), or set distributed.comm.tls.* in Dask's config."
+            )
+        return security
+    if not address.startswith("tls://"):
+        raise BatchError(f"the TLS files are for a tls:// scheduler, not {address}: write it as tls://HOST:PORT.")
+    return tls.security()
+
+
+def _client(scheduler: object, workers: int, tls: TLSFiles | None) -> tuple[Any, list[Any], list[str]]:
     """A client of the cluster `scheduler` names; what this pool started (to close) and its local workers."""
     from distributed import Client, LocalCluster
 
@@ -62,8 +108,9 @@ def _client(scheduler: object, workers: int) -> tuple[Any, list[Any], list[str]]
             f"{address!r} is not a Dask scheduler address: write it as tcp://HOST:PORT (what `dask scheduler` "
             "prints), or pass --scheduler local."
         )
+    security = _security(address, tls)
     try:
-        client = Client(address, timeout=10)
+        client = Client(address, timeout=10, security=security)
     except (OSError, TimeoutError, ValueError) as error:
         raise BatchError(
             f"cannot reach the Dask scheduler at {scheduler} ({one_line(error)}): start one with "
@@ -78,14 +125,14 @@ class DaskPool:
     A lost Dask worker's samples are rescheduled by Dask on the others; each result reaches the client once.
     """
 
-    def __init__(self, scheduler: object, workers: int, timeout: float):
+    def __init__(self, scheduler: object, workers: int, timeout: float, tls: TLSFiles | None = None):
         try:
             import distributed  # noqa: F401  (refuse early, with the command that installs it)
         except ImportError:
             raise BatchError("Dask is not installed: pip install 'bwd_widgets[dask]'.") from None
         self.timeout = timeout
         self.futures: list[Any] = []
-        self.client, self.own, self.local_workers = _client(scheduler, workers)
+        self.client, self.own, self.local_workers = _client(scheduler, workers, tls)
         try:
             self.client.wait_for_workers(1, timeout=60)
         except TimeoutError:

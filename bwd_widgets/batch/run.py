@@ -8,6 +8,7 @@ batch keeps what it did and `resume` goes on from there.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable, Iterator, Sequence
 
@@ -15,21 +16,27 @@ from ..core.errors import BatchError, OutputError
 from ..core.kinds import Mode
 from ..core.text import visible
 from ..graphnet_writer import SPLITS, Layout, check_target, clean_stale_staging, is_complete, prepare_output
-from .dask import DaskPool
+from .dask import DaskPool, TLSFiles
+from .lock import OutputLock, describe
 from .plan import Batch, Job, PathLike, plan
 from .pool import InProcessPool, LocalPool, Pool, cores
 from .records import SampleRecord, SampleRequest
-from .summary import BatchSummary, write_summary
+from .scratch import clean_stale_scratch
+from .summary import BatchSummary, read_previous, write_summary
 from .transport import make_request, store
 
 DEFAULT_TIMEOUT = 900.0
 
 
-def _pool(scheduler: object, workers: int, timeout: float) -> Pool:
+def _pool(scheduler: object, workers: int, timeout: float, tls: TLSFiles | None) -> Pool:
+    if tls is not None and (not isinstance(scheduler, str) or scheduler in ("local", "in-process")):
+        raise BatchError(
+            "the TLS files are for a Dask scheduler at a tls:// address: pass --scheduler tls://HOST:PORT."
+        )
     if scheduler == "in-process":
         return InProcessPool()
     if scheduler is not None:
-        return DaskPool(scheduler, workers, timeout)
+        return DaskPool(scheduler, workers, timeout, tls)
     return LocalPool(workers, timeout)
 
 
@@ -44,8 +51,8 @@ def _expected_work(job: Job) -> int:
 class _Records:
     """The summary's records as the batch goes: each finished sample rewrites `summary.json` at once.
 
-    Other samples' records are kept; this batch's own only when resuming (else they are redone). A summary's
-    rows stay where they were; new samples follow in the batch's order.
+    Every earlier record stays until its sample is redone, so a batch stopped halfway drops none (its outputs
+    are still there). A summary's rows stay where they were; new samples follow in the batch's order.
     """
 
     def __init__(self, batch: Batch, progress: bool, on_record: Callable[[SampleRecord], None] | None):
@@ -53,13 +60,15 @@ class _Records:
 
         self.batch, self.on_record = batch, on_record
         names = [job.name for job in batch.jobs]
-        in_batch = set(names)
-        self.records = {n: r for n, r in batch.previous.items() if batch.resume or n not in in_batch}
+        self.records = dict(batch.previous)
+        self.done: set[str] = set()
+        """This batch's samples that have their record from this batch."""
         self.order = list(batch.previous) + [n for n in names if n not in batch.previous]
         self.bar = tqdm(total=len(batch.jobs), desc="bwd-extract", unit="sample", file=sys.stderr, disable=not progress)
 
     def finish(self, record: SampleRecord) -> None:
         self.records[record["name"]] = record
+        self.done.add(record["name"])
         batch = self.batch
         write_summary(
             batch.out, batch.settings, [self.records[n] for n in self.order if n in self.records], batch.layout
@@ -71,7 +80,7 @@ class _Records:
 
     def summary(self, interrupted: bool) -> BatchSummary:
         """This batch's records, in its order."""
-        records = [self.records[job.name] for job in self.batch.jobs if job.name in self.records]
+        records = [self.records[job.name] for job in self.batch.jobs if job.name in self.done]
         return BatchSummary(self.batch.out, self.batch.settings, records, interrupted)
 
 
@@ -128,25 +137,47 @@ def run(
     resume: bool | None = None,
     progress: bool = True,
     on_record: Callable[[SampleRecord], None] | None = None,
+    tls: TLSFiles | None = None,
 ) -> BatchSummary:
     """Extract every sample of `batch`; Ctrl-C stops it with the summary of what is done.
 
     scheduler: None for worker processes here, "local" for a local Dask cluster, a Dask scheduler
-    address, a `distributed.Client`, or "in-process" to run the samples in this process. resume: decided
-    by the plan (`plan(resume=...)`); kept here for old callers, None or the plan's own value.
+    address, a `distributed.Client`, or "in-process" to run the samples in this process. Results from a
+    Dask scheduler are unpickled here: name only a cluster you trust. tls: the certificate files for a
+    tls:// scheduler (None: Dask's config, `distributed.comm.tls.*`). resume: decided by the plan
+    (`plan(resume=...)`); kept here for old callers, None or the plan's own value. One batch at a time
+    writes an output folder: another one is refused (BatchError) naming it.
     """
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise BatchError(
             f"workers={workers!r}: pass a whole number of worker processes, 1 or more (or None: one per core)."
         )
     batch = batch.resuming(resume)
-    pool = _pool(scheduler, workers or cores(), timeout)
+    pool = _pool(scheduler, workers or cores(), timeout, tls)
     try:
         prepare_output(batch.out)
-    except OutputError:
+        with OutputLock(batch.out) as lock:
+            return _run_locked(batch, lock, pool, progress, on_record)
+    finally:
         pool.close()
-        raise
+
+
+def _run_locked(
+    batch: Batch, lock: OutputLock, pool: Pool, progress: bool, on_record: Callable[[SampleRecord], None] | None
+) -> BatchSummary:
+    """The batch, holding the output folder's lock: what killed runs left is cleaned, the summary read again."""
+    if lock.took_over is not None:
+        print(
+            visible(
+                f"bwd-extract: the lock of a batch that is gone ({describe(lock.took_over)}) is taken over; "
+                "its leftovers are removed."
+            ),
+            file=sys.stderr,
+        )
     clean_stale_staging(batch.out)
+    clean_stale_scratch()
+    # another batch may have finished since the plan read the summary: keep its records too
+    batch = dataclasses.replace(batch, previous=read_previous(batch.out, batch.resume)[0])
     records = _Records(batch, progress, on_record)
     interrupted = False
     try:
@@ -154,7 +185,6 @@ def run(
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        pool.close()
         records.bar.close()
     return records.summary(interrupted)
 
@@ -175,6 +205,7 @@ def extract_many(
     progress: bool = True,
     layout: Layout | None = None,
     validate: bool = False,
+    tls: TLSFiles | None = None,
 ) -> BatchSummary:
     """Extract many GraphNet samples into `out` as `bwd-extract` does, with a progress bar.
 
@@ -184,7 +215,8 @@ def extract_many(
     `layout="flat"` writes `train_*/REL` instead. validate: run GraphNet's validation steps on every written
     sample and write its `graph_hash.txt`. Each sample runs in a worker process (`workers`, default one per
     core; `timeout` seconds each), or on Dask with `client` (a `distributed.Client`, a scheduler address,
-    or "local"). Returns the summary, one row per sample.
+    or "local"; results come back pickled from it, so name only a cluster you trust; `tls`: certificate
+    files for a tls:// scheduler). Returns the summary, one row per sample.
     """
     batch = plan(
         paths,
@@ -198,4 +230,4 @@ def extract_many(
         layout=layout,
         validate=validate,
     )
-    return run(batch, workers=workers, timeout=timeout, scheduler=client, progress=progress)
+    return run(batch, workers=workers, timeout=timeout, scheduler=client, progress=progress, tls=tls)
