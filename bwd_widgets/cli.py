@@ -22,7 +22,7 @@ EXAMPLE = """examples:
   bwd-extract ../shared/graphnet_samples/torchvision/mobilenet_v2 --out out/
   bwd-extract --list ../shared/graphnet_samples/dev_list.txt --out out/ --workers 2 --resume --validate
   bwd-extract --list samples.txt --root ~/GraphNet/samples --out out/ --scheduler tcp://10.0.0.5:8786
-  bwd-extract --list samples.txt --out out/ --scheduler tls://10.0.0.5:8786 --tls-ca-file ca.pem \
+  bwd-extract --list samples.txt --out out/ --scheduler tls://10.0.0.5:8786 --tls-ca-file ca.pem \\
       --tls-cert client.pem --tls-key client.key
 Writes out/eval_forward/REL (a copy of the input), out/train_forward/REL/NAME_train_forward and
 out/train_backward/REL/NAME_train_backward, as GraphNet's own extractor does (REL: the sample's path
