@@ -94,6 +94,8 @@ def extract(
         parameters, buffers, hooks, training flags, globals its forward reads), the same
         inputs, mode and autocast state reuses the kept joint graph instead of tracing again.
     `model` may also be a GraphNetSample from load_graphnet_sample().
+    Ctrl-C during the capture stops it when the capture ends: torch's tracers patch global state that an
+    interrupt midway would leave broken (every module returning a Proxy).
     """
     keywords = dict(model_kwargs or {}, **keyword_inputs)
     call = _prepare(model, example_inputs, keywords, output, mode, requires_grad, name)

@@ -60,6 +60,7 @@ def test_an_output_aliasing_an_input_keeps_its_gradient_in_the_backward_graph(mo
     for key, gradient in expected.items():
         torch.testing.assert_close(extraction.autograd_gradients[key], gradient, msg=f"autograd's {key}")
         torch.testing.assert_close(graph[key], gradient, msg=f"the backward graph's {key}")
+    assert len(extraction.tangents) == len(outputs), "one tangent per output, in the graph and the sample"
     assert any("view of an input" in note for note in extraction.notes), extraction.notes
 
 

@@ -145,6 +145,8 @@ def _at_line(operation, at: int) -> tuple[str, BaseException | None, int]:
 
 def _where(error: BaseException) -> str:
     frames = traceback.extract_tb(error.__traceback__)
+    if frames and frames[-1].name == "interrupts_held":
+        return "held until the capture ended"
     return "fx tracing" if any(f.filename.replace("\\", "/").endswith(_TRACING_FILES) for f in frames) else "elsewhere"
 
 
