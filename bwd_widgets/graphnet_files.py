@@ -1,7 +1,15 @@
 """The files of one GraphNet sample, as GraphNet's extractor writes them: `model.py`, the metas, `graph_net.json`.
 
 Also the rewrites that let GraphNet's own tools run a graph we write (inputs copied into their recorded
-strides, a boolean first output moved). Where samples go and who owns them is `graphnet_writer`'s job.
+strides, range checks on sizes passed in dropped, a boolean first output moved). Where samples go and who
+owns them is `graphnet_writer`'s job.
+
+What GraphNet's metas cannot hold: a layout. GraphNet's extractor writes none and its loaders build every
+tensor contiguous; we add `stride` (its loaders ignore the key, ours builds the tensor in it) and, where the
+graph is not shown to run on contiguous inputs, copy those inputs into their layout in `model.py`. Not held
+by either: a storage offset, and memory shared by several elements (a 0 in `stride`: built contiguous); a graph
+that reads an input's layout without failing on another (`as_strided` on an input; none in the 16 shared
+samples) runs under GraphNet's loaders on other values than it recorded.
 """
 
 from __future__ import annotations
@@ -17,6 +25,13 @@ from .core.codegen import copy_graph_module
 
 INLINE_DATA_LIMIT = 4096
 INLINE_FLOAT_LIMIT = 64
+LAYOUT_NOTE = (
+    "    # stride: GraphNet's loaders ignore it and build this tensor contiguous (model.py copies it where needed)"
+)
+SHARED_MEMORY_NOTE = (
+    "    # stride: elements share memory (a 0 step); GraphNet's loaders and ours build this tensor contiguous"
+)
+"""What a sample says of a layout GraphNet's metas cannot hold, above its `stride`."""
 MARKER = "bwd_widgets"
 """The key in `graph_net.json` that says bwd_widgets wrote the folder: name, split, run, settings, files."""
 
@@ -44,6 +59,7 @@ def meta_class(name: str, value: object, original_name: str | None = None) -> st
             '    device = "cpu"',
         ]
         if not value.is_contiguous() and value.numel():
+            lines.append(LAYOUT_NOTE if 0 not in value.stride() else SHARED_MEMORY_NOTE)
             lines.append(f"    stride = {list(value.stride())}")
         flat = None if fake else value.detach().cpu().reshape(-1)
         mean = std = data = None

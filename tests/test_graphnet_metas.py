@@ -11,6 +11,7 @@ from torch import nn
 
 import bwd_widgets as bw
 from bwd_widgets.core.compat import dynamo_config
+from bwd_widgets.graphnet_files import LAYOUT_NOTE
 from bwd_widgets.graphnet_validate import GRAPHNET_DYNAMO_CONFIG
 from bwd_widgets.graphnet_writer import SPLITS, STAGING_PREFIX
 
@@ -52,7 +53,7 @@ def test_a_sample_needing_its_recorded_strides_runs_under_graphnets_loader(tmp_p
     extraction = bw.extract(_MaskedTranspose(), x, partitioner="min_cut", memory_budget=0.0)  # backward redoes the view
     written = extraction.save_graphnet(tmp_path, "masked_transpose")
     backward = written["train_backward"]
-    assert "stride = [1, 4]" in (backward / "weight_meta.py").read_text()
+    assert f"{LAYOUT_NOTE}\n    stride = [1, 4]" in (backward / "weight_meta.py").read_text()
     result = _run_under_graphnets_loader(*written.values())
     assert result.returncode == 0, result.stderr[-2000:]
     for folder in written.values():
