@@ -47,6 +47,12 @@ export function toDrawing(view: View, box: Rect, clientX: number, clientY: numbe
   };
 }
 
+/** Whether a wheel over the graph zooms it: with Ctrl or ⌘ held (a trackpad pinch sets ctrlKey), or once
+ *  the graph has focus (after a click in it). Otherwise the wheel scrolls the notebook past the widget. */
+export function wheelZooms(event: { ctrlKey: boolean; metaKey: boolean }, graphFocused: boolean): boolean {
+  return event.ctrlKey || event.metaKey || graphFocused;
+}
+
 /** Zoom by the wheel's deltaY around the client point, which stays where it is. */
 export function zoomAt(view: View, box: Rect, clientX: number, clientY: number, deltaY: number): View {
   if (!hasArea(box)) return view;

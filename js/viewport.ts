@@ -1,6 +1,6 @@
 /** The graph's SVG in its host element: wheel zoom, drag pan, fit, focus on a part. */
 
-import { centreOn, dragTo, fitView, focusView, parseViewBox, toDrawing, viewBoxText, zoomAt, type View } from "./panzoom";
+import { centreOn, dragTo, fitView, focusView, parseViewBox, toDrawing, viewBoxText, wheelZooms, zoomAt, type View } from "./panzoom";
 
 export interface Viewport {
   /** Show a freshly laid-out SVG at `view` (drawing units); null keeps the current view. */
@@ -31,7 +31,7 @@ export function createViewport(host: HTMLElement, signal: AbortSignal): Viewport
   const size = () => ({ width: host.clientWidth || 800, height: host.clientHeight || 500 });
 
   host.addEventListener("wheel", (event) => {
-    if (!svg) return;
+    if (!svg || !wheelZooms(event, host.contains(document.activeElement))) return;
     event.preventDefault();
     apply(zoomAt(view, svg.getBoundingClientRect(), event.clientX, event.clientY, event.deltaY));
   }, { passive: false, signal });

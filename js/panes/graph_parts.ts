@@ -99,7 +99,7 @@ export function graphElements() {
   const host = element("div", "bwd-svg-host");
   host.tabIndex = 0;
   host.dataset.lmSuppressShortcuts = "true"; // arrows, Enter and Esc move in the graph, not the notebook
-  host.title = "arrows: move between neighbours \u00B7 Enter: open a module \u00B7 Esc: go up";
+  host.title = "wheel: zoom after a click in the graph, or with Ctrl \u00B7 arrows: move between neighbours \u00B7 Enter: open a module \u00B7 Esc: go up";
   const legend = element("div", "bwd-legend");
   el.append(toolbar, crumbs, host, legend);
   renderLegend(legend, false);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { centreOn, dragTo, fitView, focusView, MAX_SCALE, parseViewBox, readableScale, scaleOf, toDrawing, viewBoxText, zoomAt, ZOOM_RATE, type Rect, type View } from "../panzoom";
+import { centreOn, dragTo, fitView, focusView, MAX_SCALE, parseViewBox, readableScale, scaleOf, toDrawing, viewBoxText, wheelZooms, zoomAt, ZOOM_RATE, type Rect, type View } from "../panzoom";
 
 const box: Rect = { left: 100, top: 50, width: 400, height: 200 };
 const view: View = { x: 10, y: 20, w: 800, h: 400 }; // 2 drawing units per pixel
@@ -87,5 +87,15 @@ describe("fitting", () => {
 
   it("copes with an element that has no size yet", () => {
     expect(fitView({ x: 0, y: 0, w: 5, h: 5 }, 0, 0)).toEqual({ x: 0, y: 0, w: 5, h: 5 });
+  });
+});
+
+describe("wheel", () => {
+  it("zooms with Ctrl or Cmd held, or once the graph has focus; else it scrolls the notebook", () => {
+    const plain = { ctrlKey: false, metaKey: false };
+    expect(wheelZooms(plain, false)).toBe(false);
+    expect(wheelZooms(plain, true)).toBe(true);
+    expect(wheelZooms({ ctrlKey: true, metaKey: false }, false)).toBe(true);
+    expect(wheelZooms({ ctrlKey: false, metaKey: true }, false)).toBe(true);
   });
 });

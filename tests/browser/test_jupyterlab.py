@@ -427,3 +427,34 @@ def test_no_console_warnings_or_errors_from_the_widget(notebook_page):
     page, _, errors, console, *_ = notebook_page
     assert not errors
     assert [f"{m.type}: {m.text}" for m in console if _from_the_widget(m)] == []
+
+
+SCROLLER = """(e) => { for (let p = e.parentElement; p; p = p.parentElement) {
+  const style = getComputedStyle(p);
+  if (/(auto|scroll)/.test(style.overflowY) && p.scrollHeight > p.clientHeight) return p.scrollTop; } return null; }"""
+
+
+def test_the_wheel_over_an_unfocused_graph_scrolls_the_notebook(notebook_page):
+    """Under JupyterLab's default settings: the notebook scrolls past the graph; Ctrl+wheel zooms it."""
+    page, _, errors, _, _, _ = notebook_page
+    widget = _widget(page, 0)
+    widget.scroll_into_view_if_needed()
+    host = widget.locator(".bwd-svg-host")
+    page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})  # focus the notebook, not the graph
+    before_view = widget.locator(".bwd-svg").get_attribute("viewBox")
+    before_scroll = host.evaluate(SCROLLER)
+    assert before_scroll is not None, "the notebook scrolls"
+    box = host.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, 200)
+    page.wait_for_function(f"(s) => ({SCROLLER})(s) !== {before_scroll}", arg=host.element_handle(), timeout=5_000)
+    assert widget.locator(".bwd-svg").get_attribute("viewBox") == before_view, "the graph did not zoom"
+    box = host.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.keyboard.down("Control")
+    page.mouse.wheel(0, -200)
+    page.keyboard.up("Control")
+    page.wait_for_function(
+        "(v) => document.querySelector('.bwd-root .bwd-svg').getAttribute('viewBox') !== v", arg=before_view
+    )
+    assert not errors

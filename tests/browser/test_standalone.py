@@ -180,7 +180,12 @@ def test_search_collapse_expand_fit_pan_zoom(standalone):
     assert page.evaluate(INSIDE) == 1, "Fit shows every node"
     box = svg.bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, -300)  # the graph has no focus (Fit has): the wheel is the page's, to scroll
+    page.wait_for_timeout(200)
+    assert svg.get_attribute("viewBox") == fitted, "a wheel over an unfocused graph must scroll, not zoom"
+    page.keyboard.down("Control")
     page.mouse.wheel(0, -300)
+    page.keyboard.up("Control")
     page.wait_for_function(f"document.querySelector('.bwd-svg').getAttribute('viewBox') !== {fitted!r}")
     zoomed = svg.get_attribute("viewBox")
     assert float(zoomed.split()[2]) < float(fitted.split()[2])
