@@ -77,6 +77,19 @@ def test_partitioner_traits_rerun_and_keep_the_previous_totals():
     assert torch._functorch.config.activation_memory_budget == 1.0
 
 
+def test_the_sweep_charts_current_point_follows_the_slider():
+    torch.manual_seed(0)
+    widget = bw.show(Transformer(width=32, depth=2), torch.randint(0, 64, (2, 16)))
+    widget.run_sweep([0.0, 0.3, 1.0])
+    assert widget.sweep_index == -1  # the default partitioner's plan is no point of the sweep
+    widget.sweep_index = 1
+    assert widget.data["partitioner"] == "min_cut" and widget.memory_budget == 0.3
+    widget.memory_budget = 0.05  # the slider moves off every swept budget: no point is current
+    assert widget.data["memory_budget"] == 0.05 and widget.sweep_index == -1
+    widget.memory_budget = 1.0  # onto a swept budget: that point is current again
+    assert widget.sweep_index == 2
+
+
 def test_a_failed_rerun_shows_one_line_and_keeps_the_graph():
     widget = bw.show(Transformer(width=32, depth=1), torch.randint(0, 64, (2, 8)))
     data = widget.data

@@ -131,12 +131,23 @@ class BackwardGraphWidget(anywidget.AnyWidget):
             if extraction.memory_budget is not None:
                 self.memory_budget = extraction.memory_budget
             self.graph_index = min(self.graph_index, len(extraction.partitions) - 1)
+            self.sweep_index = self._sweep_point_of(extraction)
             data = graph_payload(extraction, self.graph_index, previous)
             if self.selected and self.selected not in {n["id"] for n in data["nodes"]}:
                 self.selected = ""
             self.data = dict(data)
         finally:
             self._updating = False
+
+    def _sweep_point_of(self, extraction: BackwardExtraction) -> int:
+        """The sweep point the shown partition is (min-cut at that point's budget), or -1: the chart's
+        "current" marker follows the slider instead of staying where it was last clicked."""
+        points = self._swept.points if self._swept is not None else []
+        for index, point in enumerate(points):
+            same_plan = extraction.partitioner == "min_cut" and extraction.memory_budget == point.budget
+            if point.extraction is extraction or same_plan:
+                return index
+        return -1
 
     @property
     def payload(self) -> GraphData:
