@@ -1,4 +1,5 @@
-/** The memory-budget sweep chart: saved activation bytes (x) against recompute FLOPs (y). */
+/** The memory-budget sweep chart: activation bytes (x: saved, and the peak beside it) against recompute
+ *  FLOPs (y). Saved is not peak: both are drawn, on one axis, so the gap between them shows. */
 
 import { linearScale, niceTicks, type Box } from "./chart";
 import type { Tick } from "./memory";
@@ -6,7 +7,8 @@ import type { SweepPoint } from "./types";
 
 export interface ChartPoint {
   index: number;
-  x: number;
+  x: number; // saved activation bytes
+  peakX: number; // peak activation bytes
   y: number;
   pareto: boolean;
   label: string;
@@ -20,13 +22,14 @@ export interface Chart {
 }
 
 export function chartGeometry(points: readonly SweepPoint[], box: Box): Chart {
-  const xTickValues = niceTicks(Math.max(1, ...points.map((p) => p.saved_activation_bytes)), 3);
+  const xTickValues = niceTicks(Math.max(1, ...points.flatMap((p) => [p.saved_activation_bytes, p.peak_activation_bytes])), 3);
   const yTickValues = niceTicks(Math.max(1, ...points.map((p) => p.recompute_flops)), 3);
   const sx = linearScale(xTickValues[xTickValues.length - 1], box.left, box.right);
   const sy = linearScale(yTickValues[yTickValues.length - 1], box.bottom, box.top);
   const placed = points.map((p, index) => ({
     index,
     x: sx(p.saved_activation_bytes),
+    peakX: sx(p.peak_activation_bytes),
     y: sy(p.recompute_flops),
     pareto: p.pareto,
     label: `budget ${p.budget}`,

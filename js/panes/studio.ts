@@ -56,7 +56,7 @@ function renderChart(host: HTMLElement, readout: HTMLElement, model: Model, sign
   const svg = svgElement("svg", { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, class: "bwd-sweep-svg", role: "img" });
   const axes = chartAxes(BOX, { ticks: chart.yTicks, format: formatFlops }, { ticks: chart.xTicks, format: formatBytes }, 13);
   axes.append(
-    svgElement("text", { x: String((BOX.left + BOX.right) / 2), y: String(HEIGHT - 8), "text-anchor": "middle" }, "saved activation bytes \u2192"),
+    svgElement("text", { x: String((BOX.left + BOX.right) / 2), y: String(HEIGHT - 8), "text-anchor": "middle" }, "activation bytes: \u25CF saved, \u25C7 peak \u2192"),
     svgElement("text", { x: "12", y: String((BOX.top + BOX.bottom) / 2), "text-anchor": "middle", transform: `rotate(-90 12 ${(BOX.top + BOX.bottom) / 2})` }, "recompute FLOPs \u2192"),
   );
   svg.append(axes, svgElement("polyline", { points: chart.front, class: "bwd-front" }));
@@ -71,7 +71,14 @@ function renderChart(host: HTMLElement, readout: HTMLElement, model: Model, sign
     circle.appendChild(svgElement("title", {}, text));
     circle.addEventListener("mouseenter", () => (readout.textContent = text), { signal });
     circle.addEventListener("click", () => setTrait(model, "sweep_index", p.index), { signal });
-    svg.appendChild(circle);
+    const peak = svgElement("path", {
+      d: `M ${p.peakX.toFixed(1)} ${(p.y - 5).toFixed(1)} l 5 5 l -5 5 l -5 -5 z`, "data-index": String(p.index),
+      class: `bwd-sweep-peak${isCurrent ? " bwd-current" : ""}`,
+    });
+    peak.appendChild(svgElement("title", {}, `budget ${points[p.index].budget}: peak ${formatBytes(points[p.index].peak_activation_bytes)}`));
+    peak.addEventListener("click", () => setTrait(model, "sweep_index", p.index), { signal });
+    const gap = svgElement("line", { x1: p.x.toFixed(1), y1: p.y.toFixed(1), x2: p.peakX.toFixed(1), y2: p.y.toFixed(1), class: "bwd-sweep-gap" });
+    svg.append(gap, peak, circle);
   }
   host.appendChild(svg);
 }

@@ -13,11 +13,21 @@ describe("sweep chart", () => {
   it("places memory on x and recompute on y inside the box, on round ticks", () => {
     const chart = chartGeometry(points, box);
     expect(chart.points[0]).toMatchObject({ index: 0, x: 28, y: 28, pareto: true, label: "budget 0" });
-    expect(chart.points[3]).toMatchObject({ x: 272, y: 122 });
-    expect(chart.xTicks.map((t) => t.value)).toEqual([0, 50, 100]);
+    expect(chart.points[3]).toMatchObject({ y: 122 });
+    expect(chart.xTicks.map((t) => t.value)).toEqual([0, 50, 100, 150]);  // the x axis reaches the largest peak
+    expect(chart.xTicks[3].at).toBe(272);
     expect(chart.yTicks.map((t) => t.value)).toEqual([0, 50, 100]);
     expect(chart.xTicks[0].at).toBe(28);
     expect(chart.yTicks[2].at).toBe(28);
+  });
+
+  it("places each point's peak beside its saved bytes, on the same axis", () => {
+    const chart = chartGeometry(points, box);
+    const perByte = (272 - 28) / 150;
+    for (const [i, p] of chart.points.entries()) {
+      expect(p.x).toBeCloseTo(28 + points[i].saved_activation_bytes * perByte);
+      expect(p.peakX).toBeCloseTo(28 + points[i].peak_activation_bytes * perByte);
+    }
   });
 
   it("draws the Pareto front through Pareto points only, left to right, and lists them", () => {

@@ -338,6 +338,13 @@ def test_sweep_chart_has_axes_values_and_pareto_points(notebook_page, artifacts)
     assert "budget 0.5" in widget.locator(".bwd-studio .bwd-readout").text_content()
     pareto = widget.locator("tr.bwd-pareto-row")
     assert pareto.count() == widget.locator("circle.bwd-pareto").count() >= 2
+    # saved is not peak: every point's peak is drawn beside it, on the same bytes axis, never left of it
+    peaks = widget.locator("path.bwd-sweep-peak")
+    assert peaks.count() == points.count()
+    for i in range(points.count()):
+        peak_x = float(peaks.nth(i).get_attribute("d").split()[1])
+        assert peak_x >= float(points.nth(i).get_attribute("cx")) - 0.1
+        assert "peak" in peaks.nth(i).locator("title").text_content()
     before = _rendered(widget)
     points.nth(0).dispatch_event("click")
     _wait_rerender(page, SWEPT, before)
