@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from .core.capture import CaptureSession, fx_eligible, interrupts_held, own_dynamo_entries, signature_names
+from .core.capture import CaptureSession, interrupts_held, own_dynamo_entries, signature_names
 from .core.compat import dynamo_config, functorch_config
 from .core.errors import (
     BwdWidgetsError,
@@ -32,6 +32,7 @@ from .core.errors import (
     one_line,
 )
 from .core.fake import faked
+from .core.fx_route import fx_eligible
 from .core.kinds import MODES, InputKind, Mode
 from .core.model_libraries import settle
 from .core.outputs import (

@@ -1,0 +1,140 @@
+"""The torch.fx route: trace an nn.Module as GraphNet's own extractor does (module paths and source lines
+kept), refusing what torch.fx would silently get wrong; and a fake-mode run of such a graph.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable
+
+import torch
+import torch.fx
+import torch.utils.checkpoint
+
+from .compat import FakeTensor, FakeTensorMode, OptimizedModule, _LazyGraphModule, detect_fake_mode, dynamo
+from .errors import NotForFx
+from .naming import TensorNames
+
+
+def fake_values(gm: torch.fx.GraphModule, inputs: list) -> dict[torch.fx.Node, object]:
+    """Each node's value in fake mode: shapes, requires_grad and aliasing, no compute. Nodes past one fake mode
+    cannot run (`.item()` needs a value) have none: their outputs are left as they are."""
+    interpreter = _FakeInterpreter(gm, detect_fake_mode(inputs) or FakeTensorMode(allow_non_fake_inputs=True))
+    with contextlib.suppress(Exception), interpreter.mode:
+        interpreter.run(*map(interpreter.fake, inputs))
+    return interpreter.values
+
+
+class _FakeInterpreter(torch.fx.Interpreter):
+    def __init__(self, gm: torch.fx.GraphModule, mode: FakeTensorMode) -> None:
+        super().__init__(gm)
+        self.mode = mode
+        self.values: dict[torch.fx.Node, object] = {}
+
+    def fake(self, value: object) -> object:
+        """The fake twin of a real tensor, one per tensor (so views of it share its fake storage)."""
+        if isinstance(value, torch.Tensor) and not isinstance(value, FakeTensor):
+            return self.mode.from_tensor(value)
+        return value
+
+    def run_node(self, n: torch.fx.Node) -> object:
+        self.values[n] = self.fake(super().run_node(n))
+        return self.values[n]
+
+
+class _Tracer(torch.fx.Tracer):
+    """torch.fx's tracer with source lines, refusing what it would silently get wrong."""
+
+    def __init__(self, tied: set[int]) -> None:
+        super().__init__()
+        self.record_stack_traces = True
+        self._modes = _modes()
+        self._tied = tied
+
+    def is_leaf_module(self, m: torch.nn.Module, module_qualified_name: str) -> bool:
+        """A leaf holding a tied tensor is traced through: its reads of the tensor then go by the tensor's
+        first name (torch.fx looks it up by identity), so AOT Autograd gets it once, with one gradient."""
+        own = list(m.parameters(recurse=False)) + list(m.buffers(recurse=False))
+        if any(id(t) in self._tied for t in own):
+            return False
+        return super().is_leaf_module(m, module_qualified_name)
+
+    def create_proxy(self, *args, **kwargs):
+        if _modes() != self._modes:
+            raise NotForFx("grad mode or autocast changes inside forward")
+        return super().create_proxy(*args, **kwargs)
+
+
+def _modes() -> tuple:
+    return (torch.is_grad_enabled(), torch.is_autocast_enabled("cpu"), torch.is_autocast_enabled("cuda"))
+
+
+def _refuse(what: str) -> Callable:
+    def refuse(*args, **kwargs):
+        raise NotForFx(what)
+
+    return refuse
+
+
+def fx_eligible(model: object, inputs: list) -> bool:
+    """torch.fx keeps the meaning of plain modules over tensors and numbers: no hooks, no compiled parts,
+    no *args, no forward patched onto the instance."""
+    if not isinstance(model, torch.nn.Module) or not inputs or "forward" in vars(model):
+        return False  # torch.fx traces the class's forward, not one patched onto the instance
+    if not all(isinstance(v, (torch.Tensor, int, float)) for v in inputs):
+        return False
+    try:
+        parameters = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if len(parameters) != len(inputs) or any(
+        p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters
+    ):
+        return False
+    hooks = torch.nn.modules.module
+    if hooks._global_forward_hooks or hooks._global_forward_pre_hooks or hooks._global_backward_hooks:
+        return False
+    for module in model.modules():
+        if isinstance(module, OptimizedModule):
+            return False
+        if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks:
+            return False
+        if getattr(module, "_backward_pre_hooks", None):
+            return False
+    return True
+
+
+def fx_trace(module: torch.nn.Module) -> torch.fx.GraphModule:
+    tracer = _Tracer(TensorNames(module).tied())
+    patches = [  # reached however checkpointing is called (an imported name, FSDP's wrapper...)
+        (torch.utils.checkpoint, "checkpoint", _refuse("activation checkpointing")),
+        (torch.utils.checkpoint, "_checkpoint_without_reentrant_generator", _refuse("activation checkpointing")),
+        (torch.utils.checkpoint.CheckpointFunction, "apply", _refuse("activation checkpointing")),
+        (torch.autograd.graph.saved_tensors_hooks, "__enter__", _refuse("saved-tensor hooks")),
+        (dynamo, "graph_break", _refuse("an explicit graph break")),
+    ]
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    try:
+        for owner, name, replacement in patches:
+            setattr(owner, name, replacement)
+        graph = tracer.trace(module)
+    except NotForFx:
+        raise
+    except Exception as error:  # control flow on values, unpacked shapes...: Dynamo reads those
+        raise NotForFx(f"torch.fx cannot trace it ({type(error).__name__})") from error
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+    for node in graph.nodes:
+        target = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+        changes_input = node.args and isinstance(node.args[0], torch.fx.Node) and node.args[0].op == "placeholder"
+        if (
+            node.op in ("call_method", "call_function")
+            and target.endswith("_")
+            and not target.startswith("_")
+            and changes_input
+        ):
+            raise NotForFx("an input changed in place")  # eager autograd's rules for that need Dynamo
+    # Lazy: AOT Autograd interprets the graph node by node, so its Python code is never needed.
+    return _LazyGraphModule(tracer.root, graph, class_name=type(module).__name__)
