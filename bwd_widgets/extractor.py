@@ -91,9 +91,11 @@ def extract(
     output: which part of the model's output the backward starts from: by default its loss when it
         holds one (a transformers ModelOutput given labels=), else every differentiable output; a key,
         attribute or index (`output="logits"`), or callable(output). The result's notes say which.
-    cache: an nn.Module extracted again with the same state (submodules, attributes,
-        parameters, buffers, hooks, training flags, globals its forward reads), the same
-        inputs, mode and autocast state reuses the kept joint graph instead of tracing again.
+    cache: an nn.Module extracted again reuses the kept joint graph when a fingerprint of all a
+        trace could read is unchanged (its modules and their attributes, the code their forwards
+        reach and the globals it reads, config objects, tensors and, in real mode, their bytes,
+        torch's settings); anything it cannot fingerprint cheaply is traced afresh (README: "When
+        the trace cache is used").
     `model` may also be a GraphNetSample from load_graphnet_sample().
     Ctrl-C during the capture stops it when the capture ends: torch's tracers patch global state that an
     interrupt midway would leave broken (every module returning a Proxy).
