@@ -47,6 +47,13 @@ export function chartGeometry(points: readonly SweepPoint[], box: Box): Chart {
   };
 }
 
+/** What the partitions tab says before it holds anything: what a sweep or a comparison would show, and
+ *  how to get one where the button cannot run (a static export, a notebook without its kernel). */
+export function emptyStudioText(canSweep: boolean): string {
+  const what = "A sweep partitions this joint graph with min-cut at memory budgets 0, 0.1, \u2026, 1 and plots saved and peak bytes against recompute FLOPs; bw.compare(model, x, partitioners=[...]) lists several partitioners side by side.";
+  return canSweep ? `Nothing compared yet. ${what} Press Sweep budgets to run one (a few seconds per budget).` : `Nothing compared in this view. ${what} Run bw.sweep(...) or bw.compare(...) in a live kernel to fill this tab.`;
+}
+
 /** The Pareto points, fewest saved bytes first: the budgets worth choosing between. */
 export function paretoPoints(points: readonly SweepPoint[]): { index: number; point: SweepPoint }[] {
   return points

@@ -5,7 +5,7 @@ import { formatFlops } from "../chart";
 import { element, show, svgElement } from "../dom";
 import { formatBytes } from "../format";
 import { setTrait, type Model, type PaneContext, type SweepReply } from "../model";
-import { chartGeometry, paretoPoints } from "../sweep";
+import { chartGeometry, emptyStudioText, paretoPoints } from "../sweep";
 import type { ComparisonRow, SweepPoint } from "../types";
 import { chartAxes } from "./axes";
 import type { Pane } from "./pane";
@@ -115,7 +115,8 @@ export function studioPane({ model, signal, experimental, showTab }: PaneContext
   const chart = element("div", "bwd-sweep-chart");
   const readout = element("div", "bwd-readout", "Hover a point for its numbers; click it to show that partition.");
   const pareto = element("table", "bwd-pareto");
-  el.append(bar, compare, chart, readout, pareto);
+  const empty = element("div", "bwd-hint bwd-studio-empty");
+  el.append(bar, empty, compare, chart, readout, pareto);
   let sweeping = false; // a _sweep command is in flight
   let shownOnce = false; // comparisons and sweeps open on this tab
 
@@ -154,6 +155,8 @@ export function studioPane({ model, signal, experimental, showTab }: PaneContext
       show(readout, (model.get("sweep_points") ?? []).length > 0);
       renderPareto(pareto, model, signal);
       const studied = (model.get("comparison_rows") ?? []).length > 0 || (model.get("sweep_points") ?? []).length > 0;
+      empty.textContent = emptyStudioText(Boolean(model.get("can_rerun")) && experimental !== undefined);
+      show(empty, !studied);
       if (studied && !shownOnce) showTab("partitions");
       shownOnce ||= studied;
     },

@@ -1,9 +1,18 @@
 import { describe, expect, it } from "vitest";
-import { chartGeometry, paretoPoints } from "../sweep";
+import { chartGeometry, emptyStudioText, paretoPoints } from "../sweep";
 import type { SweepPoint } from "../types";
 
 const point = (budget: number, saved: number, flops: number, pareto: boolean): SweepPoint => ({
   budget, saved_activation_bytes: saved, recompute_flops: flops, saved: 5, pareto, peak_activation_bytes: saved + 10, timeline: [1, 2],
+});
+
+describe("partitions tab, empty", () => {
+  it("explains what a sweep shows, and how to get one where the button cannot run", () => {
+    expect(emptyStudioText(true)).toContain("Press Sweep budgets");
+    expect(emptyStudioText(true)).toContain("saved and peak bytes");
+    expect(emptyStudioText(false)).toContain("in a live kernel");
+    expect(emptyStudioText(false)).not.toContain("Press");
+  });
 });
 
 describe("sweep chart", () => {

@@ -358,12 +358,15 @@ def test_sweep_button_fills_the_chart_and_overlays_the_budgets(notebook_page, ar
     widget = _widget(page, TRANSFORMER)
     widget.scroll_into_view_if_needed()
     _tab(widget, "partitions")
+    empty = widget.locator(".bwd-studio-empty")
+    assert empty.is_visible() and "Press Sweep budgets" in empty.text_content(), "the empty tab explains itself"
     widget.locator("button.bwd-sweep-button").click()
     page.wait_for_function(
         f"document.querySelectorAll('.bwd-root')[{TRANSFORMER}].querySelectorAll('circle.bwd-sweep-point').length === 11",
         timeout=120_000,
     )
     assert widget.locator(".bwd-sweep-progress").text_content() == "11/11"
+    assert not widget.locator(".bwd-studio-empty").is_visible()
     _tab(widget, "memory")
     assert widget.locator("path.bwd-overlay").count() == 11
     widget.screenshot(path=str(artifacts / "jupyterlab-sweep-overlay.png"))

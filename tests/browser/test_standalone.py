@@ -258,3 +258,22 @@ def test_cleanup_removes_every_listener(standalone):
     })""")
     assert state["aborted"] and state["on"] == state["off"] > 0 and state["left"] == 0, state
     assert console == []
+
+
+def test_an_html_export_explains_its_empty_partitions_tab(browser, tmp_path):
+    """`bw.to_html` has no kernel to sweep with: the partitions tab says what would be there and how to get it."""
+    import torch
+
+    import bwd_widgets as bw
+
+    path = bw.to_html(bw.extract(torch.nn.Linear(4, 3), torch.randn(2, 4)), tmp_path / "linear.html")
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    try:
+        page.goto(path.resolve().as_uri())
+        page.wait_for_selector(".bwd-root[data-rendered]")
+        page.click("button.bwd-tab-partitions")
+        empty = page.locator(".bwd-studio-empty")
+        assert empty.is_visible() and "in a live kernel" in empty.text_content()
+        assert page.locator("button.bwd-sweep-button").is_hidden()
+    finally:
+        page.close()
