@@ -22,7 +22,7 @@ const COMPARE_COLUMNS: [string, (r: ComparisonRow) => string][] = [
 
 const WIDTH = 460;
 const HEIGHT = 200;
-const BOX = { left: 70, top: 12, right: WIDTH - 28, bottom: HEIGHT - 40 }; // room for the last tick's label
+const BOX = { left: 88, top: 12, right: WIDTH - 28, bottom: HEIGHT - 40 }; // room for the y title beside the widest tick label, and the last x tick's label
 
 function pointText(p: SweepPoint): string {
   return `budget ${p.budget}: ${formatBytes(p.saved_activation_bytes)} saved, ${formatFlops(p.recompute_flops)} recomputed, peak ${formatBytes(p.peak_activation_bytes)}`;
@@ -56,8 +56,8 @@ function renderChart(host: HTMLElement, readout: HTMLElement, model: Model, sign
   const svg = svgElement("svg", { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, class: "bwd-sweep-svg", role: "img" });
   const axes = chartAxes(BOX, { ticks: chart.yTicks, format: formatFlops }, { ticks: chart.xTicks, format: formatBytes }, 13);
   axes.append(
-    svgElement("text", { x: String((BOX.left + BOX.right) / 2), y: String(HEIGHT - 8), "text-anchor": "middle" }, "activation bytes: \u25CF saved, \u25C7 peak \u2192"),
-    svgElement("text", { x: "12", y: String((BOX.top + BOX.bottom) / 2), "text-anchor": "middle", transform: `rotate(-90 12 ${(BOX.top + BOX.bottom) / 2})` }, "recompute FLOPs \u2192"),
+    svgElement("text", { x: String((BOX.left + BOX.right) / 2), y: String(HEIGHT - 8), "text-anchor": "middle", class: "bwd-axis-title" }, "activation bytes: \u25CF saved, \u25C7 peak \u2192"),
+    svgElement("text", { x: "12", y: String((BOX.top + BOX.bottom) / 2), "text-anchor": "middle", class: "bwd-axis-title bwd-y-title", transform: `rotate(-90 12 ${(BOX.top + BOX.bottom) / 2})` }, "recompute FLOPs \u2192"),
   );
   svg.append(axes, svgElement("polyline", { points: chart.front, class: "bwd-front" }));
   const current = model.get("sweep_index");

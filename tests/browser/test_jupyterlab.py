@@ -332,6 +332,13 @@ def test_sweep_chart_has_axes_values_and_pareto_points(notebook_page, artifacts)
     widget = _widget(page, SWEPT)
     widget.scroll_into_view_if_needed()
     ticks = widget.locator(".bwd-sweep-svg .bwd-axes text").all_text_contents()
+    title = widget.locator(".bwd-sweep-svg .bwd-y-title").bounding_box()
+    labels = widget.locator(".bwd-sweep-svg .bwd-axes text:not(.bwd-axis-title)")
+    for i in range(labels.count()):
+        box = labels.nth(i).bounding_box()
+        overlaps_x = box["x"] < title["x"] + title["width"] and title["x"] < box["x"] + box["width"]
+        overlaps_y = box["y"] < title["y"] + title["height"] and title["y"] < box["y"] + box["height"]
+        assert not (overlaps_x and overlaps_y), f"the y title overlaps the tick label {labels.nth(i).text_content()!r}"
     assert any(t.endswith("B") for t in ticks) and any(t.endswith("FLOP") for t in ticks), ticks
     points = widget.locator("circle.bwd-sweep-point")
     points.nth(1).hover()
