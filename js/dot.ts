@@ -61,6 +61,17 @@ export function clusterPaths(graph: VisibleGraph): string[] {
 /** Element ids in the SVG are `v<index>` into graph.nodes and `c<index>` into clusterPaths(graph):
  *  no user text in ids. `savedBytes` (saved bytes under each module) goes into group labels; `rankdir`
  *  LR lays a short chain out across a wide pane. */
+/** An edge's DOT attributes (views/dot.py `edge_attributes`' twin): saved values do not rank the layout
+ *  when read out of a collapsed module; saved-value reads are dashed, and each kind has its CSS class. */
+export function edgeAttributes(graph: VisibleGraph, from: string, to: string): string[] {
+  const key = edgeKey(from, to);
+  const attributes = graph.savedOnly?.has(key) ? ["constraint=false"] : [];
+  const kind = graph.edgeKinds?.get(key);
+  if (kind === "saved") attributes.push('class="e-saved"', 'style="dashed"');
+  else if (kind === "gradient") attributes.push('class="e-gradient"');
+  return attributes;
+}
+
 export function buildDot(graph: VisibleGraph, savedBytes?: ReadonlyMap<string, number>, rankdir: "TB" | "LR" = "TB"): string {
   const index = new Map(graph.nodes.map((v, i) => [v.id, i]));
   const byCluster = new Map<string, VisibleNode[]>();
@@ -99,8 +110,8 @@ export function buildDot(graph: VisibleGraph, savedBytes?: ReadonlyMap<string, n
   };
   emit("", "  ");
   for (const [from, to] of graph.edges) {
-    const loose = graph.savedOnly?.has(edgeKey(from, to)) ? " [constraint=false]" : "";
-    lines.push(`  v${index.get(from)} -> v${index.get(to)}${loose};`);
+    const attributes = edgeAttributes(graph, from, to);
+    lines.push(`  v${index.get(from)} -> v${index.get(to)}${attributes.length ? ` [${attributes.join(", ")}]` : ""};`);
   }
   lines.push("}");
   return lines.join("\n");

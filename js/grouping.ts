@@ -14,12 +14,18 @@ export interface VisibleNode {
   size?: number; // for groups: graph nodes inside
 }
 
+/** What an edge carries, where not backward data flow (the default). */
+export type EdgeKind = "saved" | "gradient";
+
 export interface VisibleGraph {
   nodes: VisibleNode[];
   edges: [string, string][];
   /** Edges out of a collapsed module that carry only values saved in forward: they say where a saved
    *  tensor is read, not the order backward runs in, so the layout does not rank by them. */
   savedOnly: Set<string>;
+  /** What a drawn edge carries when all the edges it stands for agree (views/grouping.py `edge_kinds`):
+   *  "saved" (a value saved in forward, read here) or "gradient" (into a gradient output), by edgeKey. */
+  edgeKinds: Map<string, EdgeKind>;
 }
 
 export const edgeKey = (from: string, to: string): string => `${from}\u0000${to}`;
@@ -87,7 +93,10 @@ export function visibleGraph(data: GraphData, expanded: Set<string>): VisibleGra
     }
   }
   const saved = new Set(data.nodes.filter((n) => n.kind === "saved").map((n) => n.id));
+  const gradients = new Set(data.nodes.filter((n) => n.kind === "gradient").map((n) => n.id));
   const carries = new Map<string, boolean>(); // edge key -> whether it carries saved values only
+  const readsSaved = new Map<string, boolean>();
+  const intoGradient = new Map<string, boolean>();
   const edges: [string, string][] = [];
   for (const [source, target] of data.edges) {
     const from = owner.get(source);
@@ -96,9 +105,13 @@ export function visibleGraph(data: GraphData, expanded: Set<string>): VisibleGra
     const key = edgeKey(from, to);
     if (!carries.has(key)) edges.push([from, to]);
     carries.set(key, (carries.get(key) ?? true) && saved.has(source) && from !== source);
+    readsSaved.set(key, (readsSaved.get(key) ?? true) && saved.has(source));
+    intoGradient.set(key, (intoGradient.get(key) ?? true) && gradients.has(target));
   }
   const savedOnly = new Set([...carries].filter(([, only]) => only).map(([key]) => key));
-  return { nodes: [...byId.values()], edges, savedOnly };
+  const edgeKinds = new Map<string, EdgeKind>([...readsSaved].filter(([, only]) => only).map(([key]) => [key, "saved"]));
+  for (const [key, only] of intoGradient) if (only && !edgeKinds.has(key)) edgeKinds.set(key, "gradient");
+  return { nodes: [...byId.values()], edges, savedOnly, edgeKinds };
 }
 
 /** The kernel's first views to try, most detailed first (views.first), as sets. */

@@ -30,6 +30,8 @@ COLOURS = {
     "recomputed": "#f3f4f6",
     "group": "#d7eef3",
 }
+EDGE_COLOURS = {"saved": "#d97706", "gradient": "#15803d"}
+"""Edge colours for a picture without CSS (the widget's come from widget.css, by class)."""
 SHAPE = {
     "saved": 'shape=box, style="filled"',
     "tangent": 'shape=box, style="filled"',
@@ -139,10 +141,25 @@ def build_dot(
 
     emit("", "  ")
     for start, end in graph.edges:
-        loose = " [constraint=false]" if (start, end) in graph.saved_only else ""
-        lines.append(f"  v{index[start]} -> v{index[end]}{loose};")
+        attributes = edge_attributes(graph, (start, end))
+        if colours and (start, end) in graph.edge_kinds:
+            attributes.append(f'color="{EDGE_COLOURS[graph.edge_kinds[start, end]]}"')
+        shown = f" [{', '.join(attributes)}]" if attributes else ""
+        lines.append(f"  v{index[start]} -> v{index[end]}{shown};")
     lines.append("}")
     return "\n".join(lines)
+
+
+def edge_attributes(graph: VisibleGraph[GraphNode], edge: tuple[str, str]) -> list[str]:
+    """An edge's DOT attributes (js/dot.ts `edgeAttributes`' twin): saved values do not rank the layout
+    when read out of a collapsed module; saved-value reads are dashed, and each kind has its CSS class."""
+    attributes = ["constraint=false"] if edge in graph.saved_only else []
+    kind = graph.edge_kinds.get(edge)
+    if kind == "saved":
+        attributes += ['class="e-saved"', 'style="dashed"']
+    elif kind == "gradient":
+        attributes.append('class="e-gradient"')
+    return attributes
 
 
 def saved_bytes_under(data: GraphData) -> dict[str, int]:

@@ -30,7 +30,7 @@ class GraphView {
   savedBytes = new Map<string, number>();
   minScale = 1;
   expanded = new Set<string>();
-  visible: VisibleGraph = { nodes: [], edges: [], savedOnly: new Set() };
+  visible: VisibleGraph = { nodes: [], edges: [], savedOnly: new Set(), edgeKinds: new Map() };
   clusters: string[] = [];
   found: GraphNode[] = []; // search results
   foundIndex = -1; // the match Enter went to last, -1 before the first Enter

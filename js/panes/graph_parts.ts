@@ -58,10 +58,16 @@ const KIND_LEGEND: [string, string][] = [
   ["recomputed", "recomputed forward op"], ["group", "module (click to open)"],
 ];
 
+const EDGE_LEGEND: [string, string][] = [
+  ["e-flow", "backward data flow"], ["e-saved", "saved value read"], ["e-gradient", "into a gradient"],
+];
+
 /** The legend for the colouring in use: kinds, or bytes from small to large. */
 export function renderLegend(host: HTMLElement, byBytes: boolean): void {
   if (!byBytes) {
-    host.replaceChildren(...KIND_LEGEND.map(([kind, text]) => element("span", `bwd-legend-item bwd-kind-${kind}`, text)));
+    const kinds = KIND_LEGEND.map(([kind, text]) => element("span", `bwd-legend-item bwd-kind-${kind}`, text));
+    const edges = EDGE_LEGEND.map(([kind, text]) => element("span", `bwd-legend-edge ${kind}`, text));
+    host.replaceChildren(...kinds, ...edges);
     return;
   }
   const items = [element("span", "bwd-legend-text", "bytes (each step 4\u00D7 more):")];

@@ -58,7 +58,23 @@ describe("collapse and expand", () => {
     expect([...collapsed.savedOnly]).toEqual([edgeKey(GROUP_PREFIX + "a", GROUP_PREFIX + "b")]);
     const open = visibleGraph(data, new Set(["a"]));
     expect(open.savedOnly.size).toBe(0); // drawn itself, a saved value stays near what reads it
-    expect(buildDot(collapsed)).toMatch(/v\d+ -> v\d+ \[constraint=false\];/);
+    expect(buildDot(collapsed)).toMatch(/v\d+ -> v\d+ \[constraint=false, class="e-saved", style="dashed"\];/);
+  });
+
+  it("says what each drawn edge carries: a saved value read, into a gradient, or backward data flow", () => {
+    const data = transformerData(1, 1);
+    data.nodes.push(node("s", "a", "saved"), node("op_a", "a"), node("op_b", "b"), node("g", "b", "gradient"));
+    data.edges.push(["s", "op_a"], ["op_a", "op_b"], ["op_b", "g"]);
+    withViews(data);
+    const open = visibleGraph(data, new Set(["a", "b"]));
+    expect(open.edgeKinds.get(edgeKey("s", "op_a"))).toBe("saved");
+    expect(open.edgeKinds.get(edgeKey("op_b", "g"))).toBe("gradient");
+    expect(open.edgeKinds.has(edgeKey("op_a", "op_b"))).toBe(false);
+    // collapsed, a's edge to b carries a saved value and data flow at once: it is data flow
+    data.edges.push(["s", "op_b"]);
+    expect(visibleGraph(data, new Set()).edgeKinds.has(edgeKey(GROUP_PREFIX + "a", GROUP_PREFIX + "b"))).toBe(false);
+    expect(buildDot(open)).toMatch(/ \[class="e-saved", style="dashed"\];/);
+    expect(buildDot(open)).toMatch(/ \[class="e-gradient"\];/);
   });
 
   it("toggle closes a module and everything inside it", () => {
