@@ -231,17 +231,7 @@ def for_graphnet_tools(gm: torch.fx.GraphModule, values: list) -> tuple[torch.fx
     by_name = {node.name: node for node in result.graph.find_nodes(op="placeholder")}
     anchor = next(node for node in result.graph.nodes if node.op != "placeholder")
     for original, val in restride:
-        node = by_name[original.name]
-        device = torch.device("cpu") if val.device.type == "meta" else val.device
-        with result.graph.inserting_before(anchor):
-            empty = result.graph.call_function(
-                torch.ops.aten.empty_strided.default,
-                (list(val.shape), list(val.stride())),
-                {"dtype": val.dtype, "device": device},
-            )
-            laid_out = result.graph.call_function(torch.ops.aten.copy.default, (empty, node))
-        node.replace_all_uses_with(laid_out, delete_user_cb=lambda user, laid_out=laid_out: user is not laid_out)
-        changes.append(f"{node.name} is copied into its recorded strides {list(val.stride())}")
+        changes.append(_copy_into_recorded_layout(result.graph, by_name[original.name], val, anchor))
     dropped = _size_checks(result.graph, size_inputs)
     for check in dropped:
         _erase_with_unused_inputs(result.graph, check)
@@ -260,6 +250,22 @@ def for_graphnet_tools(gm: torch.fx.GraphModule, values: list) -> tuple[torch.fx
         changes.append(f"outputs 0 and {swap} trade places: the first output is a boolean tensor")
     result.recompile()
     return result, changes
+
+
+def _copy_into_recorded_layout(
+    graph: torch.fx.Graph, node: torch.fx.Node, value: torch.Tensor, anchor: torch.fx.Node
+) -> str:
+    """Have the graph copy input `node` into the strides `value` has, before `anchor`; says what it did."""
+    device = torch.device("cpu") if value.device.type == "meta" else value.device
+    with graph.inserting_before(anchor):
+        empty = graph.call_function(
+            torch.ops.aten.empty_strided.default,
+            (list(value.shape), list(value.stride())),
+            {"dtype": value.dtype, "device": device},
+        )
+        laid_out = graph.call_function(torch.ops.aten.copy.default, (empty, node))
+    node.replace_all_uses_with(laid_out, delete_user_cb=lambda user: user is not laid_out)
+    return f"{node.name} is copied into its recorded strides {list(value.stride())}"
 
 
 def _size_checks(graph: torch.fx.Graph, size_inputs: set[str]) -> list[torch.fx.Node]:
