@@ -12,6 +12,8 @@ import torch
 from .core import memory
 from .core.analysis import GradientOutput, SavedTensor, TensorInfo
 from .core.kinds import Mode
+from .core.measure import MeasuredMemory
+from .core.measure import measure as measure_partitions
 from .core.partitioners import resolve_partitioner
 from .core.trace import Partition
 from .display_hook import RichDisplay
@@ -39,6 +41,8 @@ class BackwardExtraction(RichDisplay):
     """Gradients eager autograd computed (real mode), by argument or qualified parameter name."""
     requires_grad: dict[str, bool] = field(default_factory=dict)
     """Which inputs and parameters were given a gradient, as decided."""
+    measured: MeasuredMemory | None = field(default=None, init=False, repr=False)
+    """The last `measure()` (None until then; `rerun` starts unmeasured): `bw.show` draws it over the prediction."""
 
     def rerun(self, partitioner: object = "default", memory_budget: float | None = None) -> BackwardExtraction:
         """The same model and inputs under another partitioner: each trace is partitioned again, not traced."""
@@ -159,6 +163,17 @@ class BackwardExtraction(RichDisplay):
     def peak_activation_bytes(self) -> int:
         """The highest point of `memory_timeline()`: what lowering memory has to lower."""
         return self.peak.live_bytes
+
+    def measure(self) -> MeasuredMemory:
+        """Run the real forward and backward graphs op by op and measure live activation memory.
+
+        Counts what `memory_timeline()` predicts (storages the graphs allocate, each once; not forward
+        inputs or tangents), one point per op at the same steps: `.peak_bytes`, `.curve`,
+        `.predicted_peak_bytes`, `.error_percent`, `.to_memory_viz(path)`. It runs the model, so it is
+        never done implicitly: the result is kept as `measured`, and the next `bw.show(self)` draws it.
+        Real mode only (a fake-mode extraction has no values to run)."""
+        self.measured = measure_partitions(self.partitions)
+        return self.measured
 
     def summary(self) -> dict:
         """Plain numbers, for tables, JSON and notebooks."""

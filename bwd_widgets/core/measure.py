@@ -1,0 +1,300 @@
+"""Measured activation memory: a partition's real forward and backward, run op by op, live storages counted.
+
+The memory pane's timeline is a prediction (`core/memory.py`, a liveness walk over fake tensors). This
+runs the same graphs on the real values the extraction recorded, the way AOT Autograd's generated code
+runs them: each value dropped after its last use (`x = None`), the argument list handed over (boxed), the
+saved values carried from forward to backward, gradients alive to the end of backward. It counts what
+the prediction counts: the storages the graphs allocate, each once, never the forward inputs or the
+tangents. Storages are watched through `weakref.finalize` on their real `untyped_storage()`, so views,
+aliases and frees are torch's and Python's own, not re-derived: one point per op, aligned with
+`memory.timeline()`. On CUDA the allocator's own peak (`torch.cuda.max_memory_allocated`) and its
+memory snapshot are taken as well.
+"""
+
+from __future__ import annotations
+
+import pickle
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx
+import torch.utils._pytree as pytree
+
+from . import memory
+from .errors import BwdWidgetsError
+from .kinds import is_tangent
+
+if TYPE_CHECKING:
+    from .trace import Partition
+
+
+class MeasureNeedsRealModeError(BwdWidgetsError, ValueError):
+    """A fake-mode extraction has no real values to run."""
+
+
+@dataclass(frozen=True)
+class MeasuredMemory:
+    """What `measure` saw: live activation bytes after each op, against the prediction."""
+
+    curve: list[dict]
+    """`{"phase", "node", "graph", "live_bytes"}` after each op, the same steps as `memory.timeline()`."""
+    predicted: list[int]
+    """The prediction's live bytes at the same steps."""
+    device: str
+    events: list[dict] = field(repr=False)
+    """Each storage's `alloc` and `free` as the run made them: `{"action", "addr", "size", "step"}`."""
+    allocator_peak_bytes: int | None = None
+    """CUDA only: `torch.cuda.max_memory_allocated()` above what was allocated before the run."""
+    cuda_snapshot: dict | None = field(default=None, repr=False)
+    """CUDA only: `torch.cuda.memory._snapshot()` of the run."""
+
+    @property
+    def peak_bytes(self) -> int:
+        """The measured peak: the allocator's on CUDA (temporaries inside an op included), else the curve's."""
+        if self.allocator_peak_bytes is not None:
+            return self.allocator_peak_bytes
+        return max((p["live_bytes"] for p in self.curve), default=0)
+
+    @property
+    def peak_step(self) -> int:
+        """The first step of the curve at its highest (-1 for an empty run)."""
+        live = [p["live_bytes"] for p in self.curve]
+        return live.index(max(live)) if live else -1
+
+    @property
+    def predicted_peak_bytes(self) -> int:
+        return max(self.predicted, default=0)
+
+    @property
+    def error_percent(self) -> float:
+        """How far the prediction's peak is from the measured one, in percent of the measured peak."""
+        measured = self.peak_bytes
+        if not measured:
+            return 0.0 if not self.predicted_peak_bytes else 100.0
+        return 100.0 * (self.predicted_peak_bytes - measured) / measured
+
+    def snapshot(self) -> dict:
+        """The run as a `torch.cuda.memory._snapshot()` dict, which pytorch.org/memory_viz draws."""
+        return self.cuda_snapshot if self.cuda_snapshot is not None else memory_viz_snapshot(self.events, self.curve)
+
+    def to_memory_viz(self, path: str | Path) -> Path:
+        """Write `snapshot()` pickled: drop the file on pytorch.org/memory_viz ("Active Memory Timeline")."""
+        path = Path(path)
+        with path.open("wb") as f:
+            pickle.dump(self.snapshot(), f)
+        return path
+
+
+class _Storages:
+    """Live storages the run allocated: each counted once, from the first tensor holding it until the
+    last one goes (a finalizer on the storage). Storages of `external` tensors never count."""
+
+    def __init__(self, external: list[Any]):
+        self.external = [t.untyped_storage() for t in external if isinstance(t, torch.Tensor)]
+        self.excluded = {id(s) for s in self.external}
+        self.live: dict[int, int] = {}
+        self.bytes = 0
+        self.step = 0
+        self.events: list[dict] = []
+        self.finalizers: list[weakref.finalize] = []
+
+    def hold(self, value: object) -> None:
+        for leaf in pytree.tree_leaves(value):
+            if not isinstance(leaf, torch.Tensor):
+                continue
+            try:
+                storage = leaf.untyped_storage()
+            except Exception:  # a tensor without storage (sparse, nested): nothing to watch
+                continue
+            key = id(storage)
+            if key in self.excluded or key in self.live:
+                continue
+            self.live[key] = nbytes = int(storage.nbytes())
+            self.bytes += nbytes
+            address = int(storage.data_ptr())
+            self.events.append({"action": "alloc", "addr": address, "size": nbytes, "step": self.step})
+            finalizer = weakref.finalize(storage, self._free, key, address)
+            finalizer.atexit = False
+            self.finalizers.append(finalizer)
+
+    def _free(self, key: int, address: int) -> None:
+        nbytes = self.live.pop(key)
+        self.bytes -= nbytes
+        self.events.append({"action": "free", "addr": address, "size": nbytes, "step": self.step})
+
+    def close(self) -> None:
+        """Stop watching: storages that outlive the run must not call back into it."""
+        for finalizer in self.finalizers:
+            finalizer.detach()
+
+
+class _Run(torch.fx.Interpreter):
+    """Runs a graph node by node, recording live bytes after each op (before the values it used last
+    are dropped, as the prediction counts them). Inputs are popped from the list it is given, so a
+    value the caller handed over dies at its last use, as with AOT Autograd's boxed calls."""
+
+    def __init__(self, gm: torch.fx.GraphModule, tracker: _Storages, curve: list[dict], phase: str, graph: int):
+        super().__init__(gm)
+        self.extra_traceback = False
+        self.tracker, self.curve, self.phase, self.graph_index = tracker, curve, phase, graph
+        self.inputs: list = []
+
+    def run_list(self, inputs: list) -> Any:
+        self.inputs = inputs
+        return self.run()
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        if n.op == "placeholder":
+            value = self.inputs.pop(0)
+            return value if n.users else None
+        value = super().run_node(n)
+        if n.op != "call_function":
+            return value
+        self.tracker.hold(value)
+        self.curve.append(
+            {"phase": self.phase, "node": n.name, "graph": self.graph_index, "live_bytes": self.tracker.bytes}
+        )
+        self.tracker.step = len(self.curve)
+        return value if n.users else None  # generated code drops an unused result at once
+
+
+def _check_real(partitions: list[Partition]) -> None:
+    for p in partitions:
+        if p.trace.real is None:
+            raise MeasureNeedsRealModeError(
+                "measure() runs the real forward and backward, so it needs a real-mode extraction "
+                "(bw.extract(model, inputs), not mode='fake')."
+            )
+
+
+def _tangents(partition: Partition) -> dict[str, Any]:
+    """The real tangents, or zeros of their shape when the real backward did not run (memory is the same)."""
+    given = partition.trace.tangent_values
+    tangents: dict[str, Any] = {}
+    for node in partition.backward.graph.find_nodes(op="placeholder"):
+        if is_tangent(node.name):
+            if given is not None and node.name in given:
+                tangents[node.name] = given[node.name]
+            else:
+                val = node.meta.get("val")
+                tangents[node.name] = (
+                    torch.zeros(val.shape, dtype=val.dtype, device=val.device) if isinstance(val, torch.Tensor) else val
+                )
+    return tangents
+
+
+def _forward(partition: Partition, index: int, tracker: _Storages, curve: list[dict], tangents: dict) -> list:
+    """Run the forward graph; return the backward graph's inputs (saved values and tangents), in order.
+    The rest of what forward returns (the user's outputs) is dropped."""
+    rng = partition.trace.rng_state
+    if rng is not None:
+        torch.set_rng_state(rng)
+    outputs = _Run(partition.forward, tracker, curve, memory.FORWARD, index).run_list(
+        list(partition.forward_inputs or [])
+    )
+    nodes = partition.forward.graph.output_node().args[0]
+    assert isinstance(nodes, (tuple, list))
+    by_name = {node.name: value for node, value in zip(nodes, outputs) if isinstance(node, torch.fx.Node)}
+    del outputs
+    by_name.update(tangents)
+    return [by_name[node.name] for node in partition.backward.graph.find_nodes(op="placeholder")]
+
+
+def _run_all(partitions: list[Partition], tracker: _Storages, tangents: list[dict]) -> list[dict]:
+    """Forwards in order, then backwards in reverse, as AOT Autograd runs several compiled regions."""
+    curve: list[dict] = []
+    carried = [_forward(p, i, tracker, curve, tangents[i]) for i, p in enumerate(partitions)]
+    for index in range(len(partitions) - 1, -1, -1):
+        inputs = carried.pop()
+        _Run(partitions[index].backward, tracker, curve, memory.BACKWARD, index).run_list(inputs)
+        # the gradients are dropped here: the prediction counts them to the end of their own backward
+    return curve
+
+
+def _cuda_device(partitions: list[Partition]) -> torch.device | None:
+    for p in partitions:
+        for value in p.forward_inputs or []:
+            if isinstance(value, torch.Tensor) and value.device.type == "cuda":
+                return value.device
+    return None
+
+
+def measure(partitions: list[Partition]) -> MeasuredMemory:
+    """Run the partitions' real forward and backward graphs and measure live activation memory per op."""
+    _check_real(partitions)
+    tangents = [_tangents(p) for p in partitions]
+    external = [v for p in partitions for v in (p.forward_inputs or [])] + [v for t in tangents for v in t.values()]
+    tracker = _Storages(external)
+    cuda = _cuda_device(partitions)
+    base = _cuda_start(cuda)
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            curve = _run_all(partitions, tracker, tangents)
+        allocator_peak, snapshot = _cuda_end(cuda, base)
+    finally:
+        tracker.close()
+    predicted = [s["live_bytes"] for s in memory.timeline(partitions)]
+    device = str(cuda) if cuda is not None else "cpu"
+    return MeasuredMemory(curve, predicted, device, list(tracker.events), allocator_peak, snapshot)
+
+
+def _cuda_start(device: torch.device | None) -> int:
+    """Reset the allocator's peak and start recording its history; return the bytes allocated before."""
+    if device is None:
+        return 0
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    torch.cuda.memory._record_memory_history(max_entries=1_000_000)
+    return torch.cuda.memory_allocated(device)
+
+
+def _cuda_end(device: torch.device | None, base: int) -> tuple[int | None, dict | None]:
+    if device is None:
+        return None, None
+    torch.cuda.synchronize(device)
+    peak = torch.cuda.max_memory_allocated(device) - base
+    snapshot = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    return peak, snapshot
+
+
+def _frame(step: int, curve: list[dict], freed: bool) -> dict:
+    """A stack frame naming the op: the one that allocated, or the one after which the storage was freed."""
+    index = step - 1 if freed else step
+    point = curve[index] if 0 <= index < len(curve) else {"phase": "", "node": "", "graph": 0}
+    what = f"freed after {point['node']}" if freed else point["node"]
+    return {"filename": f"graph {point['graph']} {point['phase']}", "line": index + 1, "name": what}
+
+
+def memory_viz_snapshot(events: list[dict], curve: list[dict]) -> dict:
+    """Storage events as the snapshot dict `torch.cuda.memory._snapshot()` returns (one device, one
+    segment spanning every address), so pytorch.org/memory_viz and `torch.cuda._memory_viz` read it.
+    Each event's frame names its op; `time_us` is the op's step."""
+    trace = []
+    for e in events:
+        frames = [_frame(e["step"], curve, e["action"] != "alloc")]
+        entry = {"addr": e["addr"], "size": e["size"], "stream": 0, "frames": frames, "time_us": e["step"]}
+        if e["action"] == "alloc":
+            trace.append({"action": "alloc", **entry})
+        else:
+            trace += [{"action": "free_requested", **entry}, {"action": "free_completed", **entry}]
+    low = min((e["addr"] for e in events), default=0)
+    high = max((e["addr"] + e["size"] for e in events), default=0)
+    segment: dict[str, Any] = {
+        "device": 0,
+        "address": low,
+        "total_size": high - low,
+        "allocated_size": 0,
+        "active_size": 0,
+        "requested_size": 0,
+        "stream": 0,
+        "segment_type": "large",
+        "segment_pool_id": (0, 0),
+        "is_expandable": False,
+        "frames": [],
+        "blocks": [{"address": low, "size": high - low, "requested_size": 0, "state": "inactive", "frames": []}],
+    }
+    return {"segments": [segment] if high > low else [], "device_traces": [trace]}

@@ -1,0 +1,155 @@
+"""Predicted against measured: `g.measure()` runs the real graphs op by op and counts live storages.
+
+The prediction (`core/memory.py`) and the measurement share their rules (storages the graphs allocate,
+each once, not forward inputs or tangents; values dropped after their last use; gradients alive to the
+end of backward), so their curves must agree step by step. Where they do not, the test says which side
+is wrong and why.
+"""
+
+import pickle
+
+import pytest
+import torch
+from torch.cuda import _memory_viz
+
+import bwd_widgets as bw
+from bwd_widgets.core.measure import MeasureNeedsRealModeError
+from bwd_widgets.examples import MLP, Block, ConvBN, Transformer
+
+from models import GraphBreak
+from shared_data import shared_path
+
+PARTITIONS = [("default", None), ("min_cut", 1.0), ("min_cut", 0.5), ("min_cut", 0.0)]
+
+
+@pytest.fixture(scope="module")
+def course_models():
+    torch.manual_seed(0)
+    return {
+        "MLP": bw.extract(MLP(width=16, depth=4), torch.randn(8, 16)),
+        "Block": bw.extract(Block(width=32), torch.randn(2, 16, 32)),
+        "Transformer": bw.extract(Transformer(width=32, depth=2), torch.randint(0, 64, (4, 32))),
+        "ConvBN": bw.extract(ConvBN(), torch.randn(2, 3, 16, 16)),
+        "GraphBreak": bw.extract(GraphBreak(), torch.randn(3, 4)),
+    }
+
+
+def _steps(points: list[dict]) -> list[tuple]:
+    return [(p["phase"], p["node"], p["graph"]) for p in points]
+
+
+def _assert_same_curve(g: bw.BackwardExtraction) -> None:
+    predicted = g.memory_timeline()
+    measured = g.measure()
+    assert _steps(measured.curve) == _steps(predicted), "one measured point per predicted step"
+    assert [p["live_bytes"] for p in measured.curve] == [s["live_bytes"] for s in predicted]
+    assert measured.peak_bytes == measured.predicted_peak_bytes == g.peak_activation_bytes
+    assert measured.error_percent == 0.0 and measured.peak_step == g.peak.step
+
+
+@pytest.mark.parametrize("partitioner, budget", PARTITIONS)
+@pytest.mark.parametrize("name", ["MLP", "Block", "Transformer", "ConvBN", "GraphBreak"])
+def test_measured_curve_equals_the_prediction_on_the_course_models(course_models, name, partitioner, budget):
+    """Exact, op by op, for every partitioner (GraphBreak: two regions, forwards then backwards in reverse)."""
+    _assert_same_curve(course_models[name].rerun(partitioner, budget))
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    pytest.importorskip("transformers")
+    import zoo_models
+
+    entry = next(e for e in zoo_models.TRANSFORMERS if e.name == "gpt2")
+    model, inputs = entry.make()
+    return zoo_models.extract(entry, model, inputs)
+
+
+def test_measured_curve_equals_the_prediction_on_gpt2(gpt2):
+    _assert_same_curve(gpt2)
+
+
+def _orphaned_views(g: bw.BackwardExtraction) -> set[str]:
+    """View ops whose fake value lost the storage of what they view: min-cut's CSE rewires a duplicate
+    chain (`arange -> add -> unsqueeze`) to the first one, but the node keeps its old `val`."""
+    names = set()
+    for p in g.partitions:
+        for graph in (p.forward.graph, p.backward.graph):
+            for node in graph.nodes:
+                schema = getattr(node.target, "_schema", None)
+                if node.op != "call_function" or schema is None or not schema.arguments:
+                    continue
+                alias = schema.arguments[0].alias_info
+                if alias is None or alias.is_write or not isinstance(node.meta.get("val"), torch.Tensor):
+                    continue
+                source = node.all_input_nodes[0].meta.get("val") if node.all_input_nodes else None
+                if isinstance(source, torch.Tensor):
+                    mine, theirs = node.meta["val"].untyped_storage()._cdata, source.untyped_storage()._cdata
+                    if mine != theirs:
+                        names.add(node.name)
+    return names
+
+
+def test_min_cut_on_gpt2_differs_only_where_the_prediction_miscounts_a_view(gpt2):
+    """The peaks agree; below them the prediction counts views of min-cut's CSE'd chains as new storages.
+
+    The measurement is right (a view shares its input's storage at run time): each step where the
+    prediction rises above the measurement is such a view, and the prediction is never below."""
+    g = gpt2.rerun("min_cut", 1.0)
+    measured = g.measure()
+    predicted = [s["live_bytes"] for s in g.memory_timeline()]
+    live = [p["live_bytes"] for p in measured.curve]
+    assert measured.peak_bytes == measured.predicted_peak_bytes and measured.error_percent == 0.0
+    over = [a - b for a, b in zip(predicted, live)]
+    assert min(over) >= 0 and max(over) > 0
+    rises = {measured.curve[i]["node"] for i in range(len(over)) if over[i] > (over[i - 1] if i else 0)}
+    assert rises and rises <= _orphaned_views(g)
+
+
+@pytest.mark.xfail(strict=True, reason="core/memory.py counts a CSE'd view as its own storage (see above)")
+def test_min_cut_on_gpt2_curve_equals_the_prediction(gpt2):
+    _assert_same_curve(gpt2.rerun("min_cut", 1.0))
+
+
+def test_measured_curve_equals_the_prediction_on_a_graphnet_sample():
+    sample = shared_path("graphnet_samples", "torchgeometric", "RECT_L")
+    g = bw.extract(bw.load_graphnet_sample(sample))
+    for partitioner, budget in PARTITIONS:
+        _assert_same_curve(g.rerun(partitioner, budget))
+
+
+def test_the_result_is_kept_on_the_extraction_and_a_rerun_starts_unmeasured(course_models):
+    g = course_models["MLP"].rerun("default")
+    assert g.measured is None
+    measured = g.measure()
+    assert g.measured is measured and g.rerun("min_cut").measured is None
+    assert measured.device == "cpu" and measured.allocator_peak_bytes is None
+    assert measured.predicted == [s["live_bytes"] for s in g.memory_timeline()]
+
+
+def test_the_memory_viz_file_loads_in_torchs_own_memory_viz(course_models, tmp_path):
+    g = course_models["Transformer"].rerun("min_cut", 0.5)
+    measured = g.measure()
+    path = measured.to_memory_viz(tmp_path / "run.pickle")
+    with path.open("rb") as f:
+        snapshot = pickle.load(f)
+    assert set(snapshot) == {"segments", "device_traces"}
+    text = _memory_viz.trace(snapshot)  # its "TOTAL MEM" line is not a check: torch reuses `count`
+    assert f"{len(snapshot['device_traces'][0])} entries" in text and "del " in text
+    assert "snapshot.pickle" in _memory_viz.trace_plot(snapshot)
+    assert "snapshot.pickle" in _memory_viz.segment_plot(snapshot)
+    assert "segments: 1" in _memory_viz.segsum(snapshot)
+    live, highest = 0, 0
+    for event in snapshot["device_traces"][0]:
+        live += {"alloc": event["size"], "free_completed": -event["size"]}.get(event["action"], 0)
+        highest = max(highest, live)
+    assert highest == measured.peak_bytes and live == 0, "every storage the run allocated is freed by its end"
+    first = snapshot["device_traces"][0][0]
+    assert first["action"] == "alloc" and first["frames"][0]["name"] in {p["node"] for p in measured.curve}
+
+
+def test_fake_mode_says_measure_needs_real_values():
+    g = bw.extract(MLP(width=8, depth=2), torch.randn(2, 8), mode="fake")
+    with pytest.raises(MeasureNeedsRealModeError, match="real-mode extraction") as error:
+        g.measure()
+    assert isinstance(error.value, ValueError) and "\n" not in str(error.value)
+    assert g.measured is None
