@@ -8,6 +8,19 @@ export type SortKey = "name" | "kind" | "shape" | "dtype" | "bytes" | "adds" | "
  *  to memory on top of the forward inputs (0 B for views of parameters and inputs). */
 export const COLUMNS: SortKey[] = ["name", "kind", "shape", "dtype", "bytes", "adds", "producer", "module"];
 
+/** Column widths (CSS) of the saved table, which is laid out to the pane's width so that beside the graph
+ *  every column stays on screen: the short numeric columns get room for their values ("float32",
+ *  "16.4 KB", with the sort arrow), the rest share what is left; a cell too long for its column ends in
+ *  an ellipsis and says itself in full in its title. */
+export const COLUMN_WIDTHS: Record<SortKey, string> = {
+  name: "", kind: "", shape: "", dtype: "calc(7ch + 8px)", bytes: "calc(8ch + 8px)", adds: "calc(8ch + 8px)", producer: "", module: "",
+};
+
+/** A cell's hover text: its whole value, then the row's (why the value is saved). */
+export function cellTitle(text: string, rowTitle: string): string {
+  return rowTitle ? `${text}\n${rowTitle}` : text;
+}
+
 /** Columns that sort largest first on their first click. */
 export function descendingFirst(key: SortKey): boolean {
   return key === "bytes" || key === "adds";

@@ -3,7 +3,7 @@
 import { clearClass, element, keepInView } from "../dom";
 import { formatBytes } from "../format";
 import type { PaneContext } from "../model";
-import { COLUMNS, descendingFirst, recomputedCells, savedCells, savedTitle, sortRows, type SortKey } from "../table";
+import { cellTitle, COLUMN_WIDTHS, COLUMNS, descendingFirst, recomputedCells, savedCells, savedTitle, sortRows, type SortKey } from "../table";
 import type { GraphData } from "../types";
 import type { Pane } from "./pane";
 
@@ -19,7 +19,11 @@ export function savedPane({ model, signal, select }: PaneContext): Pane {
   function row(name: string, className: string, cells: string[], title: string): HTMLTableRowElement {
     const tr = element("tr", className);
     tr.dataset.name = name;
-    for (const text of cells) tr.appendChild(element("td", "", text));
+    for (const text of cells) {
+      const td = element("td", "", text);
+      td.title = cellTitle(text, title); // the whole value, when the column cuts it short
+      tr.appendChild(td);
+    }
     tr.title = title;
     tr.addEventListener("click", () => select(name), on);
     return tr;
@@ -43,6 +47,16 @@ export function savedPane({ model, signal, select }: PaneContext): Pane {
     return thead;
   }
 
+  function columns(): HTMLTableColElement {
+    const group = element("colgroup");
+    for (const column of COLUMNS) {
+      const col = element("col");
+      col.style.width = COLUMN_WIDTHS[column];
+      group.appendChild(col);
+    }
+    return group;
+  }
+
   function render(): void {
     if (!data) return;
     const diff = data.diff;
@@ -55,7 +69,7 @@ export function savedPane({ model, signal, select }: PaneContext): Pane {
       const title = `saved under ${diff.against}; this partition recomputes it in backward instead`;
       tbody.appendChild(row(gone.name, "bwd-row bwd-row-recomputed-now", recomputedCells(gone), title));
     }
-    table.replaceChildren(header(), tbody);
+    table.replaceChildren(columns(), header(), tbody);
     const t = data.partition;
     const views = data.saved.filter((r) => r.alias_kind && r.alias_kind !== "activation").length;
     const viewText = views ? ` \u00B7 ${views} view${views === 1 ? "" : "s"} of parameters/inputs (0 B added)` : "";
