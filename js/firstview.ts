@@ -26,9 +26,21 @@ export interface Pane {
   minScale: number;
 }
 
-/** The smallest readable scale the payload's views ask for. */
+/** Labels are drawn at this font size, in drawing units (js/dot.ts writes `fontsize=10` for nodes). */
+export const LABEL_FONT_UNITS = 10;
+/** The smallest on-screen size of a label's glyphs (its font size times the view's scale) that counts as
+ *  readable. The kernel's figures measure a label's line box (11.5 units, 9.5 px), which lets the glyphs
+ *  themselves shrink to 8.3 px: this rule measures the glyphs. */
+export const MIN_GLYPH_PX = 9;
+
+/** The smallest readable scale: the payload's line-box rule, and labels' glyphs at least MIN_GLYPH_PX. */
 export function minScaleOf(views: Pick<Views, "label_units" | "min_label_px">): number {
-  return readableScale(views.label_units, views.min_label_px);
+  return Math.max(readableScale(views.label_units, views.min_label_px), readableScale(LABEL_FONT_UNITS, MIN_GLYPH_PX));
+}
+
+/** How many pixels a label's glyphs are on screen at `scale` (pixels per drawing unit). */
+export function glyphPx(scale: number): number {
+  return LABEL_FONT_UNITS * scale;
 }
 
 /** How the whole drawing looks fitted into the pane. */

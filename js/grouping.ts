@@ -12,6 +12,7 @@ export interface VisibleNode {
   node?: GraphNode;
   path?: string; // for groups
   size?: number; // for groups: graph nodes inside
+  run?: Run; // for a folded run of alike sibling modules: `path` is then its label
 }
 
 /** What an edge carries, where not backward data flow (the default). */
@@ -67,29 +68,119 @@ export function modulePaths(tree: ModuleTree): string[] {
   return [...tree.size.keys()].filter(Boolean);
 }
 
-/** The visible id standing for a node: itself, or its outermost collapsed module. */
-export function representative(node: GraphNode, expanded: Set<string>): string {
+/** A run of alike sibling modules numbered one after another (`0`…`31` of an nn.Sequential,
+ *  `blocks.0`…`blocks.31` of a ModuleList). Folded, it is drawn as one group labelled `0–31 ×32`, so that
+ *  a model whose top level is a long chain of blocks opens readable; a click shows its members. */
+export interface Run {
+  parent: string;
+  members: string[]; // module paths, in number order
+  label: string; // "0–31 ×32", "blocks.0–31 ×32": also the group's `path` and the key of its saved bytes
+}
+
+/** Shorter runs of alike siblings are drawn one by one. */
+export const MIN_RUN = 4;
+
+const lastName = (path: string) => path.slice(path.lastIndexOf(".") + 1);
+
+/** A module's shape: its children's names, nested (two blocks of one class match, though the first
+ *  block's ops differ: it computes no gradient for its input). */
+function shapeOf(tree: ModuleTree, path: string, memo: Map<string, string>): string {
+  let shape = memo.get(path);
+  if (shape === undefined) {
+    const children = (tree.children.get(path) ?? []).map((child) => `${lastName(child)}(${shapeOf(tree, child, memo)})`);
+    shape = children.sort().join(",");
+    memo.set(path, shape);
+  }
+  return shape;
+}
+
+/** Every run of at least `minRun` alike sibling modules named by consecutive integers, parents in tree
+ *  order. Alike: the same nested children; modules with none (a Linear, a ReLU) by the ops in them. */
+export function findRuns(tree: ModuleTree, nodes: readonly GraphNode[], minRun = MIN_RUN): Run[] {
+  const ops = new Map<string, Set<string>>();
+  for (const n of nodes) {
+    if (!ops.has(n.module)) ops.set(n.module, new Set());
+    ops.get(n.module)!.add(`${n.kind}:${n.op}`);
+  }
+  const opsOf = (path: string) => [...(ops.get(path) ?? [])].sort().join(" ");
+  const memo = new Map<string, string>();
+  const alike = (a: string, b: string) => {
+    const shape = shapeOf(tree, a, memo);
+    return shape === shapeOf(tree, b, memo) && (shape !== "" || opsOf(a) === opsOf(b));
+  };
+  const runs: Run[] = [];
+  for (const [parent, children] of tree.children) {
+    const numbered = children.filter((c) => /^\d+$/.test(lastName(c))).sort((a, b) => Number(lastName(a)) - Number(lastName(b)));
+    let start = 0;
+    for (let i = 1; i <= numbered.length; i++) {
+      const continues = i < numbered.length
+        && Number(lastName(numbered[i])) === Number(lastName(numbered[i - 1])) + 1
+        && alike(numbered[i], numbered[start]);
+      if (continues) continue;
+      const members = numbered.slice(start, i);
+      if (members.length >= minRun) {
+        const prefix = parent ? `${parent}.` : "";
+        runs.push({ parent, members, label: `${prefix}${lastName(members[0])}\u2013${lastName(members[members.length - 1])} \u00D7${members.length}` });
+      }
+      start = i;
+    }
+  }
+  return runs;
+}
+
+/** The runs drawn folded with `expanded` open: those whose parent is open (or the top level). */
+export function visibleRuns(runs: readonly Run[], expanded: Set<string>): Run[] {
+  return runs.filter((run) => !run.parent || ancestors(run.parent).every((path) => expanded.has(path)));
+}
+
+/** The folded runs left once module `path` (or a node in it) is to be seen: a run holding it or a module
+ *  above it unfolds. */
+export function unfoldAround(path: string, folded: readonly Run[]): Run[] {
+  const above = new Set(ancestors(path));
+  return folded.filter((run) => !run.members.some((member) => above.has(member)));
+}
+
+/** Saved bytes under each run, keyed by its label (as `ModuleTree.savedBytes` is by path). */
+export function runBytes(runs: readonly Run[], savedBytes: ReadonlyMap<string, number>): Map<string, number> {
+  return new Map(runs.map((run) => [run.label, run.members.reduce((sum, m) => sum + (savedBytes.get(m) ?? 0), 0)]));
+}
+
+const NO_RUNS: ReadonlyMap<string, Run> = new Map();
+
+/** Member module path -> its folded run. */
+export function foldedByMember(folded: readonly Run[]): Map<string, Run> {
+  return new Map(folded.flatMap((run) => run.members.map((member) => [member, run] as const)));
+}
+
+/** The visible id standing for a node: itself, its outermost collapsed module, or the folded run (by
+ *  `foldedByMember`) holding that module. */
+export function representative(node: GraphNode, expanded: Set<string>, folded: ReadonlyMap<string, Run> = NO_RUNS): string {
   for (const path of ancestors(node.module)) {
+    const run = folded.get(path);
+    if (run) return GROUP_PREFIX + run.label;
     if (!expanded.has(path)) return GROUP_PREFIX + path;
   }
   return node.id;
 }
 
-/** What is drawn with `expanded` open: views/grouping.py `visible_graph`'s twin, held equal to it on
- *  the contract fixture. */
-export function visibleGraph(data: GraphData, expanded: Set<string>): VisibleGraph {
+/** What is drawn with `expanded` open (and the runs `folded` drawn as one group each): with no runs
+ *  folded, views/grouping.py `visible_graph`'s twin, held equal to it on the contract fixture. */
+export function visibleGraph(data: GraphData, expanded: Set<string>, folded: readonly Run[] = []): VisibleGraph {
   const sizes = new Map(data.views.modules.map((row) => [row.path, row.size]));
+  const byMember = foldedByMember(folded);
   const byId = new Map<string, VisibleNode>();
   const owner = new Map<string, string>();
   for (const node of data.nodes) {
-    const id = representative(node, expanded);
+    const id = representative(node, expanded, byMember);
     owner.set(node.id, id);
     if (byId.has(id)) continue;
     if (id === node.id) {
       byId.set(id, { id, cluster: node.module, node });
     } else {
       const path = id.slice(GROUP_PREFIX.length);
-      byId.set(id, { id, cluster: parentOf(path), path, size: sizes.get(path) ?? 0 });
+      const run = folded.find((r) => r.label === path);
+      const size = run ? run.members.reduce((sum, m) => sum + (sizes.get(m) ?? 0), 0) : sizes.get(path) ?? 0;
+      byId.set(id, run ? { id, cluster: run.parent, path, size, run } : { id, cluster: parentOf(path), path, size });
     }
   }
   const saved = new Set(data.nodes.filter((n) => n.kind === "saved").map((n) => n.id));
@@ -117,6 +208,20 @@ export function visibleGraph(data: GraphData, expanded: Set<string>): VisibleGra
 /** The kernel's first views to try, most detailed first (views.first), as sets. */
 export function firstViews(data: GraphData): Set<string>[] {
   return data.views.first.map((open) => new Set(open));
+}
+
+/** A first view to try: modules open, and runs of alike siblings folded into one group each. */
+export interface Candidate {
+  open: Set<string>;
+  folded: Run[];
+}
+
+/** The kernel's first views (most detailed first), then each again with the runs it shows folded: a
+ *  model whose top level is a long chain of alike blocks, not readable drawn whole, opens as `0–31 ×32`. */
+export function firstViewCandidates(views: readonly Set<string>[], runs: readonly Run[]): Candidate[] {
+  const plain = views.map((open) => ({ open, folded: [] as Run[] }));
+  const folded = views.map((open) => ({ open, folded: visibleRuns(runs, open) })).filter((c) => c.folded.length);
+  return [...plain, ...folded];
 }
 
 /** Open module `path` and every module above it. */

@@ -13,22 +13,26 @@ export class StaleLayout extends Error {
   }
 }
 
+/** Whose requests a reply can make stale: each graph pane asks for itself, so that widgets sharing the
+ *  page's one worker (all refitting at once when the window narrows) do not cancel each other. */
+export type Owner = object;
+
 export class LayoutClient {
   private next = 1;
-  private latest = 0;
-  private pending = new Map<number, { resolve: (svg: string) => void; reject: (e: Error) => void; dot: string }>();
+  private latest = new WeakMap<Owner, number>();
+  private pending = new Map<number, { resolve: (svg: string) => void; reject: (e: Error) => void; dot: string; owner: Owner }>();
   private cache = new Map<string, string>();
 
   constructor(private post: (request: { id: number; dot: string }) => void, private cacheSize = 16) {}
 
-  /** Lay out `dot`; rejects with StaleLayout if another request was made meanwhile. */
-  request(dot: string): Promise<string> {
+  /** Lay out `dot`; rejects with StaleLayout if `owner` made another request meanwhile. */
+  request(dot: string, owner: Owner = this): Promise<string> {
     const id = this.next++;
-    this.latest = id;
+    this.latest.set(owner, id);
     const cached = this.cache.get(dot);
     if (cached !== undefined) return Promise.resolve(cached);
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject, dot });
+      this.pending.set(id, { resolve, reject, dot, owner });
       this.post({ id, dot });
     });
   }
@@ -42,7 +46,7 @@ export class LayoutClient {
       return;
     }
     this.remember(waiting.dot, reply.svg);
-    if (reply.id !== this.latest) waiting.reject(new StaleLayout());
+    if (reply.id !== this.latest.get(waiting.owner)) waiting.reject(new StaleLayout());
     else waiting.resolve(reply.svg);
   }
 

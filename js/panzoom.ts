@@ -80,7 +80,7 @@ export function scaleOf(view: View, width: number, height: number): number {
 }
 
 /** A view of `width` × `height` pixels at `scale`, centred on (cx, cy) in drawing units. */
-function centred(cx: number, cy: number, width: number, height: number, scale: number): View {
+export function centred(cx: number, cy: number, width: number, height: number, scale: number): View {
   const w = width / scale;
   const h = height / scale;
   return { x: cx - w / 2, y: cy - h / 2, w, h };
@@ -109,4 +109,35 @@ export function focusView(target: View, width: number, height: number, minScale:
  *  payload's views.label_units and views.min_label_px: the kernel's figures, used by the static SVG too). */
 export function readableScale(labelHeight: number, minLabelPx: number): number {
   return labelHeight > 0 ? minLabelPx / labelHeight : 1;
+}
+
+/** A pane's size in pixels. */
+export interface Size {
+  width: number;
+  height: number;
+}
+
+/** Whether a pane that was `before` and is `now` should have its view placed again: it has an area (a
+ *  hidden tab measures 0 × 0) and changed by at least a pixel. */
+export function resized(before: Size, now: Size): boolean {
+  if (!(now.width > 0 && now.height > 0)) return false;
+  return Math.abs(now.width - before.width) >= 1 || Math.abs(now.height - before.height) >= 1;
+}
+
+/** The view of a pane resized from `before` to `now` that keeps what the view showed at the same scale
+ *  (pixels per drawing unit) and centre: a user's own zoom survives the resize. */
+export function keepScale(view: View, before: Size, now: Size): View {
+  if (!(before.width > 0 && before.height > 0 && now.width > 0 && now.height > 0)) return view;
+  const scale = scaleOf(view, before.width, before.height);
+  return centred(view.x + view.w / 2, view.y + view.h / 2, now.width, now.height, scale);
+}
+
+/** The smallest box holding all of `boxes` (drawing units); a zero box for none. */
+export function unionBox(boxes: readonly View[]): View {
+  if (!boxes.length) return { x: 0, y: 0, w: 0, h: 0 };
+  const x = Math.min(...boxes.map((b) => b.x));
+  const y = Math.min(...boxes.map((b) => b.y));
+  const right = Math.max(...boxes.map((b) => b.x + b.w));
+  const bottom = Math.max(...boxes.map((b) => b.y + b.h));
+  return { x, y, w: right - x, h: bottom - y };
 }

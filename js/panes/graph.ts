@@ -2,21 +2,25 @@
 
 import { buildDot, clusterPaths } from "../dot";
 import { clearClass, element } from "../dom";
-import { bestDrawing, chooseFirstView, minScaleOf, type Drawing } from "../firstview";
-import { firstViews, moduleTree, openPath, parentOf, representative, reveal, toggle, visibleGraph, GROUP_PREFIX, type VisibleGraph } from "../grouping";
+import { bestDrawing, chooseFirstView, drawingSize, fitOf, minScaleOf, type Drawing } from "../firstview";
+import { firstViewCandidates, findRuns, firstViews, foldedByMember, moduleTree, openPath, parentOf, representative, reveal, runBytes, toggle, unfoldAround, visibleGraph, visibleRuns, GROUP_PREFIX, type Run, type VisibleGraph } from "../grouping";
 import { StaleLayout, type LayoutClient } from "../layout";
 import { sharedLayoutClient } from "../layout_shared";
 import type { PaneContext } from "../model";
 import { nearestTo, neighbour, type Placed } from "../navigate";
-import type { View } from "../panzoom";
+import { resized, unionBox, type View } from "../panzoom";
 import { matchCountText, searchNodes, stepMatch, visibleMatches } from "../search";
 import type { GraphData, GraphNode } from "../types";
 import { createViewport, type Viewport } from "../viewport";
 import { decorateSvg, graphElements, onKeys, renderCrumbs, renderLegend } from "./graph_parts";
 import type { Pane } from "./pane";
 
-/** After a relayout: fit the whole drawing, show a module's cluster, centre a node, or keep the view. */
-type Then = { fit: true } | { module: string } | { node: string } | { keep: true };
+/** After a relayout: fit the whole drawing, show a module's cluster, show the members of an unfolded
+ *  run, centre a node, or keep the view. */
+type Then = { fit: true } | { module: string } | { members: string[] } | { node: string } | { keep: true };
+
+/** Wait this long after the last size change before placing the view again (a dragged edge). */
+const REFIT_AFTER_MS = 80;
 
 type Elements = ReturnType<typeof graphElements>;
 
@@ -30,6 +34,12 @@ class GraphView {
   savedBytes = new Map<string, number>();
   minScale = 1;
   expanded = new Set<string>();
+  runs: Run[] = []; // every run of alike siblings in the model
+  folded: Run[] = []; // the runs drawn as one group
+  placement: Then = { fit: true }; // how the view on screen was placed: a resize places it so again
+  atFirstView = false; // the drawing on screen is the first view (nothing opened or closed since)
+  private refitTimer = 0;
+  private shownDrawing: Drawing | null = null;
   visible: VisibleGraph = { nodes: [], edges: [], savedOnly: new Set(), edgeKinds: new Map() };
   clusters: string[] = [];
   found: GraphNode[] = []; // search results
@@ -42,7 +52,7 @@ class GraphView {
 
   constructor(private readonly ctx: PaneContext, readonly parts: Elements) {
     this.viewport = createViewport(parts.host, ctx.signal);
-    const sized = new ResizeObserver(() => this.waiting && void this.firstView());
+    const sized = new ResizeObserver(() => (this.waiting ? void this.firstView() : this.resizedSoon()));
     sized.observe(parts.host);
     ctx.signal.addEventListener("abort", () => sized.disconnect(), { once: true });
   }
@@ -51,7 +61,10 @@ class GraphView {
   load(next: GraphData): void {
     this.data = next;
     this.byId = new Map(next.nodes.map((n) => [n.id, n]));
-    this.savedBytes = moduleTree(next.views.modules).savedBytes;
+    const tree = moduleTree(next.views.modules);
+    this.runs = findRuns(tree, next.nodes);
+    this.savedBytes = new Map([...tree.savedBytes, ...runBytes(this.runs, tree.savedBytes)]);
+    this.folded = [];
     this.minScale = minScaleOf(next.views);
     this.cursor = "";
     this.setFocusTo("");
@@ -84,10 +97,10 @@ class GraphView {
   markSelected(id: string, pan: boolean): void {
     clearClass(this.viewport.svg, "bwd-selected");
     const node = this.byId.get(id);
-    const target = node ? this.drawn(representative(node, this.expanded)) : null;
+    const target = node ? this.drawn(representative(node, this.expanded, foldedByMember(this.folded))) : null;
     if (!target) return;
     target.classList.add("bwd-selected");
-    if (pan) this.viewport.panTo(target);
+    if (pan) this.panTo(target);
   }
 
   markMatches(): void {
@@ -111,16 +124,20 @@ class GraphView {
   }
 
   /** Lay out `open` (left to right too when that reads better) without showing it. */
-  draw(open: Set<string>): Promise<Drawing> {
-    const graph = visibleGraph(this.data!, open);
+  draw(open: Set<string>, folded: readonly Run[] = this.folded): Promise<Drawing> {
+    const graph = visibleGraph(this.data!, open, folded);
     const pane = { ...this.viewport.size(), minScale: this.minScale };
-    return bestDrawing(graph.nodes.length, (rankdir) => this.layout.request(buildDot(graph, this.savedBytes, rankdir)), pane);
+    return bestDrawing(graph.nodes.length, (rankdir) => this.layout.request(buildDot(graph, this.savedBytes, rankdir), this), pane);
   }
 
   /** Put a laid-out drawing on screen, then move the view as `then` says. */
-  show(open: Set<string>, drawing: Drawing, then: Then): void {
+  show(open: Set<string>, drawing: Drawing, then: Then, folded: Run[] = this.folded): void {
     this.expanded = open;
-    this.visible = visibleGraph(this.data!, open);
+    this.folded = folded;
+    this.atFirstView = false;
+    this.placement = then;
+    this.shownDrawing = drawing;
+    this.visible = visibleGraph(this.data!, open, folded);
     this.clusters = clusterPaths(this.visible);
     const parsed = new DOMParser().parseFromString(drawing.svg, "image/svg+xml");
     const svg = document.importNode(parsed.documentElement, true) as unknown as SVGSVGElement;
@@ -145,10 +162,44 @@ class GraphView {
       const target = this.clusterOf(then.module) ?? this.drawn(GROUP_PREFIX + then.module);
       if (target) this.viewport.focus(target, this.minScale);
     }
+    if ("members" in then) {
+      const boxes = then.members.flatMap((path) => {
+        const g = this.drawn(GROUP_PREFIX + path);
+        return g ? [this.viewport.boxOf(g)] : [];
+      });
+      if (boxes.length) this.viewport.focusBox(unionBox(boxes), this.minScale);
+    }
     if ("node" in then) {
       const target = this.drawn(then.node);
       if (target) this.viewport.panTo(target);
     }
+  }
+
+  /** The pane changed size: place the view again once the size settles. */
+  private resizedSoon(): void {
+    clearTimeout(this.refitTimer);
+    this.refitTimer = window.setTimeout(() => this.refit(), REFIT_AFTER_MS);
+  }
+
+  /** Place the view for the pane's new size: the first view is chosen again (a fresh render at this size
+   *  would choose it); a view the widget placed is placed again; a view the user zoomed or dragged keeps
+   *  their scale and centre. */
+  refit(): void {
+    const svg = this.viewport.svg;
+    if (!this.laidOut || !svg || this.ctx.signal.aborted || !resized(this.viewport.shownAt, this.viewport.size())) return;
+    if (!this.parts.host.clientWidth || !this.parts.host.clientHeight) return; // a hidden pane: wait for it to show
+    this.ctx.root.dataset.refits = String(Number(this.ctx.root.dataset.refits || 0) + 1);
+    this.viewport.keep(); // the drawing maps to the pane linearly again, for the boxes below
+    if (this.viewport.handMoved) return;
+    if (this.atFirstView) {
+      void this.firstView();
+      return;
+    }
+    const shown = this.shownDrawing;
+    if (!shown) return;
+    const drawing = { ...shown, fit: fitOf(drawingSize(shown.svg), { ...this.viewport.size(), minScale: this.minScale }) };
+    if ("fit" in this.placement) this.viewport.fit();
+    this.place(this.placement, drawing, svg);
   }
 
   /** The data-* timings and counts the tests and benchmarks read. */
@@ -193,19 +244,44 @@ class GraphView {
     if (this.waiting) return;
     const mine = ++this.generation;
     try {
-      const { candidate, drawing } = await chooseFirstView(firstViews(this.data), (open) => this.draw(open));
-      if (mine === this.generation && !this.ctx.signal.aborted) this.show(candidate, drawing, { fit: true });
+      const tries = firstViewCandidates(firstViews(this.data), this.runs);
+      const { candidate, drawing } = await chooseFirstView(tries, (c) => this.draw(c.open, c.folded));
+      if (mine !== this.generation || this.ctx.signal.aborted) return;
+      this.show(candidate.open, drawing, { fit: true }, candidate.folded);
+      this.atFirstView = true;
     } catch (e) {
       this.failed(e);
     }
   }
 
-  /** Open `path` (and what is above it), then show it. */
+  /** Centre on a drawn element, keeping the scale; a resize keeps that view. */
+  panTo(target: Element): void {
+    this.viewport.panTo(target);
+    const id = target.getAttribute("data-visible-id");
+    if (id) this.placement = { node: id };
+    this.atFirstView = false;
+  }
+
+  /** Open `path` (and what is above it), then show it; a folded run's label shows its members. */
   openModule(path: string): void {
     if (!this.data) return;
+    const run = this.folded.find((r) => r.label === path);
+    if (run) {
+      this.unfold(run);
+      return;
+    }
     this.cursor = GROUP_PREFIX + path;
     this.setFocusTo(path);
+    this.folded = unfoldAround(path, this.folded);
     void this.relayout(openPath(path, this.expanded), { module: path });
+  }
+
+  /** Draw a folded run's members one by one, shown from the first of them, the cursor on it. */
+  unfold(run: Run): void {
+    this.folded = this.folded.filter((r) => r !== run);
+    this.cursor = GROUP_PREFIX + run.members[0];
+    this.setFocusTo(run.parent);
+    void this.relayout(this.expanded, { members: run.members });
   }
 
   /** A breadcrumb: the whole model fitted, or a module shown (opened when closed). */
@@ -214,9 +290,12 @@ class GraphView {
     if (!path) {
       this.setFocusTo("");
       this.viewport.fit();
+      this.placement = { fit: true };
     } else if (cluster) {
       this.setFocusTo(path);
       this.viewport.focus(cluster, this.minScale);
+      this.placement = { module: path };
+      this.atFirstView = false;
     } else this.openModule(path);
   }
 
@@ -249,7 +328,7 @@ class GraphView {
     this.cursor = to;
     this.markCursor();
     const target = this.drawn(to);
-    if (target) this.viewport.panTo(target);
+    if (target) this.panTo(target);
     if (to.startsWith(GROUP_PREFIX)) this.setFocusTo(parentOf(to.slice(GROUP_PREFIX.length)));
     else this.ctx.select(to);
   }
@@ -258,10 +337,11 @@ class GraphView {
   highlight(id: string, pan: boolean): void {
     const node = this.byId.get(id);
     if (!node) return;
-    this.cursor = representative(node, this.expanded);
+    this.cursor = representative(node, this.expanded, foldedByMember(this.folded));
     if (this.cursor !== node.id) {
       this.cursor = node.id;
       this.setFocusTo(node.module);
+      this.folded = unfoldAround(node.module, this.folded);
       void this.relayout(reveal(node, this.expanded), { node: node.id });
     } else if (this.laidOut) {
       this.markSelected(id, pan);
@@ -288,6 +368,10 @@ function bindInput(view: GraphView, { el, search, fit, collapseAll, colour, host
     const g = (event.target as Element).closest("g.node");
     const v = g ? view.visible.nodes[Number(g.id.slice(1))] : undefined;
     if (!v) return;
+    if (v.run) {
+      view.unfold(v.run);
+      return;
+    }
     if (v.path !== undefined) {
       if (!view.expanded.has(v.path)) view.openModule(v.path);
       return;
@@ -307,9 +391,13 @@ function bindInput(view: GraphView, { el, search, fit, collapseAll, colour, host
     const match = view.stepSearch(event.shiftKey ? -1 : 1);
     if (match) select(match.id);
   }, on);
-  fit.addEventListener("click", () => view.viewport.fit(), on);
+  fit.addEventListener("click", () => {
+    view.viewport.fit();
+    view.placement = { fit: true };
+  }, on);
   collapseAll.addEventListener("click", () => {
     view.setFocusTo("");
+    view.folded = visibleRuns(view.runs, new Set());
     void view.relayout(new Set(), { fit: true });
   }, on);
   colour.addEventListener("change", () => {

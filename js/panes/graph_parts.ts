@@ -8,6 +8,11 @@ import { directionOf, type Direction } from "../navigate";
 
 /** A drawn node's hover text: what it is, in full (the label is kept short). */
 export function titleOf(v: VisibleNode, savedBytes: ReadonlyMap<string, number>): string {
+  if (v.run) {
+    const bytes = savedBytes.get(v.path!);
+    const [first, last] = [v.run.members[0], v.run.members[v.run.members.length - 1]];
+    return `${v.run.members.length} alike modules, ${first} to ${last}: ${v.size} backward nodes${bytes ? `, ${formatBytes(bytes)} of saved activations` : ""}. Click or press Enter to show them one by one.`;
+  }
   if (v.path !== undefined) {
     const bytes = savedBytes.get(v.path);
     return `module ${v.path}: ${v.size} backward nodes${bytes ? `, ${formatBytes(bytes)} of saved activations` : ""}. Click or press Enter to open it.`;
@@ -31,6 +36,7 @@ export function decorateSvg(svg: SVGSVGElement, shown: VisibleGraph, savedBytes:
     if (!v) return;
     g.setAttribute("data-visible-id", v.id);
     g.classList.add(v.path !== undefined ? "bwd-group" : `bwd-node-${v.node!.kind}`);
+    if (v.run) g.classList.add("bwd-run");
     g.classList.add(`bwd-heat-${heatLevel(bytesOf(v, savedBytes), largest)}`);
     if (v.node && recomputedNow.has(v.node.id)) g.classList.add("bwd-diff-recomputed");
     const title = g.querySelector("title");

@@ -42,7 +42,7 @@ describe("keyboard moves", () => {
 const svgOf = (w: number, h: number) => `<svg viewBox="0.00 0.00 ${w} ${h}"></svg>`;
 
 describe("first view", () => {
-  it("calls a drawing readable when its labels reach 9.5 px fitted, and measures how much it fills", () => {
+  it("calls a drawing readable when its labels' glyphs reach 9 px fitted, and measures how much it fills", () => {
     const small = fitOf({ x: 0, y: 0, w: 100, h: 50 }, pane(1000, 500));
     expect(small.scale).toBe(MAX_SCALE);
     expect(small.span).toBeCloseTo((100 * MAX_SCALE) / 1000, 9);
@@ -51,7 +51,7 @@ describe("first view", () => {
     expect(huge.readable).toBe(false);
     expect(huge.scale * LABEL_UNITS).toBeLessThan(9.5);
     expect(fitOf({ x: 0, y: 0, w: 1000, h: 100 }, pane(1000, 500)).span).toBe(1);
-    expect(minScale * LABEL_UNITS).toBeCloseTo(9.5, 9);
+    expect(minScale * LABEL_UNITS).toBeGreaterThanOrEqual(9.5); // the line box, and the glyphs (fit_runs.test.ts)
     expect(drawingSize(svgOf(12, 34))).toEqual({ x: 0, y: 0, w: 12, h: 34 });
   });
 
