@@ -1,0 +1,186 @@
+"""Issue 22, items 9, 10 and the rest of 4, in a real JupyterLab in Chromium: the graph placed again when
+its pane narrows (labels' glyphs at least 9 px; a user's own zoom kept), a 32-block nn.Sequential readable
+at first paint, and the saved table's columns on screen beside the graph."""
+
+import json
+
+import pytest
+
+from jupyter_page import SETUP, open_and_run, set_theme, write_notebook
+
+SEQUENTIAL = """from torch import nn
+from bwd_widgets.examples import Block
+with torch.device("meta"):
+    chain_model = nn.Sequential(*[Block(4096) for _ in range(32)])
+    chain_x = torch.randn(8, 512, 4096)
+chain = bw.extract(chain_model, chain_x, mode="fake")
+chain"""
+TRANSFORMER = "transformer = bw.extract(model, tokens)\ntransformer"
+CHAIN, SMALL = range(2)
+
+# Every drawn node against the graph pane, and each label's glyphs on screen: its font size (drawing
+# units) times the drawing's scale on screen, not its line box.
+GLYPHS = """(root) => {
+  const host = root.querySelector('.bwd-svg-host').getBoundingClientRect();
+  const nodes = [...root.querySelectorAll('.bwd-svg g.node')];
+  const inPane = (b) => b.left >= host.left - 1 && b.right <= host.right + 1 && b.top >= host.top - 1 && b.bottom <= host.bottom + 1;
+  const glyphs = [...root.querySelectorAll('.bwd-svg g.node text')].map((t) => parseFloat(t.getAttribute('font-size')) * t.getScreenCTM().a);
+  const lineBoxes = [...root.querySelectorAll('.bwd-svg g.node text')].map((t) => t.getBoundingClientRect().height);
+  const boxes = nodes.map((g) => g.getBoundingClientRect());
+  return {
+    pane: [Math.round(host.width), Math.round(host.height)], nodes: nodes.length,
+    inside: boxes.filter(inPane).length / Math.max(1, nodes.length),
+    smallest_glyph_px: Math.round(Math.min(...glyphs) * 100) / 100,
+    smallest_line_box_px: Math.round(Math.min(...lineBoxes) * 100) / 100,
+    labels: nodes.slice(0, 6).map((g) => g.querySelector('text')?.textContent),
+    viewBox: root.querySelector('.bwd-svg').getAttribute('viewBox'),
+  };
+}"""
+
+# Each column header of the saved table against the part of the table on screen.
+COLUMNS_SHOWN = """(root) => {
+  const scroller = root.querySelector('.bwd-saved').getBoundingClientRect();
+  const graph = root.querySelector('.bwd-graph').getBoundingClientRect();
+  const side = root.querySelector('.bwd-side').getBoundingClientRect();
+  const heads = [...root.querySelectorAll('.bwd-table th')].map((th) => {
+    const b = th.getBoundingClientRect();
+    return { column: th.dataset.column, left: b.left, right: b.right, width: b.width };
+  });
+  return {
+    side_by_side: Math.abs(graph.top - side.top) < 2 && side.left >= graph.right - 2,
+    table_px: Math.round(scroller.width), root_px: Math.round(root.getBoundingClientRect().width),
+    hidden: heads.filter((h) => h.left < scroller.left - 1 || h.right > scroller.right + 1 || h.width < 20).map((h) => h.column),
+    columns: heads.map((h) => h.column),
+  };
+}"""
+
+
+@pytest.fixture(scope="module")
+def fit_page(lab, browser, artifacts):
+    url, root = lab
+    write_notebook(root / "graph_fit.ipynb", [SETUP, SEQUENTIAL, TRANSFORMER], {})
+    page = browser.new_page(viewport={"width": 1500, "height": 1300})
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    open_and_run(page, f"{url}/lab/tree/graph_fit.ipynb", 2, artifacts / "graph-fit-timeout.png")
+    first_paint = [_widget(page, i).evaluate(GLYPHS) for i in range(2)]
+    yield page, errors, first_paint
+    page.close()
+
+
+def _widget(page, index):
+    return page.locator(".bwd-root").nth(index)
+
+
+def _settle(page):
+    page.wait_for_timeout(1_500)  # the refit waits for the size to settle, then lays out from the cache
+
+
+def _record(artifacts, name, value):
+    path = artifacts / "graph-fit.json"
+    found = json.loads(path.read_text()) if path.exists() else {}
+    found[name] = value
+    path.write_text(json.dumps(found, indent=1))
+
+
+def test_a_32_block_sequential_is_readable_at_first_paint(fit_page, artifacts):
+    page, errors, first_paint = fit_page
+    chain = first_paint[CHAIN]
+    _record(artifacts, "sequential_first_paint_1500", chain)
+    assert chain["inside"] == 1, ("every drawn node inside the pane", chain)
+    assert chain["smallest_glyph_px"] >= 9, chain
+    assert any("0\u201331 \u00d732" in (label or "") for label in chain["labels"]), chain
+    widget = _widget(page, CHAIN)
+    widget.scroll_into_view_if_needed()
+    widget.screenshot(path=str(artifacts / "graph-fit-light-sequential-1500.png"))
+    # a click on the run shows its 32 blocks, readable, from the first of them
+    before = int(widget.get_attribute("data-rendered"))
+    widget.locator(".bwd-svg g.bwd-run").click()
+    page.wait_for_function(f"Number(document.querySelectorAll('.bwd-root')[{CHAIN}].dataset.rendered) > {before}")
+    opened = widget.evaluate(GLYPHS)
+    _record(artifacts, "sequential_run_opened_1500", opened)
+    assert opened["nodes"] >= 33 and opened["smallest_glyph_px"] >= 9, opened
+    assert widget.locator(".bwd-svg g.bwd-group", has_text="31 \u25b8").count() == 1
+    widget.screenshot(path=str(artifacts / "graph-fit-light-sequential-opened.png"))
+    widget.locator("button.bwd-collapse").click()  # folds the run again
+    widget.locator(".bwd-svg g.bwd-run").wait_for(timeout=10_000)
+    assert not errors
+
+
+def test_narrowing_the_pane_refits_with_labels_of_9_px(fit_page, artifacts):
+    page, errors, first_paint = fit_page
+    for index, name in ((SMALL, "transformer"), (CHAIN, "sequential")):
+        _widget(page, index).scroll_into_view_if_needed()
+        assert first_paint[index]["smallest_glyph_px"] >= 9, (name, first_paint[index])
+    page.set_viewport_size({"width": 1000, "height": 1300})
+    _settle(page)
+    try:
+        for index, name in ((SMALL, "transformer"), (CHAIN, "sequential")):
+            widget = _widget(page, index)
+            widget.scroll_into_view_if_needed()
+            narrowed = widget.evaluate(GLYPHS)
+            _record(artifacts, f"{name}_narrowed_1500_to_1000", narrowed)
+            widget.screenshot(path=str(artifacts / f"graph-fit-light-{name}-narrowed-1000.png"))
+            assert narrowed["smallest_glyph_px"] >= 9, (name, narrowed)
+            assert narrowed["inside"] >= 0.9 or narrowed["smallest_glyph_px"] <= 12, (name, narrowed)
+        assert not errors
+    finally:
+        page.set_viewport_size({"width": 1500, "height": 1300})
+        _settle(page)
+
+
+def test_a_users_own_zoom_survives_a_resize(fit_page, artifacts):
+    page, errors, _ = fit_page
+    widget = _widget(page, SMALL)
+    widget.scroll_into_view_if_needed()
+    host = widget.locator(".bwd-svg-host")
+    box = host.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.keyboard.down("Control")
+    page.mouse.wheel(0, -300)  # zoom in, by hand
+    page.keyboard.up("Control")
+    page.wait_for_timeout(200)
+    zoomed = widget.evaluate(GLYPHS)["smallest_glyph_px"]
+    page.set_viewport_size({"width": 1100, "height": 1300})
+    _settle(page)
+    try:
+        kept = widget.evaluate(GLYPHS)["smallest_glyph_px"]
+        _record(artifacts, "hand_zoom_glyph_px_before_after_resize", [zoomed, kept])
+        assert kept == pytest.approx(zoomed, rel=0.02), "the user's zoom is kept, not refitted"
+    finally:
+        page.set_viewport_size({"width": 1500, "height": 1300})
+        _settle(page)
+    widget.locator("button.bwd-fit").click()
+    assert not errors
+
+
+def test_saved_table_columns_are_on_screen_beside_the_graph(fit_page, artifacts):
+    page, errors, _ = fit_page
+    page.set_viewport_size({"width": 1800, "height": 1300})
+    widget = _widget(page, SMALL)
+    widget.scroll_into_view_if_needed()
+    widget.locator("button.bwd-tab-saved").click()
+    seen = {}
+    try:
+        for width in (1000, 1160, 1500):
+            widget.evaluate(f"(root) => {{ root.style.width = '{width}px'; }}")
+            page.wait_for_timeout(300)
+            shown = widget.evaluate(COLUMNS_SHOWN)
+            seen[width] = shown
+            widget.screenshot(path=str(artifacts / f"graph-fit-light-saved-table-{width}.png"))
+            assert shown["hidden"] == [], (width, shown)
+            assert {"adds", "producer", "module"} <= set(shown["columns"])
+        assert any(s["side_by_side"] for s in seen.values()), seen
+        cell = widget.locator("tr.bwd-row td").nth(7)  # a module cell says itself in full in its title
+        assert cell.get_attribute("title").startswith(cell.text_content())
+        set_theme(page, "JupyterLab Dark")
+        widget.screenshot(path=str(artifacts / "graph-fit-dark-saved-table-1500.png"))
+        chain = _widget(page, CHAIN)
+        chain.scroll_into_view_if_needed()
+        chain.screenshot(path=str(artifacts / "graph-fit-dark-sequential.png"))
+    finally:
+        _record(artifacts, "saved_table_columns", seen)
+        widget.evaluate("(root) => { root.style.width = ''; }")
+        set_theme(page, "JupyterLab Light")
+        page.set_viewport_size({"width": 1500, "height": 1300})
+    assert not errors
