@@ -129,7 +129,8 @@ def test_why_saved(transformer, conv_bn_dir):
     layer_norm_stats = [
         s for s in min_cut.saved_tensors if s.producer and s.producer.startswith("aten.native_layer_norm[")
     ]
-    assert layer_norm_stats and all("reduction op" in s.why for s in layer_norm_stats)
+    # torch's plain min-cut bans them by its allowlist, before its reduction rule is reached
+    assert layer_norm_stats and all("not in recomputable allowlist" in s.why for s in layer_norm_stats)
     assert all(s.why.startswith("read by ") for s in min_cut.saved_tensors if s.kind == "activation")
     default = bw.extract(bw.load_graphnet_sample(conv_bn_dir))
     convolution = next(s for s in default.saved_tensors if s.name == "convolution")

@@ -43,7 +43,8 @@ class SavedTensor:
     alias_of: str | None = None  # a view: the forward input or forward value whose memory it shares
     storage_op: str | None = None  # for views, the op that made the memory they share
     activation_bytes: int = 0  # memory it adds on top of the forward inputs, each storage counted once
-    why: str = ""  # why it is saved, in one sentence
+    why: str = ""  # why it is saved, in one sentence, torch's own reason in it
+    torch_reason: str = ""  # torch's own phrase for that reason ("cannot recompute: materialized in backward")
     source_aliases: tuple[str, ...] = ()  # the other names of the parameter or buffer it is (tied weights)
 
     @property
@@ -159,15 +160,7 @@ def saved_tensors(partition: Partition) -> list[SavedTensor]:
         producer = forward_nodes.get(node.name)
         users = [u.name for u in node.users]
         info = tensor_info(node.name, value)
-        kind: SavedKind
-        source: str | None
-        aliases: tuple[str, ...] = ()
-        if isinstance(value, (int, torch.SymInt)):
-            kind, source = "symint", None
-        elif index is not None and index < len(sources):
-            kind, source, aliases = sources[index].kind, sources[index].name, sources[index].aliases
-        else:
-            kind, source = "activation", None
+        kind, source, aliases = _kind_and_source(value, index, sources)
         is_activation = kind == "activation"
         if not is_activation and source is not None:
             module = source.rpartition(".")[0] or None
@@ -177,6 +170,15 @@ def saved_tensors(partition: Partition) -> list[SavedTensor]:
         activation_bytes = info.bytes if is_activation else 0
         if is_activation and producer is not None:
             alias_of, storage_op, activation_bytes = _storage(producer, info.bytes, sources, counted_storages)
+        reason = why_saved(
+            kind,
+            producer if is_activation else None,
+            users,
+            partition.partitioner,
+            joint_nodes,
+            partition.decisions,
+            _view_of(producer, alias_of),
+        )
         saved.append(
             SavedTensor(
                 name=node.name,
@@ -193,11 +195,31 @@ def saved_tensors(partition: Partition) -> list[SavedTensor]:
                 alias_of=alias_of,
                 storage_op=storage_op,
                 activation_bytes=activation_bytes,
-                why=why_saved(kind, producer if is_activation else None, users, partition.partitioner, joint_nodes),
+                why=reason.text,
+                torch_reason=reason.torch,
                 source_aliases=aliases,
             )
         )
     return saved
+
+
+def _kind_and_source(
+    value: object, index: int | None, sources: list[InputSource]
+) -> tuple[SavedKind, str | None, tuple[str, ...]]:
+    """A size, a forward input (which one, and its other names), or an activation."""
+    if isinstance(value, (int, torch.SymInt)):
+        return "symint", None, ()
+    if index is not None and index < len(sources):
+        return sources[index].kind, sources[index].name, sources[index].aliases
+    return "activation", None, ()
+
+
+def _view_of(producer: torch.fx.Node | None, alias_of: str | None) -> tuple[str, str] | None:
+    """For a saved view: the node whose memory it shares, and that memory's human name."""
+    if producer is None:
+        return None
+    root = storage_root(producer)
+    return (root.name, alias_of or root.name) if root is not producer else None
 
 
 def _storage(

@@ -27,13 +27,14 @@ from .compat import (
     make_boxed_func,
     pytree,
 )
+from .decisions import Decisions
 from .errors import NotForFx
 from .fx_route import fake_values, fx_trace
 from .kinds import InputKind, is_tangent
 from .naming import TensorNames, data_key, nested_argument, parse_source_name, wrapper_argument
 from .outputs import picked_output
 from .partitioners import Partitioner
-from .trace import InputSource, Partition, RealValues, Trace, build_partition
+from .trace import InputSource, Partition, RealValues, Split, Trace, build_partition
 
 
 @dataclass(eq=False)
@@ -44,6 +45,8 @@ class _Region:
     trace: Trace
     forward: torch.fx.GraphModule
     backward_with_nones: torch.fx.GraphModule
+    decisions: Decisions
+    """What torch's partitioner decided in the capture's split (read from torch)."""
     forward_values: list | None = None
     forward_versions: list[int | None] | None = None
     backward_inputs: list | None = None
@@ -112,7 +115,10 @@ class CaptureSession:
             backward_inputs = region.backward_inputs if backward_ran else None
             partitions.append(
                 build_partition(
-                    region.trace, self.partitioner, region.forward, region.backward_with_nones, backward_inputs
+                    region.trace,
+                    self.partitioner,
+                    Split(region.forward, region.backward_with_nones, region.decisions),
+                    backward_inputs,
                 )
             )
         return partitions
@@ -125,10 +131,10 @@ class CaptureSession:
             partition_kwargs=partition_kwargs,
             inputs=self._inputs,
         )
-        forward, backward = trace.split(self.partitioner)
-        self._current = _Region(trace, forward, backward)
+        split = trace.split(self.partitioner)
+        self._current = _Region(trace, *split)
         self.regions.append(self._current)
-        return forward, backward
+        return split.forward, split.backward_with_nones
 
     def _compiled_forward(self, gm: torch.fx.GraphModule) -> Callable:
         region = self._current

@@ -69,6 +69,10 @@ try:
     # AOT Autograd's settings: the min-cut memory budget, patched for one call.
     import torch._functorch.config as functorch_config
 
+    # torch's partitioner module itself: its decisions (the min-cut flow graph's reasons, the knapsack below
+    # budget 1) are recorded by wrapping its functions for one split (core/decisions.py).
+    import torch._functorch.partitioners as torch_partitioners
+
     # Pytrees: the nested inputs and outputs models take and return (transformers' ModelOutput registers as one).
     import torch.utils._pytree as pytree
 
@@ -84,7 +88,7 @@ try:
     from torch._functorch.aot_autograd import aot_module_simplified
 
     # The two partitioners torch ships (public only through the legacy `functorch.compile` re-export), and
-    # min-cut's own op classification (views, random, compute-intensive ops), to say why a value is saved.
+    # min-cut's own op classification (views, random ops), to name a recomputed random op.
     from torch._functorch.partitioners import (
         OpTypes,
         default_partition,
@@ -124,6 +128,7 @@ __all__ = [
     "dynamo_convert_frame",
     "dynamo_frames",
     "make_boxed_func",
+    "torch_partitioners",
     "FakeTensorMode",
     "OpTypes",
     "UntestedTorchWarning",

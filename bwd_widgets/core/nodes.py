@@ -15,6 +15,7 @@ import torch.fx
 from .analysis import SavedTensor, node_module, op_name, tensor_info
 from .kinds import NodeKind, SavedKind, is_tangent
 from .naming import source_line
+from .why import why_recomputed
 
 if TYPE_CHECKING:
     from .trace import Partition
@@ -50,7 +51,7 @@ class BackwardNode:
     bytes: int
     """Bytes of the tensor it computes (0 for tuples and symbols)."""
     why: str
-    """For a saved value: why it is saved, in one sentence."""
+    """For a saved value, why it is saved; for a recomputed one, why it is recomputed: torch's reason, in one sentence."""
     inputs: tuple[str, ...]
     """The nodes it reads: the graph's edges end here."""
 
@@ -63,6 +64,10 @@ def backward_nodes(partition: Partition) -> list[BackwardNode]:
         gradients.setdefault(gradient.name, []).append(gradient.grad_of)
     lines = definition_lines(partition.backward_code)
     recomputed = {name for name, _ in partition.recomputed}
+    joint_nodes = {n.name: n for n in partition.joint.graph.nodes}
+    recomputed_why = {
+        name: why_recomputed(name, partition.partitioner, joint_nodes, partition.decisions) for name in recomputed
+    }
     nodes = [n for n in partition.backward.graph.nodes if n.op != "output"]
     modules = _modules(nodes, saved, partition)
     rows = []
@@ -84,7 +89,7 @@ def backward_nodes(partition: Partition) -> list[BackwardNode]:
                 saved_kind=entry.kind if entry is not None else "",
                 recomputed=node.name in recomputed,
                 bytes=info.bytes,
-                why=entry.why if entry is not None else "",
+                why=entry.why if entry is not None else recomputed_why.get(node.name, ""),
                 inputs=tuple(arg.name for arg in node.all_input_nodes),
             )
         )

@@ -16,11 +16,20 @@ import torch.fx
 
 from . import analysis
 from .codegen import copy_graph_module, graphnet_code, without_none_outputs
+from .decisions import Decisions, recording
 from .errors import one_line
 from .kinds import InputKind
 from .memory import MemoryProfile, profile
 from .nodes import BackwardNode, backward_nodes
 from .partitioners import Partitioner, resolve_partitioner
+
+
+class Split(NamedTuple):
+    """One run of a partitioner: its two graphs, and what torch decided on the way (read from torch)."""
+
+    forward: torch.fx.GraphModule
+    backward_with_nones: torch.fx.GraphModule
+    decisions: Decisions
 
 
 class InputSource(NamedTuple):
@@ -97,18 +106,18 @@ class Trace:
     def partition(self, partitioner: Partitioner | str | float = "default") -> Partition:
         """Split the joint graph with `partitioner`; in real mode, replay the real backward inputs."""
         resolved = resolve_partitioner(partitioner)
-        forward, backward = self.split(resolved)
+        split = self.split(resolved)
         if self.real is None or self.real.tangent_values is None:
-            return build_partition(self, resolved, forward, backward)
+            return build_partition(self, resolved, split)
         if self.inputs_changed():
             note = "a weight or input changed in place since the extraction: real backward values not replayed."
-            return build_partition(self, resolved, forward, backward, notes=[note])
+            return build_partition(self, resolved, split, notes=[note])
         try:
-            replayed = replay_backward_inputs(self.real, forward, backward)
+            replayed = replay_backward_inputs(self.real, split.forward, split.backward_with_nones)
         except Exception as error:  # the graphs stand; only the real values are missing
             note = f"could not replay real backward inputs: {one_line(error)}"
-            return build_partition(self, resolved, forward, backward, notes=[note])
-        return build_partition(self, resolved, forward, backward, replayed)
+            return build_partition(self, resolved, split, notes=[note])
+        return build_partition(self, resolved, split, replayed)
 
     def inputs_changed(self) -> bool:
         """Whether a forward input kept by reference was changed in place after the capture."""
@@ -117,8 +126,9 @@ class Trace:
             for value, version in zip(self.forward_inputs or [], self.forward_versions or [])
         )
 
-    def split(self, resolved: Partitioner) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
-        """Run the partitioner on this trace's own working copy, then put back what it changed.
+    def split(self, resolved: Partitioner) -> Split:
+        """Run the partitioner on this trace's own working copy, recording torch's decisions, then put back
+        what it changed.
 
         Partitioners (min-cut) rewrite node metadata and add attributes such as `dist_from_bw`,
         but not the graph: restoring the metadata is far cheaper than copying the graph for every
@@ -132,8 +142,9 @@ class Trace:
         attributes = [set(vars(n)) for n in nodes]
         fingerprint = _fingerprint(work)
         try:
-            with resolved.config():
-                return resolved.partition_fn(work, self.joint_inputs, **self.partition_kwargs)
+            with resolved.config(), recording() as record:
+                forward, backward = resolved.partition_fn(work, self.joint_inputs, **self.partition_kwargs)
+            return Split(forward, backward, record.decisions)
         finally:
             if _fingerprint(work) == fingerprint:
                 for node, meta, names in zip(nodes, metas, attributes):
@@ -146,13 +157,20 @@ class Trace:
 def build_partition(
     trace: Trace,
     partitioner: Partitioner,
-    forward: torch.fx.GraphModule,
-    backward_with_nones: torch.fx.GraphModule,
+    split: Split,
     backward_inputs: list | None = None,
     notes: list[str] | None = None,
 ) -> Partition:
     """The one way a Partition is made, for the capture's first split and every split after it."""
-    return Partition(trace, partitioner, forward, backward_with_nones, backward_inputs, tuple(notes or ()))
+    return Partition(
+        trace,
+        partitioner,
+        split.forward,
+        split.backward_with_nones,
+        backward_inputs,
+        tuple(notes or ()),
+        decisions=split.decisions,
+    )
 
 
 def replay_backward_inputs(
@@ -171,7 +189,7 @@ def replay_backward_inputs(
     return [by_name[node.name] for node in backward_with_nones.graph.find_nodes(op="placeholder")]
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, init=False)
 class Partition:
     """One trace split into a forward and a backward graph by one partitioner (made by `build_partition`).
 
@@ -183,10 +201,33 @@ class Partition:
     forward: torch.fx.GraphModule
     backward_with_nones: torch.fx.GraphModule
     """The backward graph as torch returns it: `None` for inputs that need no gradient."""
-    backward_inputs: list | None = None
+    backward_inputs: list | None
     """Real values of the backward placeholders (real mode)."""
-    given_notes: tuple[str, ...] = ()
+    given_notes: tuple[str, ...]
     """Notes from whoever partitioned (the run's own); `notes` adds what the split itself shows."""
+    decisions: Decisions
+    """What torch's partitioner decided and why, read from torch (empty for partitioners without min-cut)."""
+
+    def __init__(
+        self,
+        trace: Trace,
+        partitioner: Partitioner,
+        forward: torch.fx.GraphModule,
+        backward_with_nones: torch.fx.GraphModule,
+        backward_inputs: list | None = None,
+        given_notes: tuple[str, ...] = (),
+        *,
+        notes: tuple[str, ...] | list[str] | None = None,
+        decisions: Decisions | None = None,
+    ) -> None:
+        """`notes=` is the keyword this argument had before it was named `given_notes`: both work."""
+        given = tuple(notes) if notes is not None else tuple(given_notes)
+        values = (trace, partitioner, forward, backward_with_nones, backward_inputs, given, decisions or Decisions())
+        for name, value in zip(
+            ("trace", "partitioner", "forward", "backward_with_nones", "backward_inputs", "given_notes", "decisions"),
+            values,
+        ):
+            object.__setattr__(self, name, value)
 
     @cached_property
     def notes(self) -> tuple[str, ...]:

@@ -1,0 +1,262 @@
+"""What torch's min-cut partitioner decided for one split, and why, read from torch's own decision data.
+
+torch keeps its reasons on the flow graph it hands `networkx.minimum_cut`: every infinite edge carries a
+`reason` ("cannot recompute: materialized in backward", "must recompute: marked by checkpoint policy", ...).
+Below budget 1 it also runs a knapsack over the values it had banned from recomputation. `recording()` wraps,
+for one split on one thread, the functions that see that data (`networkx.minimum_cut`, torch's
+`solve_min_cut`, its knapsack and `choose_saved_values_set`) and keeps what they were given and returned,
+by node name. Nothing here re-derives a rule: where a torch release moves one of these functions the
+decisions are marked unreachable and the reasons say so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from .compat import torch_partitioners
+
+_UNREACHABLE = "reason unknown on this torch"
+
+
+@dataclass(frozen=True)
+class MinCutRun:
+    """One call of torch's `solve_min_cut`: its options, the reasons on its flow graph, and its cut."""
+
+    options: dict[str, bool]
+    """torch's `MinCutOptions` for this call (`ban_if_materialized_backward`, ...)."""
+    dont_ban: frozenset[str]
+    """Values the knapsack allowed to be recomputed although banned (its last call only)."""
+    cannot_recompute: dict[str, str]
+    """torch's reason on the `source -> X_in` edge, after "cannot recompute: "."""
+    cannot_save: dict[str, str]
+    """torch's reason on an infinite `X_in -> X_out` edge, after "cannot save: "."""
+    must_recompute: frozenset[str]
+    """Values with torch's `X_in -> sink` edge "must recompute: marked by checkpoint policy"."""
+    weights: dict[str, float]
+    """The capacity of each value's `X_in -> X_out` edge: what saving it costs in torch's flow graph."""
+    saved: tuple[str, ...] = ()
+    """The values torch's cut saves, in graph order."""
+
+
+@dataclass(frozen=True)
+class Knapsack:
+    """torch's knapsack below budget 1: which banned values it keeps and which it lets be recomputed."""
+
+    budget: float
+    candidates: tuple[str, ...]
+    """`all_recomputable_banned_nodes`, in torch's order (largest first)."""
+    memories: tuple[float, ...]
+    """Each candidate's memory, normalised by torch to the span between saving inputs only and min-cut."""
+    runtimes: tuple[float, ...]
+    """Each candidate's estimated runtime, by torch's estimator."""
+    saved: frozenset[str]
+    recomputed: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """Everything torch's partitioner decided in one split; empty for partitioners that run no min-cut."""
+
+    reachable: bool = True
+    """False when this torch has moved a function the recording wraps: no reason can be read."""
+    budget: float | None = None
+    """The memory budget torch's `choose_saved_values_set` was given (None: it was not called)."""
+    runs: tuple[MinCutRun, ...] = ()
+    knapsack: Knapsack | None = None
+    route: str = ""
+    """Which of torch's plans was returned: "min_cut", "more_aggressive", "aggressive", "knapsack", or
+    "inputs" (budget 0, or nothing left to recompute); "" when min-cut did not run."""
+    input_bytes: int = 0
+    """torch's `_size_of` summed over the forward inputs: the least a plan can save."""
+    min_cut_bytes: int = 0
+    """torch's `_size_of` summed over plain min-cut's saved values: budget 1."""
+    saved_bytes: int = 0
+    """torch's `_size_of` summed over the values torch returned."""
+
+    @property
+    def chosen(self) -> MinCutRun | None:
+        """The min-cut run whose cut torch returned (None on the "inputs" route or without min-cut)."""
+        if self.route in ("", "inputs") or not self.runs:
+            return None
+        if self.route == "knapsack":
+            return self.runs[-1]
+        return self.runs[("min_cut", "more_aggressive", "aggressive").index(self.route)]
+
+    @property
+    def budget_ratio(self) -> float | None:
+        """The budget as torch measures a plan: (saved - inputs) / (min-cut's saved - inputs), by its sizes."""
+        if self.route == "inputs" and self.saved_bytes == self.input_bytes:
+            return 0.0
+        if self.route == "" or self.min_cut_bytes <= self.input_bytes:
+            return None
+        return (self.saved_bytes - self.input_bytes) / (self.min_cut_bytes - self.input_bytes)
+
+
+UNREACHABLE = Decisions(reachable=False)
+NO_MIN_CUT = Decisions()
+
+
+@dataclass
+class _Recorder:
+    thread: int
+    runs: list[MinCutRun] = field(default_factory=list)
+    graphs: list = field(default_factory=list)
+    knapsack: Knapsack | None = None
+    decisions: Decisions = NO_MIN_CUT
+
+
+_lock = threading.Lock()
+_active: _Recorder | None = None
+
+
+def _recorder() -> _Recorder | None:
+    """The recording of this thread's split, if one is active (torch compiling elsewhere is not recorded)."""
+    recorder = _active
+    return recorder if recorder is not None and recorder.thread == threading.get_ident() else None
+
+
+def _edge_reasons(nx_graph) -> MinCutRun:
+    """torch's reasons, read off its flow graph's edges."""
+    cannot_recompute, cannot_save, weights = {}, {}, {}
+    must_recompute = set()
+    for start, end, data in nx_graph.edges(data=True):
+        reason = data.get("reason", "")
+        if start == "source" and reason.startswith("cannot recompute"):
+            cannot_recompute[end[: -len("_in")]] = reason.partition(": ")[2] or reason
+        elif end == "sink" and reason.startswith("must recompute"):
+            must_recompute.add(start[: -len("_in")])
+        elif start.endswith("_in") and end == start[: -len("_in")] + "_out":
+            name = start[: -len("_in")]
+            weights[name] = float(data.get("capacity", math.inf))
+            if reason.startswith("cannot save"):
+                cannot_save[name] = reason.partition(": ")[2]
+    return MinCutRun({}, frozenset(), cannot_recompute, cannot_save, frozenset(must_recompute), weights)
+
+
+def _minimum_cut(original):
+    def minimum_cut(nx_graph, *args, **kwargs):
+        recorder = _recorder()
+        if recorder is not None:
+            recorder.graphs.append(nx_graph)
+        return original(nx_graph, *args, **kwargs)
+
+    return minimum_cut
+
+
+def _solve_min_cut(original):
+    def solve_min_cut(joint_graph, node_info, min_cut_options, dont_ban=None):
+        recorder = _recorder()
+        graphs_before = len(recorder.graphs) if recorder is not None else 0
+        saved, banned = original(joint_graph, node_info, min_cut_options, dont_ban)
+        if recorder is not None and len(recorder.graphs) > graphs_before:
+            run = _edge_reasons(recorder.graphs.pop())
+            options = {f.name: bool(getattr(min_cut_options, f.name)) for f in dataclasses.fields(min_cut_options)}
+            recorder.runs.append(
+                dataclasses.replace(
+                    run,
+                    options=options,
+                    dont_ban=frozenset(n.name for n in dont_ban or ()),
+                    saved=tuple(n.name for n in saved),
+                )
+            )
+        return saved, banned
+
+    return solve_min_cut
+
+
+def _optimize(original):
+    def optimize(joint_graph, memories, runtimes, max_memory, node_info, candidates, *args, **kwargs):
+        result = original(joint_graph, memories, runtimes, max_memory, node_info, candidates, *args, **kwargs)
+        recorder = _recorder()
+        if recorder is not None:
+            _, saved_indices, recomputed_indices = result
+            names = tuple(n.name for n in candidates)
+            recorder.knapsack = Knapsack(
+                float(max_memory),
+                names,
+                tuple(float(m) for m in memories),
+                tuple(float(r) for r in runtimes),
+                frozenset(names[i] for i in saved_indices),
+                frozenset(names[i] for i in recomputed_indices),
+            )
+        return result
+
+    return optimize
+
+
+def _choose(original):
+    def choose_saved_values_set(joint_graph, node_info, memory_budget=1, *args, **kwargs):
+        recorder = _recorder()
+        runs_before = len(recorder.runs) if recorder is not None else 0
+        saved = original(joint_graph, node_info, memory_budget, *args, **kwargs)
+        if recorder is not None:
+            recorder.decisions = _decided(recorder, runs_before, joint_graph, node_info, saved, float(memory_budget))
+        return saved
+
+    return choose_saved_values_set
+
+
+def _decided(recorder: _Recorder, runs_before: int, joint_graph, node_info, saved: list, budget: float) -> Decisions:
+    """Which plan torch returned, and the sizes torch's own `_size_of` gives the budget ratio."""
+    size_of = torch_partitioners._size_of
+    runs = tuple(recorder.runs[runs_before:])
+    returned = tuple(n.name for n in saved)
+    route = "inputs"
+    if recorder.knapsack is not None and runs and runs[-1].dont_ban:
+        route = "knapsack"
+    else:
+        for name, run in zip(("min_cut", "more_aggressive", "aggressive"), runs):
+            if run.saved == returned:
+                route = name
+                break
+    nodes = {n.name: n for n in joint_graph.nodes}
+    min_cut = runs[0].saved if runs else ()
+    return Decisions(
+        reachable=True,
+        budget=budget,
+        runs=runs,
+        knapsack=recorder.knapsack,
+        route=route,
+        input_bytes=sum(size_of(n) for n in node_info.inputs),
+        min_cut_bytes=sum(size_of(nodes[name]) for name in min_cut),
+        saved_bytes=sum(size_of(n) for n in saved),
+    )
+
+
+_WRAPPED = (
+    ("solve_min_cut", _solve_min_cut),
+    ("_optimize_runtime_with_given_memory", _optimize),
+    ("choose_saved_values_set", _choose),
+)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[_Recorder]:
+    """Record torch's partitioner decisions for one split on this thread; `.decisions` holds them after."""
+    global _active
+    import networkx
+
+    recorder = _Recorder(threading.get_ident())
+    if not all(callable(getattr(torch_partitioners, name, None)) for name, _ in _WRAPPED):
+        recorder.decisions = UNREACHABLE
+        yield recorder
+        return
+    with _lock:
+        originals = {name: getattr(torch_partitioners, name) for name, _ in _WRAPPED}
+        original_cut = networkx.minimum_cut
+        try:
+            _active = recorder
+            networkx.minimum_cut = _minimum_cut(original_cut)
+            for name, wrap in _WRAPPED:
+                setattr(torch_partitioners, name, wrap(originals[name]))
+            yield recorder
+        finally:
+            networkx.minimum_cut = original_cut
+            for name, original in originals.items():
+                setattr(torch_partitioners, name, original)
+            _active = None

@@ -1,0 +1,159 @@
+"""Why a value is saved or recomputed is torch's own reason, held against torch's own debug output.
+
+torch's partitioner logs, under `AOT_PARTITIONER_DEBUG`, the op types it bans from recomputation ("Ops banned
+from re-materialization"), every value it finds materialized in backward (a debug line), and below budget 1
+the structured `min_cut_information` trace of its knapsack. The reasons bwd_widgets shows must agree with
+each, on the course's models and the 16 shared GraphNet samples.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+from test_corpus import _sample_names
+from test_course_claims import Chain
+
+import bwd_widgets as bw
+from bwd_widgets.core.compat import torch_partitioners
+from bwd_widgets.examples import Transformer
+
+
+@dataclass
+class TorchDebug:
+    """What torch's partitioner logged while it ran."""
+
+    materialized: set[str] = field(default_factory=set)
+    banned_ops: set[str] = field(default_factory=set)
+    min_cut_information: list[dict] = field(default_factory=list)
+
+
+class _Collect(logging.Handler):
+    def __init__(self, debug: TorchDebug):
+        super().__init__(logging.DEBUG)
+        self.debug = debug
+
+    def emit(self, record):
+        message = record.getMessage()
+        if message.startswith("materialized backwards: "):
+            self.debug.materialized.add(message.split()[2])
+        elif message.startswith("Ops banned from re-materialization: "):
+            self.debug.banned_ops.update(re.findall(r"'([^']+)'", message))
+        metadata = getattr(record, "metadata", {})
+        if isinstance(metadata, dict) and metadata.get("artifact", {}).get("name") == "min_cut_information":
+            self.debug.min_cut_information.append(json.loads(record.payload))
+
+
+@pytest.fixture
+def torch_debug(monkeypatch):
+    """torch's own partitioner debug output, as `AOT_PARTITIONER_DEBUG=1` turns it on, collected."""
+    debug = TorchDebug()
+    handler = _Collect(debug)
+    monkeypatch.setattr(torch_partitioners, "AOT_PARTITIONER_DEBUG", True)
+    loggers = [logging.getLogger("torch._functorch.partitioners"), logging.getLogger("torch.__trace")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+    yield debug
+    for logger, level in zip(loggers, levels):
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _packet(partition, name: str) -> str:
+    node = next(n for n in partition.joint.graph.nodes if n.name == name)
+    return str(node.target._overloadpacket)
+
+
+def _check_against_torch(partition, debug: TorchDebug) -> None:
+    """Every ban reason shown agrees with torch's log, and every saved activation's sentence quotes it."""
+    run = partition.decisions.chosen
+    assert partition.decisions.reachable and run is not None
+    materialized = {name for name, reason in run.cannot_recompute.items() if reason == "materialized in backward"}
+    assert materialized <= debug.materialized
+    assert all(
+        run.cannot_recompute[name] == "materialized in backward"
+        for name in debug.materialized & set(run.cannot_recompute)
+    )
+    for name, reason in run.cannot_recompute.items():
+        if reason == "not in recomputable allowlist":
+            assert _packet(partition, name) in debug.banned_ops, (name, debug.banned_ops)
+    for saved in partition.saved_tensors:
+        if not saved.is_activation:
+            continue
+        assert "reason unknown" not in saved.why, saved
+        producer = next(n for n in partition.forward.graph.nodes if n.name == saved.name)
+        source = producer.args[0] if producer.target.__name__ == "getitem" else producer
+        ban = run.cannot_recompute.get(source.name)
+        if partition.decisions.route != "knapsack" and ban is not None:
+            assert f"\u201ccannot recompute: {ban}\u201d" in saved.why, saved.why
+
+
+def test_chain_layer_outputs_are_banned_as_materialized_in_backward(torch_debug):
+    """Notebook 4's chain: torch bans the layer outputs as materialized in backward, not as part of a cut."""
+    chain = Chain(width=256, depth=3)
+    partition = bw.extract(chain, torch.randn(256, 256), partitioner="min_cut").partitions[0]
+    _check_against_torch(partition, torch_debug)
+    layer_outputs = {s.alias_of for s in partition.saved_tensors if "materialized in backward" in s.why}
+    assert len(layer_outputs) >= 2 and layer_outputs <= torch_debug.materialized, partition.saved_tensors
+
+
+def test_transformer_reasons_and_knapsack_match_torch(torch_debug):
+    """The course Transformer: allowlist bans as torch lists them; at budget 0.8 torch lifts the
+    materialized-in-backward ban and recomputes both GELUs; at 0.3 the knapsack's choice, candidates and
+    budget ratio equal torch's own `min_cut_information` trace."""
+    model = Transformer(width=64, depth=2, heads=4, vocab=128)
+    extraction = bw.extract(model, torch.randint(0, 128, (4, 32)), partitioner="min_cut")
+    _check_against_torch(extraction.partitions[0], torch_debug)
+    lifted = extraction.rerun("min_cut", 0.8).partitions[0]
+    assert lifted.decisions.route == "more_aggressive" and lifted.decisions.budget_ratio <= 0.8
+    gelus = {n.name: n.why for n in lifted.nodes if n.recomputed and n.op == "aten.gelu"}
+    assert len(gelus) == 2 and all("ban_if_materialized_backward" in why for why in gelus.values()), gelus
+    assert all("\u201ccannot recompute: materialized in backward\u201d" in why for why in gelus.values())
+    budgeted = extraction.rerun("min_cut", 0.3).partitions[0]
+    decisions = budgeted.decisions
+    assert decisions.route == "knapsack" and decisions.knapsack is not None
+    info = torch_debug.min_cut_information[-1]
+    order = info["Recomputable Banned Nodes Order"]
+    assert list(decisions.knapsack.candidates) == order
+    assert decisions.knapsack.saved == {order[i] for i in info["Knapsack Saved Nodes"]}
+    assert decisions.knapsack.recomputed == {order[i] for i in info["Knapsack Recomputed Nodes"]}
+    assert info["Memory Budget"] == 0.3
+    torch_ratio = (info["Saved Values Activation Size (GB)"] - info["Min Activation Size (GB)"]) / (
+        info["Max Activation Size (GB)"] - info["Min Activation Size (GB)"]
+    )
+    assert decisions.budget_ratio == pytest.approx(torch_ratio, rel=1e-9)
+    recomputed = {n.name: n.why for n in budgeted.nodes if n.recomputed}
+    chosen = decisions.knapsack.recomputed & set(recomputed)
+    assert chosen and all("knapsack chose to recompute it" in recomputed[name] for name in chosen)
+
+
+def test_budget_zero_and_default_say_what_torch_did():
+    extraction = bw.extract(Chain(width=64, depth=2), torch.randn(64, 64), partitioner="min_cut", memory_budget=0.0)
+    decisions = extraction.partitions[0].decisions
+    assert decisions.route == "inputs" and decisions.budget_ratio == 0.0
+    assert all("saves only the forward inputs" in n.why for n in extraction.partitions[0].nodes if n.recomputed)
+    default = extraction.rerun("default").partitions[0]
+    assert default.decisions.route == "" and default.decisions.budget_ratio is None
+
+
+def test_a_torch_without_the_decision_functions_says_reason_unknown(monkeypatch):
+    """A torch release that moved a function the recording wraps: no guess, one plain sentence."""
+    monkeypatch.delattr(torch_partitioners, "_optimize_runtime_with_given_memory")
+    partition = bw.extract(Chain(width=64, depth=2), torch.randn(64, 64), partitioner="min_cut").partitions[0]
+    assert not partition.decisions.reachable
+    activations = [s for s in partition.saved_tensors if s.is_activation]
+    assert activations and all("reason unknown on this torch" in s.why for s in activations)
+
+
+@pytest.mark.parametrize("name", _sample_names())
+def test_shared_sample_reasons_match_torch(name, samples_dir, torch_debug):
+    sample = bw.load_graphnet_sample(samples_dir / name)
+    extraction = bw.extract(sample, name=name, partitioner="min_cut")
+    for partition in extraction.partitions:
+        _check_against_torch(partition, torch_debug)
