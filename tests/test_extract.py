@@ -142,3 +142,11 @@ def test_a_failing_real_backward_keeps_the_graphs_with_a_note():
     assert extraction.partitions[0].backward_inputs is None
     assert len(extraction.notes) == 1 and "real backward run failed" in extraction.notes[0]
     assert extraction.saved_activation_bytes <= bw.extract(ConvBN(), torch.randn(2, 3, 8, 8)).saved_activation_bytes
+
+
+def test_a_partition_is_built_with_the_old_notes_keyword_as_before():
+    """`Partition(..., notes=...)` was the field's name before `given_notes`: code that typed it still works."""
+    p = bw.extract(lambda x: x.cos().cos(), torch.randn(4, 4)).partitions[0]
+    old = bw.Partition(p.trace, p.partitioner, p.forward, p.backward_with_nones, notes=("told",))
+    new = bw.Partition(p.trace, p.partitioner, p.forward, p.backward_with_nones, given_notes=("told",))
+    assert old.notes == new.notes == ("told",) and old.given_notes == ("told",)
