@@ -121,6 +121,32 @@ class SweepPoint:
     backward_flops: int
     saved: int
     extraction: BackwardExtraction | None = field(repr=False, default=None)
+    torch_budget_ratio: float | None = None
+    """The budget as torch measures the plan it chose (`Partition.torch_budget_ratio`): at or under `budget`."""
+    peak_activation_bytes: int = 0
+    peak_above_budget: float | None = None
+    """A larger budget of the sweep whose peak is lower than this point's: this budget's extra recomputation
+    buys no peak memory (torch's plans are not monotonic in peak); None when no larger budget peaks lower."""
+
+
+def torch_budget_ratio(extraction: BackwardExtraction) -> float | None:
+    """torch's ratio over all compiled regions: the sum of each region's saved bytes over its inputs, against
+    the same sum for plain min-cut (one region: exactly torch's own ratio)."""
+    decisions = [p.decisions for p in extraction.partitions]
+    if any(d.budget_ratio is None for d in decisions):
+        return None
+    span = sum(d.min_cut_bytes - d.input_bytes for d in decisions)
+    if span <= 0:
+        return decisions[0].budget_ratio if len(decisions) == 1 else None
+    return sum(d.saved_bytes - d.input_bytes for d in decisions) / span
+
+
+def flag_peaks(points: list[SweepPoint]) -> None:
+    """Mark each point a larger budget beats on peak memory (the lowest-peaking such budget)."""
+    for point in points:
+        lower = [q for q in points if q.budget > point.budget and q.peak_activation_bytes < point.peak_activation_bytes]
+        best = min(lower, key=lambda q: (q.peak_activation_bytes, q.budget), default=None)
+        point.peak_above_budget = best.budget if best is not None else None
 
 
 @dataclass
@@ -150,10 +176,26 @@ class Sweep(RichDisplay):
     def __repr__(self) -> str:
         lines = [f"Sweep({len(self.points)} points{', interrupted' if self.interrupted else ''})"]
         for p in self.points:
+            ratio = f", torch's ratio {p.torch_budget_ratio:.3f}" if p.torch_budget_ratio is not None else ""
+            flag = f", peaks above budget {p.peak_above_budget:g}" if p.peak_above_budget is not None else ""
             lines.append(
-                f"  budget {p.budget:4.2f}: {p.saved_activation_bytes:>14} B saved, {p.recompute_flops:>14} recompute FLOPs"
+                f"  budget {p.budget:4.2f}: {p.saved_activation_bytes:>14} B saved, {p.peak_activation_bytes:>14} B peak, "
+                f"{p.recompute_flops:>14} recompute FLOPs{ratio}{flag}"
             )
         return "\n".join(lines)
+
+
+def _point(budget: float, e: BackwardExtraction) -> SweepPoint:
+    return SweepPoint(
+        budget,
+        e.saved_activation_bytes,
+        e.recompute_flops,
+        e.backward_flops,
+        len(e.saved_tensors),
+        e,
+        torch_budget_ratio(e),
+        e.peak_activation_bytes,
+    )
 
 
 def sweep(
@@ -181,11 +223,8 @@ def sweep(
     try:
         for budget in bar:
             e = base.rerun("min_cut", budget)
-            points.append(
-                SweepPoint(
-                    budget, e.saved_activation_bytes, e.recompute_flops, e.backward_flops, len(e.saved_tensors), e
-                )
-            )
+            points.append(_point(budget, e))
+            flag_peaks(points)
             if on_point is not None:
                 on_point(points[-1], len(points), len(budgets))
     except KeyboardInterrupt:

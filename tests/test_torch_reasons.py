@@ -157,3 +157,31 @@ def test_shared_sample_reasons_match_torch(name, samples_dir, torch_debug):
     extraction = bw.extract(sample, name=name, partitioner="min_cut")
     for partition in extraction.partitions:
         _check_against_torch(partition, torch_debug)
+
+
+def test_the_sweep_carries_torchs_ratio_and_flags_peaks_a_larger_budget_beats(torch_debug):
+    """On the course Transformer torch's ratio sits at or under each budget and equals its own trace at every
+    knapsack budget, and budgets 0.1 and 0.2 peak above 0.3 (the pinned sweep of notebook 3)."""
+    torch.manual_seed(0)
+    model = Transformer(width=64, depth=2, heads=4, vocab=128)
+    result = bw.sweep(model, torch.randint(0, 128, (4, 32)), budgets=[0.1, 0.2, 0.3, 0.5], progress=False)
+    traces = iter(torch_debug.min_cut_information)
+    for point in result.points:
+        assert point.torch_budget_ratio is not None and point.torch_budget_ratio <= point.budget
+        if point.extraction.partitions[0].decisions.route == "knapsack":
+            info = next(traces)
+            assert info["Memory Budget"] == point.budget
+            torch_ratio = (info["Saved Values Activation Size (GB)"] - info["Min Activation Size (GB)"]) / (
+                info["Max Activation Size (GB)"] - info["Min Activation Size (GB)"]
+            )
+            assert point.torch_budget_ratio == pytest.approx(torch_ratio, rel=1e-9)
+        beaten_by = [
+            q
+            for q in result.points
+            if q.budget > point.budget and q.peak_activation_bytes < point.peak_activation_bytes
+        ]
+        assert (point.peak_above_budget is not None) == bool(beaten_by)
+        if beaten_by:
+            assert point.peak_above_budget in {q.budget for q in beaten_by}
+    assert [p.peak_above_budget for p in result.points[:2]] == [0.3, 0.3]
+    assert "torch's ratio" in repr(result) and "peaks above budget 0.3" in repr(result)

@@ -326,6 +326,12 @@ class Partition:
         return sum(s.activation_bytes for s in self.saved_tensors)
 
     @property
+    def torch_budget_ratio(self) -> float | None:
+        """The budget as torch measures this plan: (saved - forward inputs) / (plain min-cut's saved - forward
+        inputs), by torch's own sizes (views at full size); None where min-cut did not run."""
+        return self.decisions.budget_ratio
+
+    @property
     def saved_input_bytes(self) -> int:
         """Forward inputs (parameters, buffers, user inputs) kept alive for backward, each tensor once."""
         kept = {s.source or s.name: s.bytes for s in self.saved_tensors if not s.is_activation}
