@@ -1,6 +1,7 @@
 /** The memory picture as numbers: the timeline's geometry, bars by module, bytes as heat. */
 
 import { linearScale, nearestIndex, niceTicks, type Box } from "./chart";
+import { formatBytes } from "./format";
 import { ancestors, parentOf } from "./grouping";
 import type { Memory, ModuleBytes, SweepPoint } from "./types";
 
@@ -18,6 +19,7 @@ export interface TimelineGeometry {
   xTicks: Tick[]; // in ops
   backwardX: number; // where backward begins
   overlays: { budget: number; path: string; peakY: number }[];
+  measured: { path: string; peak: { x: number; y: number } } | null; // g.measure()'s curve, when measured
 }
 
 /** The kernel's byte ticks (memory.y_ticks), unless an overlaid budget peaks above them: only the
@@ -26,7 +28,8 @@ export interface TimelineGeometry {
 export function timelineYTicks(memory: Memory, sweep: readonly SweepPoint[]): number[] {
   const highest = Math.max(...sweep.map((p) => p.peak_activation_bytes), 0);
   const top = memory.y_ticks[memory.y_ticks.length - 1] ?? 0;
-  return highest > top ? niceTicks(Math.max(memory.peak.live_bytes, highest), memory.tick_count) : memory.y_ticks;
+  const measured = memory.measured?.peak.live_bytes ?? 0;
+  return highest > top ? niceTicks(Math.max(memory.peak.live_bytes, measured, highest), memory.tick_count) : memory.y_ticks;
 }
 
 /** Live bytes (y) against ops run (x), forward then backward; sweep points overlay their own
@@ -42,6 +45,10 @@ export function timelineGeometry(memory: Memory, box: Box, sweep: readonly Sweep
     const stretch = linearScale(p.timeline.length - 1, box.left, box.right);
     return { budget: p.budget, path: polyline(p.timeline.map((_, i) => stretch(i)), p.timeline.map(y)), peakY: y(p.peak_activation_bytes) };
   });
+  const m = memory.measured;
+  const measured = m?.timeline.length
+    ? { path: polyline(m.timeline.map((p) => x(p.step)), m.timeline.map((p) => y(p.live_bytes))), peak: { x: x(m.peak.step), y: y(m.peak.live_bytes) } }
+    : null;
   return {
     path: polyline(xs, ys),
     xs,
@@ -51,7 +58,22 @@ export function timelineGeometry(memory: Memory, box: Box, sweep: readonly Sweep
     xTicks: memory.x_ticks.map((value) => ({ at: x(value), value })),
     backwardX: x(memory.forward_steps - 0.5),
     overlays,
+    measured,
   };
+}
+
+/** The error in percent, signed: "+0.0%" when the prediction is exact, "+12.5%" when it is above. */
+export function formatError(percent: number): string {
+  const shown = Math.abs(percent) < 0.05 ? 0 : percent;
+  return `${shown < 0 ? "\u2212" : "+"}${Math.abs(shown).toFixed(1)}%`;
+}
+
+/** One line on measured against predicted, or null when the extraction was not measured. */
+export function measuredText(memory: Memory): string | null {
+  const m = memory.measured;
+  if (!m) return null;
+  const where = m.peak.node ? ` after ${m.peak.node} (${m.peak.phase})` : "";
+  return `measured on ${m.device}: peak ${formatBytes(m.peak.live_bytes)}${where} \u00B7 predicted ${formatBytes(m.predicted_peak_bytes)}, off by ${formatError(m.error_percent)}`;
 }
 
 function polyline(xs: number[], ys: number[]): string {

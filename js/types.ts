@@ -124,6 +124,15 @@ export interface ModuleBytes {
   bytes: number;
 }
 
+/** What the last `g.measure()` saw: live bytes at the prediction's own steps, and its peak's error. */
+export interface MeasuredMemory {
+  timeline: MemoryPoint[]; // the highest point of each stretch of ops: the measured peak is always in
+  peak: MemoryPoint;
+  predicted_peak_bytes: number;
+  error_percent: number; // (predicted peak - measured peak) / measured peak, in percent
+  device: string;
+}
+
 /** The memory picture: live activation memory over the run, its peak, saved bytes by module. */
 export interface Memory {
   timeline: MemoryPoint[]; // the highest point of each stretch of ops: the peak is always in
@@ -134,6 +143,7 @@ export interface Memory {
   x_ticks: number[]; // ops, within the run's steps
   y_ticks: number[]; // bytes, 0 to at or above the peak (recomputed only when an overlaid budget peaks higher)
   tick_count: number; // how many ticks the timeline asks nice_ticks for on each axis
+  measured?: MeasuredMemory | null; // the last g.measure(); null until measured (measuring runs the model)
 }
 
 export interface GraphData {
@@ -217,7 +227,7 @@ export const SWEEP_POINT_KEYS = [
 export const MEMORY_POINT_KEYS = ["step", "phase", "node", "graph", "live_bytes"] as const satisfies readonly (keyof MemoryPoint)[];
 export const MEMORY_PEAK_KEYS = ["step", "phase", "node", "graph", "live_bytes", "module"] as const satisfies readonly (keyof MemoryPeak)[];
 export const MODULE_BYTES_KEYS = ["module", "bytes"] as const satisfies readonly (keyof ModuleBytes)[];
-export const MEMORY_KEYS = ["timeline", "steps", "forward_steps", "peak", "by_module", "x_ticks", "y_ticks", "tick_count"] as const satisfies readonly (keyof Memory)[];
+export const MEMORY_KEYS = ["timeline", "steps", "forward_steps", "peak", "by_module", "x_ticks", "y_ticks", "tick_count", "measured"] as const satisfies readonly (keyof Memory)[];
 
 /** Every contract type by its Python name, with its key list (checked complete at compile time). */
 export const CONTRACT_KEYS: {

@@ -6,6 +6,7 @@ end of backward), so their curves must agree step by step. Where they do not, th
 is wrong and why.
 """
 
+import json
 import pickle
 
 import pytest
@@ -153,3 +154,21 @@ def test_fake_mode_says_measure_needs_real_values():
         g.measure()
     assert isinstance(error.value, ValueError) and "\n" not in str(error.value)
     assert g.measured is None
+
+
+def test_the_payload_carries_the_measurement_once_measured(course_models):
+    """Measuring runs the model, so the widget never does it: `g.measure()` keeps its result and the next
+    `bw.show(g)` (this payload) draws it over the prediction."""
+    from bwd_widgets.views.payload import graph_payload
+
+    g = course_models["Transformer"].rerun("min_cut", 0.5)
+    assert graph_payload(g)["run"]["memory"]["measured"] is None
+    result = g.measure()
+    memory = graph_payload(g)["run"]["memory"]
+    measured = memory["measured"]
+    assert measured is not None and json.loads(json.dumps(measured)) == measured
+    assert measured["peak"]["live_bytes"] == result.peak_bytes and measured["peak"]["step"] == memory["peak"]["step"]
+    assert measured["predicted_peak_bytes"] == memory["peak"]["live_bytes"] and measured["error_percent"] == 0.0
+    curve = {p["step"]: p["live_bytes"] for p in measured["timeline"]}
+    assert all(curve.get(p["step"], p["live_bytes"]) == p["live_bytes"] for p in memory["timeline"])
+    assert memory["y_ticks"][-1] >= result.peak_bytes

@@ -6,7 +6,7 @@ as a JSON fixture that the front-end tests check against both. No IPython, no ip
 
 from __future__ import annotations
 
-from typing import TypedDict, cast
+from typing import Any, TypedDict, cast
 
 from ..core.analysis import SavedTensor
 from ..core.errors import BwdWidgetsError
@@ -115,6 +115,18 @@ class ModuleBytes(TypedDict):
     bytes: int
 
 
+class MeasuredMemory(TypedDict):
+    """`g.measure()`'s live bytes, at the same steps as the prediction, and how far its peak is off."""
+
+    timeline: list[MemoryPoint]
+    """At most TIMELINE_POINTS points: the highest of each stretch of ops, so the measured peak is in."""
+    peak: MemoryPoint
+    predicted_peak_bytes: int
+    error_percent: float
+    """(predicted peak - measured peak) / measured peak, in percent."""
+    device: str
+
+
 class Memory(TypedDict):
     """The memory picture: activation memory over the run, its peak, saved bytes by module."""
 
@@ -133,6 +145,8 @@ class Memory(TypedDict):
     budget overlaid peaks higher."""
     tick_count: int
     """How many ticks the timeline asks for on each axis (TIMELINE_TICKS; its chart is small)."""
+    measured: MeasuredMemory | None
+    """What the last `g.measure()` saw (None until the extraction is measured: measuring runs the model)."""
 
 
 class RunTotals(TypedDict):
@@ -371,6 +385,7 @@ def diff_payload(previous: BackwardExtraction, current: BackwardExtraction) -> D
 
 def memory_payload(extraction: BackwardExtraction) -> Memory:
     timeline = extraction.memory_timeline()
+    measured = measured_payload(extraction)
     live = [s["live_bytes"] for s in timeline]
     peak = extraction.peak
     by_module = extraction.memory_by_module()
@@ -392,8 +407,32 @@ def memory_payload(extraction: BackwardExtraction) -> Memory:
         ),
         by_module=[ModuleBytes(module=m, bytes=b) for m, b in by_module.items()],
         x_ticks=[t for t in nice_ticks(max(len(timeline) - 1, 1), TIMELINE_TICKS) if t <= len(timeline) - 1],
-        y_ticks=nice_ticks(max(peak.live_bytes, 1), TIMELINE_TICKS),
+        y_ticks=nice_ticks(max(peak.live_bytes, measured["peak"]["live_bytes"] if measured else 0, 1), TIMELINE_TICKS),
         tick_count=TIMELINE_TICKS,
+        measured=measured,
+    )
+
+
+def measured_payload(extraction: BackwardExtraction) -> MeasuredMemory | None:
+    """The extraction's last measurement as the pane draws it; None when never measured."""
+    result = extraction.measured
+    if result is None:
+        return None
+    curve = result.curve
+    points = [
+        MemoryPoint(step=i, phase=p["phase"], node=p["node"], graph=p["graph"], live_bytes=p["live_bytes"])
+        for i in stretch_maxima([p["live_bytes"] for p in curve], TIMELINE_POINTS)
+        for p in (curve[i],)
+    ]
+    top = result.peak_step
+    at: dict[str, Any] = curve[top] if top >= 0 else {"phase": "", "node": "", "graph": 0}
+    peak = MemoryPoint(step=top, phase=at["phase"], node=at["node"], graph=at["graph"], live_bytes=result.peak_bytes)
+    return MeasuredMemory(
+        timeline=points,
+        peak=peak,
+        predicted_peak_bytes=result.predicted_peak_bytes,
+        error_percent=round(result.error_percent, 3),
+        device=result.device,
     )
 
 

@@ -1,12 +1,13 @@
-/** The memory pane: live activation memory over the run (peak marked, budgets overlaid) and saved
- *  bytes by module. A point selects its node; a bar opens its module in the graph. */
+/** The memory pane: live activation memory over the run (peak marked, budgets overlaid, and the
+ *  measured curve over the predicted one once `g.measure()` ran) and saved bytes by module. A point
+ *  selects its node; a bar opens its module in the graph. */
 
 import { formatFlops } from "../chart";
 import { element, svgElement } from "../dom";
 import { formatBytes } from "../format";
-import { moduleBars, pointAt, timelineGeometry, type TimelineGeometry } from "../memory";
+import { measuredText, moduleBars, pointAt, timelineGeometry, type TimelineGeometry } from "../memory";
 import type { PaneContext } from "../model";
-import type { GraphData, MemoryPoint } from "../types";
+import type { GraphData, Memory, MemoryPoint } from "../types";
 import { chartAxes } from "./axes";
 import type { Pane } from "./pane";
 
@@ -28,15 +29,31 @@ function pointText(point: MemoryPoint, data: GraphData): string {
   return `after ${point.node} (${point.phase}, op ${point.step + 1} of ${data.run.memory.steps}): ${formatBytes(point.live_bytes)} live${where}`;
 }
 
+/** `g.measure()`'s curve, dashed over the predicted line: where they agree, both show. */
+function measuredLine(path: string, memory: Memory): SVGPathElement {
+  const style = "stroke: var(--bwd-text-warn); stroke-width: 1.5; stroke-dasharray: 4 3; fill: none";
+  const line = svgElement("path", { d: path, class: "bwd-measured", style });
+  line.appendChild(svgElement("title", {}, measuredText(memory) ?? "measured"));
+  return line;
+}
+
+/** Measured peak against predicted, with the error in percent; hidden until the extraction is measured. */
+function showMeasured(el: HTMLElement, memory: Memory): void {
+  const line = measuredText(memory);
+  el.textContent = line ? `${line} (dashed line: measured; solid: predicted)` : "";
+  el.hidden = !line;
+}
+
 export function memoryPane({ model, signal, select, openModule }: PaneContext): Pane {
   const on = { signal };
   const el = element("div", "bwd-memory");
   const summary = element("div", "bwd-memory-summary");
+  const measured = element("div", "bwd-memory-measured");
   const chart = svgElement("svg", { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, class: "bwd-timeline", role: "img" });
   const readout = element("div", "bwd-readout");
   const barsTitle = element("div", "bwd-bars-title");
   const bars = element("div", "bwd-bars");
-  el.append(summary, chart, readout, barsTitle, bars);
+  el.append(summary, measured, chart, readout, barsTitle, bars);
   let data: GraphData | null = null;
   let geometry: TimelineGeometry | null = null;
   let level = "";
@@ -61,6 +78,7 @@ export function memoryPane({ model, signal, select, openModule }: PaneContext): 
       chart.appendChild(path);
     }
     chart.appendChild(svgElement("path", { d: g.path, class: "bwd-live" }));
+    if (g.measured) chart.appendChild(measuredLine(g.measured.path, memory));
     chart.appendChild(svgElement("line", { class: "bwd-cursor-line", y1: String(BOX.top), y2: String(BOX.bottom), x1: "-10", x2: "-10" }));
     const peak = svgElement("circle", { cx: g.peak.x.toFixed(1), cy: g.peak.y.toFixed(1), r: "5", class: "bwd-peak" });
     peak.appendChild(svgElement("title", {}, `peak: ${formatBytes(memory.peak.live_bytes)} after ${memory.peak.node}`));
@@ -79,6 +97,7 @@ export function memoryPane({ model, signal, select, openModule }: PaneContext): 
     const { peak } = data.run.memory;
     const where = peak.module ? ` in ${peak.module}` : "";
     summary.textContent = `whole run: peak ${formatBytes(peak.live_bytes)} after ${peak.node}${where} (${peak.phase}) \u00B7 saved activations ${formatBytes(data.run.saved_activation_bytes)}`;
+    showMeasured(measured, data.run.memory);
     const sweep = model.get("sweep_points") ?? [];
     readout.textContent = sweep.length
       ? `budgets overlaid (thin lines): ${sweep.map((p) => `${p.budget} \u2192 peak ${formatBytes(p.peak_activation_bytes)}, ${formatFlops(p.recompute_flops)} recomputed`).join("; ")}`

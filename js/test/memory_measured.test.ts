@@ -1,0 +1,64 @@
+import { describe, expect, it } from "vitest";
+import { formatError, measuredText, timelineGeometry, timelineYTicks } from "../memory";
+import type { MeasuredMemory, Memory } from "../types";
+
+const predicted: Memory = {
+  timeline: [
+    { step: 0, phase: "forward", node: "mm", graph: 0, live_bytes: 100 },
+    { step: 4, phase: "forward", node: "relu", graph: 0, live_bytes: 300 },
+    { step: 5, phase: "backward", node: "mm_1", graph: 0, live_bytes: 500 },
+    { step: 9, phase: "backward", node: "sum_1", graph: 0, live_bytes: 50 },
+  ],
+  steps: 10,
+  forward_steps: 5,
+  peak: { step: 5, phase: "backward", node: "mm_1", graph: 0, live_bytes: 500, module: "" },
+  by_module: [],
+  x_ticks: [0, 5],
+  y_ticks: [0, 200, 400, 600],
+  tick_count: 4,
+  measured: null,
+};
+
+const measured = (peak: number, error: number): MeasuredMemory => ({
+  timeline: [
+    { step: 0, phase: "forward", node: "mm", graph: 0, live_bytes: 100 },
+    { step: 5, phase: "backward", node: "mm_1", graph: 0, live_bytes: peak },
+    { step: 9, phase: "backward", node: "sum_1", graph: 0, live_bytes: 50 },
+  ],
+  peak: { step: 5, phase: "backward", node: "mm_1", graph: 0, live_bytes: peak },
+  predicted_peak_bytes: 500,
+  error_percent: error,
+  device: "cpu",
+});
+
+describe("measured over predicted", () => {
+  const box = { left: 10, top: 0, right: 100, bottom: 100 };
+
+  it("draws nothing and says nothing until the extraction is measured", () => {
+    expect(timelineGeometry(predicted, box).measured).toBeNull();
+    expect(measuredText(predicted)).toBeNull();
+    expect(measuredText({ ...predicted, measured: undefined })).toBeNull(); // an older payload
+  });
+
+  it("puts the measured points at the prediction's own steps, on the same axes", () => {
+    const g = timelineGeometry({ ...predicted, measured: measured(500, 0) }, box);
+    expect(g.measured?.path).toBe("M10.0 83.3L60.0 16.7L100.0 91.7");
+    expect(g.measured?.peak).toEqual(g.peak); // an exact prediction: both peaks on one spot
+  });
+
+  it("widens the byte axis when a sweep and the measured peak pass the kernel's ticks", () => {
+    const memory = { ...predicted, measured: measured(700, -28.571) };
+    const sweep = [{ budget: 0, saved_activation_bytes: 0, recompute_flops: 0, saved: 0, pareto: true, peak_activation_bytes: 650, timeline: [0, 650] }];
+    const ticks = timelineYTicks(memory, sweep);
+    expect(ticks[ticks.length - 1]).toBeGreaterThanOrEqual(700);
+  });
+
+  it("says the measured peak, the predicted one and the error in percent, signed", () => {
+    expect(measuredText({ ...predicted, measured: measured(500, 0) })).toBe(
+      "measured on cpu: peak 500 B after mm_1 (backward) \u00B7 predicted 500 B, off by +0.0%",
+    );
+    expect(formatError(12.345)).toBe("+12.3%");
+    expect(formatError(-28.571)).toBe("\u221228.6%");
+    expect(formatError(-0.01)).toBe("+0.0%");
+  });
+});
