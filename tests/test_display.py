@@ -32,21 +32,25 @@ def shell():
         del shell.kernel
 
 
-def test_results_show_as_the_widget_in_a_kernel_and_as_text_in_a_terminal(shell, reference):
+def test_results_show_as_the_widget_in_a_kernel_and_as_text_in_a_terminal(shell, reference, monkeypatch):
     shell.execution_count += 1  # a new cell: what earlier tests drew belongs to theirs
     data, _ = shell.display_formatter.format(reference)  # a terminal
     assert set(data) == {"text/plain"} and data["text/plain"] == repr(reference)
     shell.kernel = object()  # what a Jupyter kernel's shell has
     torch.manual_seed(0)
     model, x = Transformer(width=16, depth=1), torch.randint(0, 64, (2, 4))
+    sent: list[dict] = []
+    monkeypatch.setattr(shell.display_pub, "publish", lambda data, metadata=None, **kw: sent.append(data))
     for result in (
         reference,
         bw.compare(reference, partitioners=["default", 0.0]),
         bw.sweep(model, x, budgets=[1.0], progress=False),
     ):
+        sent.clear()
         data, _ = shell.display_formatter.format(result)
-        assert "application/vnd.jupyter.widget-view+json" in data and "image/svg+xml" in data, type(result)
-        assert data["text/plain"] == repr(result), "the text stays the result's own"
+        assert "application/vnd.jupyter.widget-view+json" in sent[0] and "image/svg+xml" in sent[0], type(result)
+        assert "bwd-static" in data["text/html"], "the static picture follows the widget"
+        assert data["text/plain"] == sent[0]["text/plain"] == repr(result), "the text stays the result's own"
 
 
 def test_a_result_the_cell_already_drew_is_not_drawn_twice(shell, reference):
@@ -70,3 +74,118 @@ def test_importing_the_package_changes_no_ipython_formatter():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+@pytest.fixture
+def published(shell, monkeypatch):
+    """What the kernel would send: every display_data published, in order."""
+    sent = []
+    monkeypatch.setattr(shell.display_pub, "publish", lambda data, metadata=None, **kw: sent.append(data))
+    shell.kernel = object()
+    shell.execution_count += 1
+    return sent
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+# what JupyterLab's sanitizer keeps in an untrusted notebook, and the one style rule (dropped there)
+SAFE_TAGS = {"div", "p", "strong", "em", "img", "table", "thead", "tbody", "tr", "th", "td", "style"}
+
+
+def _tags(markup: str) -> list[tuple[str, dict]]:
+    from html.parser import HTMLParser
+
+    found = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.append((tag, dict(attrs)))
+
+    Tags().feed(markup)
+    return found
+
+
+def test_a_result_in_a_kernel_is_the_widget_then_a_picture(shell, published, reference):
+    data, _ = shell.display_formatter.format(reference)
+    assert len(published) == 1, "the widget is an output of its own, before the picture (the cell's result)"
+    widget = published[0]
+    assert WIDGET_VIEW in widget and widget["text/html"] == "", "an untrusted notebook shows nothing in its place"
+    assert widget["image/svg+xml"].startswith("<svg") and widget["text/plain"] == repr(reference)
+    assert set(data) == {"text/html", "text/plain"} and 'class="bwd-static"' in data["text/html"]
+    assert data["text/plain"] == repr(reference), "the result's text stays its own"
+    tags = _tags(data["text/html"])
+    assert {tag for tag, _ in tags} <= SAFE_TAGS
+    images = [attrs for tag, attrs in tags if tag == "img"]
+    assert len(images) == 2, "the graph's first view and the memory timeline"
+    assert all(i["src"].startswith("data:image/svg+xml;base64,") and len(i["alt"]) > 40 for i in images)
+    assert "max-width: 100%" in images[0]["style"], "never wider than the page"
+    for words in ("peak activation memory", "largest of 8 saved values", "native_batch_norm_backward", "why"):
+        assert words in data["text/html"], words
+
+
+def test_a_widget_displayed_is_the_widget_then_a_picture(shell, published, reference):
+    from IPython.display import display
+
+    display(bw.show(reference))
+    assert len(published) == 2
+    assert WIDGET_VIEW in published[0] and published[0]["text/plain"].startswith("BackwardGraph(")
+    assert "bwd-static" in published[1]["text/html"] and published[1]["text/plain"].startswith("conv_bn")
+
+
+def test_the_picture_hides_itself_only_beside_a_drawn_widget():
+    """The style rule: the picture hides while the output before it holds a drawn widget; that output
+    hides while it holds none (loading, or "model not found" after a restart)."""
+    from bwd_widgets.views.html import STATIC_STYLE
+
+    rules = STATIC_STYLE.replace("\n", " ")
+    assert ".jp-OutputArea-child:has(.bwd-root) + .jp-OutputArea-child:has(.bwd-static) { display: none; }" in rules
+    assert (
+        ".jp-OutputArea-child:not(:has(.bwd-root)):has(+ .jp-OutputArea-child .bwd-static) { display: none; }" in rules
+    )
+
+
+def test_the_picture_keeps_hostile_names_as_text():
+    class Hostile(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.add_module("<img src=x onerror=alert(1)>", torch.nn.Linear(3, 3))
+
+        def forward(self, x):
+            return getattr(self, "<img src=x onerror=alert(1)>")(x).tanh()
+
+    from bwd_widgets.views.html import fallback_html
+    from bwd_widgets.views.payload import graph_payload
+    from bwd_widgets.views.static import first_view
+
+    data = graph_payload(bw.extract(Hostile(), torch.randn(2, 3)))
+    markup = fallback_html(data, first_view(data), bw.plot.timeline(data["run"]["memory"]["timeline"]).svg)
+    assert "&lt;img src=x onerror=alert(1)&gt;" in markup
+    tags = _tags(markup)
+    assert [attrs.get("src", "")[:26] for tag, attrs in tags if tag == "img"] == ["data:image/svg+xml;base64,"] * 2
+    assert not any(name.startswith("on") for _, attrs in tags for name in attrs)
+
+
+def test_charts_show_as_an_image_with_their_summary_as_alt_text(reference):
+    chart = bw.plot.timeline(reference)
+    (tag, attrs), *_ = _tags(chart._repr_html_())
+    assert tag == "img" and attrs["alt"] == repr(chart) and attrs["src"].startswith("data:image/svg+xml;base64,")
+    import base64
+
+    assert base64.b64decode(attrs["src"].split(",", 1)[1]).decode() == chart.svg
+
+
+def test_the_static_first_view_follows_the_widgets_rules(reference, monkeypatch):
+    """js/firstview.ts: top to bottom when that reads well; a small drawing that does not is tried left to
+    right and kept when that does; so a short, wide pane turns the graph on its side."""
+    import shutil
+
+    from bwd_widgets.views import static
+    from bwd_widgets.views.payload import graph_payload
+
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed")
+    data = graph_payload(reference)
+    tall = static.first_view(data)
+    assert tall is not None and tall.rankdir == "TB" and tall.good
+    monkeypatch.setattr(static, "NOMINAL_PANE", (3000.0, 100.0))
+    wide = static.first_view(data)
+    assert wide is not None and wide.rankdir == "LR" and wide.good, wide and (wide.rankdir, wide.scale, wide.span)

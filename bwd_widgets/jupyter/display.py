@@ -1,8 +1,19 @@
 """Rich display: in a Jupyter kernel, an extraction, a comparison or a sweep that ends a cell shows as
-the widget (with a static SVG beside it for GitHub and nbviewer); in a terminal it stays text.
+the widget; in a terminal it stays text.
+
+A widget shows as two outputs. The first is the widget itself, with a static SVG for GitHub and
+nbviewer and an empty HTML part, so that a front end without the widget shows nothing there. The
+second is a static picture as sanitizer-safe HTML (the headline numbers, the first view of the graph,
+the memory timeline, the largest saved values: `views/html.py` `fallback_html`). JupyterLab renders a
+widget output whose model is gone (a restarted kernel, a notebook opened the next day) as "Error
+displaying widget: model not found" and never falls back to another part of that output, so the
+picture has to be an output of its own; a style rule in it (kept only in a trusted notebook, where the
+widget can run) hides whichever of the two is not drawn. An untrusted notebook drops the rule and
+shows the picture.
 
 The results' own `_repr_mimebundle_` (from `display_hook.RichDisplay`) asks `widget_bundle`, which the
-package's façade hands to the hook; nothing is registered with IPython.
+package's façade hands to the hook; nothing is registered with IPython. It publishes the widget and
+returns the picture, with the result's own text, as the cell's result.
 """
 
 from __future__ import annotations
@@ -14,10 +25,12 @@ from ..studio import Sweep
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
+    from .widget import BackwardGraphWidget
+
 
 def widget_bundle(obj: object) -> tuple[dict, dict] | None:
-    """The widget's (data, metadata) for `obj`, with `obj`'s own text; None (plain text) outside a kernel,
-    or if this cell already drew it."""
+    """In a kernel: publish the widget for `obj`, and return the static picture that follows it, with
+    `obj`'s own text; None (plain text) outside a kernel, or if this cell already drew it."""
     from IPython import get_ipython
 
     if not in_kernel(get_ipython()):
@@ -28,8 +41,31 @@ def widget_bundle(obj: object) -> tuple[dict, dict] | None:
         return None
     if isinstance(obj, Sweep) and not obj.points:
         return None
-    data, metadata = show(obj)._repr_mimebundle_()
-    return {**data, "text/plain": repr(obj)}, metadata
+    widget = show(obj)
+    publish_widget(widget, text=repr(obj))
+    return picture_bundle(widget, text=repr(obj)), {}
+
+
+def publish_widget(widget: BackwardGraphWidget, text: str | None = None) -> None:
+    """Publish the widget's own output (its text `text`, if given)."""
+    from IPython.display import display
+
+    data, metadata = widget._repr_mimebundle_()
+    display({**data, "text/plain": text} if text is not None else data, metadata=metadata, raw=True)
+
+
+def picture_bundle(widget: BackwardGraphWidget, text: str | None = None) -> dict:
+    """The static picture's output: HTML (shown trusted or not), and as text `text` or the headline."""
+    from ..views.html import fallback_html
+    from ..views.plot import timeline
+    from ..views.static import headline
+
+    data = widget.payload
+    chart = timeline({data["model"]: data["run"]["memory"]["timeline"]}, title="Activation memory over time")
+    return {
+        "text/html": fallback_html(data, widget.first_view(), chart.svg),
+        "text/plain": text if text is not None else "\n".join(headline(data)),
+    }
 
 
 def in_kernel(shell: InteractiveShell | None) -> bool:

@@ -16,7 +16,7 @@ from ..extraction import BackwardExtraction
 from ..extractor import extract
 from ..studio import Comparison, Sweep, sweep
 from ..views.payload import STATE_DEFAULTS, GraphData, WidgetState, comparison_rows, graph_payload, sweep_points
-from ..views.static import fallback_svg
+from ..views.static import Drawing, fallback_svg, first_view
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
 
@@ -229,14 +229,33 @@ class BackwardGraphWidget(anywidget.AnyWidget):
         finally:
             self._updating = updating
 
+    def first_view(self) -> Drawing | None:
+        """The static drawing of the first view of the partition shown (laid out once per payload)."""
+        cached = getattr(self, "_first_view", None)
+        if cached is None or cached[0] is not self.data:
+            cached = (self.data, first_view(self.payload))
+            self._first_view = cached
+        return cached[1]
+
     def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict]:
         """The widget, and beside it a static SVG (the first view and the headline numbers) that a
-        saved notebook keeps for GitHub and nbviewer. Returns (data, metadata)."""
+        saved notebook keeps for GitHub and nbviewer, and an empty HTML part: what an untrusted notebook
+        shows here (the picture after it, `jupyter/display.py`, says it all). Returns (data, metadata)."""
         bundle = super()._repr_mimebundle_(**kwargs)
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-        data = {**(data or {}), "image/svg+xml": fallback_svg(self.payload)}
+        data = {**(data or {}), "image/svg+xml": fallback_svg(self.payload, drawing=self.first_view()), "text/html": ""}
         _note_drawn(self.extraction, self._comparison, self._swept)
         return data, metadata or {}
+
+    def _ipython_display_(self) -> None:
+        """`display(widget)`, or a widget that ends a cell: the widget, then its static picture (shown
+        instead when the widget cannot be drawn: `jupyter/display.py`)."""
+        from IPython.display import display
+
+        from .display import picture_bundle, publish_widget
+
+        publish_widget(self)
+        display(picture_bundle(self), raw=True)
 
     def __repr__(self) -> str:
         shown = self.payload["partition"]

@@ -167,10 +167,10 @@ def saved_bytes_under(data: GraphData) -> dict[str, int]:
     return {row["path"]: row["saved_bytes"] for row in data["views"]["modules"] if row["path"]}
 
 
-def payload_dot(data: GraphData, expanded: set[str], colours: bool = True) -> str:
-    """The DOT of a payload's graph with `expanded` open."""
+def payload_dot(data: GraphData, expanded: set[str], colours: bool = True, rankdir: str = "TB") -> str:
+    """The DOT of a payload's graph with `expanded` open, laid out `rankdir` (TB or LR)."""
     graph = visible_graph(data["nodes"], data["edges"], expanded)
-    return build_dot(graph, saved_bytes_under(data), colours=colours)
+    return build_dot(graph, saved_bytes_under(data), rankdir=rankdir, colours=colours)
 
 
 def to_dot(extraction: BackwardExtraction, graph_index: int = 0) -> str:

@@ -1,4 +1,5 @@
-"""A single self-contained HTML file with the viewer: no kernel, no network."""
+"""A single self-contained HTML file with the viewer: no kernel, no network; and the static picture a
+notebook output keeps beside the widget, as HTML every front end shows (`fallback_html`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import html
 import json
 from pathlib import Path
 
+from ..core.text import visible
 from ..extraction import BackwardExtraction
-from .dot import existing_folder_for
-from .payload import STATE_DEFAULTS, WidgetState, graph_payload
+from .dot import existing_folder_for, format_bytes, short_dtype
+from .images import image_html
+from .payload import STATE_DEFAULTS, GraphData, WidgetState, graph_payload
+from .static import MAX_BYTES, Drawing, headline
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
 
@@ -65,3 +69,80 @@ def to_html(extraction: BackwardExtraction, path: str | Path, graph_index: int =
     )
     path.write_text(page)
     return path
+
+
+# --- the static fallback a notebook output keeps beside the widget -------------------------------------
+
+STATIC_CLASS = "bwd-static"
+TOP_SAVED = 10
+LEFT = ' style="text-align: left;"'
+NOWRAP = ' style="text-align: left; white-space: nowrap;"'
+STATIC_STYLE = f"""<style>
+.jp-OutputArea-child:has(.bwd-root) + .jp-OutputArea-child:has(.{STATIC_CLASS}) {{ display: none; }}
+.jp-OutputArea-child:not(:has(.bwd-root)):has(+ .jp-OutputArea-child .{STATIC_CLASS}) {{ display: none; }}
+</style>"""
+"""In a trusted notebook (the only place a `<style>` survives the sanitizer): while the widget output just
+before this picture is drawn, the picture is hidden; while it is not (loading, or "model not found" after
+the kernel restarted), the widget's output is hidden and the picture shows."""
+
+
+def _text(value: object) -> str:
+    return html.escape(visible(value), quote=True)
+
+
+def saved_table(data: GraphData, top: int = TOP_SAVED) -> str:
+    """The largest saved values as an HTML table of text: what, how big, made where, and why."""
+    rows = sorted(data["saved"], key=lambda r: (-r["activation_bytes"], -r["bytes"], r["name"]))
+    head = "".join(f"<th{LEFT}>{h}</th>" for h in ("saved value", "kind", "shape", "bytes", "made by", "module", "why"))
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f"<td{NOWRAP if i in (2, 3) else LEFT}>{_text(cell)}</td>"
+            for i, cell in enumerate(
+                (
+                    row["name"] + (f" ({row['source']})" if row["source"] and row["source"] != row["name"] else ""),
+                    row["kind"],
+                    f"[{', '.join(map(str, row['shape']))}] {short_dtype(row['dtype'])}",
+                    format_bytes(row["bytes"]),
+                    row["producer"],
+                    row["module"],
+                    row["why"],
+                )
+            )
+        )
+        + "</tr>"
+        for row in rows[:top]
+    )
+    more = f"<p>{len(rows) - top} more saved values in the widget.</p>" if len(rows) > top else ""
+    title = f"<p><strong>The {min(top, len(rows))} largest of {len(rows)} saved values</strong></p>"
+    return f"{title}<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
+
+
+def fallback_html(data: GraphData, drawing: Drawing | None, timeline_svg: str) -> str:
+    """The no-JavaScript picture of a widget as sanitizer-safe HTML: the headline numbers, the first view
+    of the graph, the memory timeline and the largest saved values. Every word from the kernel is
+    escaped text; the pictures are <img> with alt text."""
+    lines = headline(data)
+    parts = [f"<p><strong>{_text(lines[0])}</strong></p>", *(f"<p>{_text(line)}</p>" for line in lines[1:])]
+    pictures = []
+    if drawing is not None and len(drawing.svg.encode()) <= MAX_BYTES:
+        shown = data["partition"]
+        alt = (
+            f"Backward graph of {data['model']} as the widget first shows it: {shown['backward_nodes']} backward "
+            f"nodes, {shown['saved']} saved values; saved values amber, gradient outputs green."
+        )
+        pictures.append(image_html(drawing.svg, alt, drawing.width))
+    peak = data["run"]["memory"]["peak"]
+    alt = (
+        f"Activation memory over one training step of {data['model']}, forward then backward: peak "
+        f"{format_bytes(peak['live_bytes'])} after {peak['node']} ({peak['phase']})."
+    )
+    pictures.append(image_html(timeline_svg, alt))
+    parts.append(
+        f'<div style="display: flex; flex-wrap: wrap; gap: 16px; align-items: flex-start;">{"".join(pictures)}</div>'
+    )
+    parts.append(saved_table(data))
+    parts.append(
+        "<p><em>A static picture: the interactive widget draws here while the notebook's kernel runs.</em></p>"
+    )
+    return f'<div class="{STATIC_CLASS}">{"".join(parts)}</div>{STATIC_STYLE}'

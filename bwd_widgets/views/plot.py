@@ -18,6 +18,7 @@ from pathlib import Path
 from ..core.text import visible
 from ..extraction import BackwardExtraction
 from ..studio import Sweep, SweepPoint
+from .images import image_html
 
 COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563")
 AXIS_TITLES = {"B": "bytes", "s": "time", "FLOP": "FLOPs"}
@@ -36,6 +37,9 @@ class Plot:
 
     def _repr_svg_(self) -> str:
         return self.svg
+
+    def _repr_html_(self) -> str:  # an <img>, the summary its alt text: shown untrusted too (views/images.py)
+        return image_html(self.svg, self.summary)
 
     def __repr__(self) -> str:
         return self.summary

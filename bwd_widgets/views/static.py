@@ -1,9 +1,10 @@
 """The static picture a saved notebook keeps beside the widget: an SVG of the first view and the
 headline numbers, for GitHub, nbviewer and anywhere else the widget cannot run.
 
-The first view is the widget's: the payload's first-view candidates (views/grouping.py), the most
-detailed one whose drawing is readable in a graph pane of NOMINAL_PANE pixels, drawn by the one DOT
-builder (views/dot.py) and laid out by Graphviz's `dot` program; without it, the numbers alone.
+The first view is the widget's: the payload's first-view candidates (views/grouping.py), chosen by the
+widget's rules (js/firstview.ts: the most detailed drawing that is readable and fills a graph pane of
+NOMINAL_PANE pixels, a small one tried left to right too), drawn by the one DOT builder (views/dot.py)
+and laid out by Graphviz's `dot` program; without it, the numbers alone.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from __future__ import annotations
 import html
 import re
 import shutil
+from dataclasses import dataclass
 
 import graphviz
 
 from ..core.text import visible
 from .dot import format_bytes, payload_dot
+from .grouping import visible_graph
 from .payload import GraphData
 
 NOMINAL_PANE = (860.0, 560.0)
@@ -29,20 +32,73 @@ def _size(svg: str) -> tuple[float, float]:
     return (float(match.group(1)), float(match.group(2))) if match else (1.0, 1.0)
 
 
-def first_view_svg(data: GraphData) -> str | None:
-    """Graphviz's SVG of the first view, or None without `dot`."""
+MAX_SCALE = 2.0
+MIN_SPAN = 0.66
+TRY_ACROSS_BELOW = 40
+MIN_GLYPH_SCALE = 9 / 10
+"""js/firstview.ts and js/panzoom.ts's rules (MAX_SCALE, MIN_SPAN, TRY_ACROSS_BELOW, glyphs of the 10-unit
+labels at 9 px), so that the static picture is the drawing the widget opens with."""
+
+
+@dataclass(frozen=True)
+class Drawing:
+    svg: str
+    rankdir: str
+    scale: float
+    readable: bool
+    span: float
+    width: float
+    """On screen in the nominal pane, in pixels: the width the widget first draws it at."""
+
+    @property
+    def good(self) -> bool:
+        return self.readable and self.span >= MIN_SPAN
+
+    def rank(self) -> tuple[bool, bool, float]:
+        return (self.good, self.readable, self.span)
+
+
+def _drawing(data: GraphData, expanded: set[str], rankdir: str, min_scale: float) -> Drawing:
+    svg = graphviz.Source(payload_dot(data, expanded, rankdir=rankdir)).pipe(format="svg").decode()
+    width, height = _size(svg)
+    pane_w, pane_h = NOMINAL_PANE
+    scale = min(pane_w / width, pane_h / height, MAX_SCALE)
+    span = max(width * scale / pane_w, height * scale / pane_h)
+    return Drawing(svg, rankdir, scale, scale >= min_scale, span, width * scale)
+
+
+def _best_drawing(data: GraphData, expanded: set[str], min_scale: float) -> Drawing:
+    """js/firstview.ts `bestDrawing`: top to bottom, and left to right for a small drawing that is not
+    good downwards, kept only when it is good."""
+    down = _drawing(data, expanded, "TB", min_scale)
+    nodes = len(visible_graph(data["nodes"], data["edges"], expanded).nodes)
+    if down.good or nodes >= TRY_ACROSS_BELOW:
+        return down
+    across = _drawing(data, expanded, "LR", min_scale)
+    return across if across.good else down
+
+
+def first_view(data: GraphData) -> Drawing | None:
+    """The widget's first view (js/firstview.ts `chooseFirstView`): the first candidate whose drawing is
+    good in a NOMINAL_PANE pane, else the best of them; None without Graphviz's `dot`."""
     if shutil.which("dot") is None:
         return None
     views = data["views"]
-    readable = views["min_label_px"] / views["label_units"]
-    best = None
+    min_scale = max(views["min_label_px"] / views["label_units"], MIN_GLYPH_SCALE)
+    best: Drawing | None = None
     for expanded in views["first"]:
-        svg = graphviz.Source(payload_dot(data, set(expanded))).pipe(format="svg").decode()
-        width, height = _size(svg)
-        best = svg
-        if min(NOMINAL_PANE[0] / width, NOMINAL_PANE[1] / height) >= readable:
-            break
+        drawing = _best_drawing(data, set(expanded), min_scale)
+        if drawing.good:
+            return drawing
+        if best is None or drawing.rank() > best.rank():
+            best = drawing
     return best
+
+
+def first_view_svg(data: GraphData) -> str | None:
+    """Graphviz's SVG of the first view, or None without `dot`."""
+    drawing = first_view(data)
+    return None if drawing is None else drawing.svg
 
 
 def headline(data: GraphData) -> list[str]:
@@ -63,10 +119,11 @@ def headline(data: GraphData) -> list[str]:
     ]
 
 
-def fallback_svg(data: GraphData, with_graph: bool = True) -> str:
-    """One SVG: the headline numbers above the first view of the graph, under MAX_BYTES."""
+def fallback_svg(data: GraphData, with_graph: bool = True, drawing: Drawing | None = None) -> str:
+    """One SVG: the headline numbers above the first view of the graph (`drawing`, else laid out
+    here), under MAX_BYTES."""
     lines = headline(data)
-    graph = first_view_svg(data) if with_graph else None
+    graph = (drawing.svg if drawing is not None else first_view_svg(data)) if with_graph else None
     if graph is None:
         lines.append("(the interactive widget draws the graph; it runs in JupyterLab and Notebook 7)")
     top = 18 * len(lines) + 14
