@@ -280,9 +280,8 @@ def _run(
         if mode == "fake":
             faked_values = stack.enter_context(faked(call.model, args + list(kwargs.values())))
             args, kwargs = faked_values[: len(args)], dict(zip(kwargs, faked_values[len(args) :]))
-        if mode == "fake":
             compiled = _compiled(session, route, call, args)
-            return _told(compiled(*args, **kwargs), call.output), [], False
+            return _told(_picked(compiled(*args, **kwargs)), call.output), [], False
         session.keep_unchanged(_changeable(call.model, args + list(kwargs.values())))
         try:
             compiled = _compiled(session, route, call, args)
@@ -341,9 +340,8 @@ def _picked(result: object) -> Picked:
     return Picked(*result)
 
 
-def _told(result: object, output: OutputChoice) -> list[str]:
+def _told(picked: Picked, output: OutputChoice) -> list[str]:
     """A note naming the outputs the backward starts from, where the output holds more than one part."""
-    picked = result if isinstance(result, Picked) else _picked(result)
     differentiable_outputs(picked.value)  # no differentiable output: say so now, in one sentence
     note = outputs_note(picked, output)
     return [] if note is None else [note]

@@ -63,14 +63,20 @@ def output_keys(outputs: Any) -> list[str]:
     return []
 
 
+def _path_name(path: tuple) -> str:
+    """`loss` for a top-level key, pytree's own key text (`[0][1]`, `logits.x`) otherwise."""
+    if len(path) == 1 and isinstance(path[0], pytree.MappingKey):
+        return str(path[0].key)
+    return pytree.keystr(path).lstrip(".")
+
+
 def differentiable_leaves(outputs: Any) -> list[tuple[str, torch.Tensor]]:
     """(path, tensor) for each tensor of the output that requires grad: `loss`, `logits`, `[0][1]`."""
     if dataclasses.is_dataclass(outputs) and not isinstance(outputs, type) and not isinstance(outputs, Mapping):
         outputs = {f.name: getattr(outputs, f.name) for f in dataclasses.fields(outputs)}
     leaves: list[tuple[str, torch.Tensor]] = []
     for path, leaf in pytree.tree_flatten_with_path(outputs)[0]:
-        name = pytree.keystr(path).lstrip(".")
-        name = name[2:-2] if name.startswith("['") and name.endswith("']") and name.count("[") == 1 else name
+        name = _path_name(path)
         if dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
             leaves.extend((f"{name}.{sub}", t) for sub, t in differentiable_leaves(leaf))
         elif isinstance(leaf, torch.Tensor) and leaf.requires_grad:
