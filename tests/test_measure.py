@@ -111,10 +111,17 @@ def test_min_cut_on_gpt2_curve_equals_the_prediction(gpt2):
     _assert_same_curve(gpt2.rerun("min_cut", 1.0))
 
 
-def test_measured_curve_equals_the_prediction_on_a_graphnet_sample():
-    sample = shared_path("graphnet_samples", "torchgeometric", "RECT_L")
-    g = bw.extract(bw.load_graphnet_sample(sample))
-    for partitioner, budget in PARTITIONS:
+@pytest.mark.parametrize(
+    "sample, partitions",
+    [
+        ("torchgeometric/RECT_L", PARTITIONS),
+        ("timm/test_efficientnet.r160_in1k", PARTITIONS[:1]),
+        ("timm/test_byobnet.r160_in1k", PARTITIONS[:1]),
+    ],
+)
+def test_measured_curve_equals_the_prediction_on_graphnet_samples(sample, partitions):
+    g = bw.extract(bw.load_graphnet_sample(shared_path("graphnet_samples", *sample.split("/"))))
+    for partitioner, budget in partitions:
         _assert_same_curve(g.rerun(partitioner, budget))
 
 
