@@ -133,6 +133,11 @@ export function visibleRuns(runs: readonly Run[], expanded: Set<string>): Run[] 
   return runs.filter((run) => !run.parent || ancestors(run.parent).every((path) => expanded.has(path)));
 }
 
+/** The run that module `path` is a member of, if any. */
+export function runHolding(path: string, runs: readonly Run[]): Run | undefined {
+  return runs.find((run) => run.members.includes(path));
+}
+
 /** The folded runs left once module `path` (or a node in it) is to be seen: a run holding it or a module
  *  above it unfolds. */
 export function unfoldAround(path: string, folded: readonly Run[]): Run[] {

@@ -3,13 +3,13 @@
 import { buildDot, clusterPaths } from "../dot";
 import { clearClass, element } from "../dom";
 import { bestDrawing, chooseFirstView, drawingSize, fitOf, minScaleOf, type Drawing } from "../firstview";
-import { firstViewCandidates, findRuns, firstViews, foldedByMember, moduleTree, openPath, parentOf, representative, reveal, runBytes, toggle, unfoldAround, visibleGraph, visibleRuns, GROUP_PREFIX, type Run, type VisibleGraph } from "../grouping";
+import { firstViewCandidates, findRuns, runHolding, firstViews, foldedByMember, moduleTree, openPath, parentOf, representative, reveal, runBytes, toggle, unfoldAround, visibleGraph, visibleRuns, GROUP_PREFIX, type Run, type VisibleGraph } from "../grouping";
 import { StaleLayout, type LayoutClient } from "../layout";
 import { sharedLayoutClient } from "../layout_shared";
 import type { PaneContext } from "../model";
 import { nearestTo, neighbour, type Placed } from "../navigate";
 import { resized, unionBox, type View } from "../panzoom";
-import { matchCountText, searchNodes, stepMatch, visibleMatches } from "../search";
+import { matchCountText, searchNodes, stepMatch } from "../search";
 import type { GraphData, GraphNode } from "../types";
 import { createViewport, type Viewport } from "../viewport";
 import { decorateSvg, graphElements, onKeys, renderCrumbs, renderLegend } from "./graph_parts";
@@ -36,6 +36,7 @@ class GraphView {
   expanded = new Set<string>();
   runs: Run[] = []; // every run of alike siblings in the model
   folded: Run[] = []; // the runs drawn as one group
+  unfolded = new Set<Run>(); // runs the user unfolded: Esc from one of their blocks folds them again
   placement: Then = { fit: true }; // how the view on screen was placed: a resize places it so again
   atFirstView = false; // the drawing on screen is the first view (nothing opened or closed since)
   private refitTimer = 0;
@@ -65,6 +66,7 @@ class GraphView {
     this.runs = findRuns(tree, next.nodes);
     this.savedBytes = new Map([...tree.savedBytes, ...runBytes(this.runs, tree.savedBytes)]);
     this.folded = [];
+    this.unfolded = new Set();
     this.minScale = minScaleOf(next.views);
     this.cursor = "";
     this.setFocusTo("");
@@ -105,7 +107,8 @@ class GraphView {
 
   markMatches(): void {
     clearClass(this.viewport.svg, "bwd-match");
-    for (const id of visibleMatches(this.found, this.expanded)) this.drawn(id)?.classList.add("bwd-match");
+    const folded = foldedByMember(this.folded); // a match inside a folded run outlines the run
+    for (const id of new Set(this.found.map((n) => representative(n, this.expanded, folded)))) this.drawn(id)?.classList.add("bwd-match");
   }
 
   runSearch(): void {
@@ -276,9 +279,18 @@ class GraphView {
     void this.relayout(openPath(path, this.expanded), { module: path });
   }
 
+  /** Draw a run's members as one group again, the cursor on it. */
+  fold(run: Run): void {
+    this.folded = [...this.folded, run];
+    this.cursor = GROUP_PREFIX + run.label;
+    this.setFocusTo(run.parent);
+    void this.relayout(this.expanded, { node: this.cursor });
+  }
+
   /** Draw a folded run's members one by one, shown from the first of them, the cursor on it. */
   unfold(run: Run): void {
     this.folded = this.folded.filter((r) => r !== run);
+    this.unfolded.add(run);
     this.cursor = GROUP_PREFIX + run.members[0];
     this.setFocusTo(run.parent);
     void this.relayout(this.expanded, { members: run.members });
@@ -311,6 +323,11 @@ class GraphView {
   goUp(): void {
     const cursor = this.cursor;
     const group = cursor.startsWith(GROUP_PREFIX) ? cursor.slice(GROUP_PREFIX.length) : null;
+    const run = group !== null && !this.expanded.has(group) ? runHolding(group, this.runs) : undefined;
+    if (run && this.unfolded.has(run) && !this.folded.includes(run)) {
+      this.fold(run); // a block of a run the user unfolded: up is the run, folded again
+      return;
+    }
     const inside = group !== null ? (this.expanded.has(group) ? group : parentOf(group)) : this.byId.get(cursor)?.module ?? this.focus;
     if (inside) this.close(inside);
   }

@@ -2,7 +2,7 @@
  *  glyphs, and runs of alike sibling blocks folded so that a long top-level chain opens readable. */
 import { describe, expect, it } from "vitest";
 import { fitOf, glyphPx, LABEL_FONT_UNITS, minScaleOf, MIN_GLYPH_PX } from "../firstview";
-import { findRuns, firstViewCandidates, foldedByMember, GROUP_PREFIX, moduleTree, representative, runBytes, unfoldAround, visibleGraph, visibleRuns } from "../grouping";
+import { findRuns, firstViewCandidates, runHolding, foldedByMember, GROUP_PREFIX, moduleTree, representative, runBytes, unfoldAround, visibleGraph, visibleRuns } from "../grouping";
 import { buildDot } from "../dot";
 import { keepScale, resized, scaleOf, unionBox } from "../panzoom";
 import type { GraphData, GraphNode } from "../types";
@@ -82,6 +82,8 @@ describe("runs of alike siblings", () => {
     const runs = findRuns(tree, data.nodes);
     expect(runBytes(runs, new Map([["0", 5], ["7", 6]])).get(runs[0].label)).toBe(11);
     expect(unfoldAround("3.attn", runs)).toEqual([]);
+    expect(runHolding("3", runs)).toBe(runs[0]);
+    expect(runHolding("3.attn", runs)).toBeUndefined();
     expect(unfoldAround("", runs)).toEqual(runs);
     const nested = runsOf(transformerData(6, 2));
     expect(visibleRuns(nested, new Set())).toEqual([]);

@@ -102,6 +102,11 @@ def test_a_32_block_sequential_is_readable_at_first_paint(fit_page, artifacts):
     assert opened["nodes"] >= 33 and opened["smallest_glyph_px"] >= 9, opened
     assert widget.locator(".bwd-svg g.bwd-group", has_text="31 \u25b8").count() == 1
     widget.screenshot(path=str(artifacts / "graph-fit-light-sequential-opened.png"))
+    widget.locator(".bwd-svg-host").focus()
+    page.keyboard.press("Escape")  # up from a block of the run: the run, folded again
+    widget.locator(".bwd-svg g.bwd-run.bwd-cursor").wait_for(timeout=10_000)
+    page.keyboard.press("Enter")  # Enter on the run shows its blocks again
+    widget.locator(".bwd-svg g.bwd-group", has_text="31 \u25b8").first.wait_for(timeout=10_000)
     widget.locator("button.bwd-collapse").click()  # folds the run again
     widget.locator(".bwd-svg g.bwd-run").wait_for(timeout=10_000)
     assert not errors
