@@ -25,8 +25,6 @@ from ..studio import Sweep
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
-    from .widget import BackwardGraphWidget
-
 
 def widget_bundle(obj: object) -> tuple[dict, dict] | None:
     """In a kernel: publish the widget for `obj`, and return the static picture that follows it, with
@@ -42,30 +40,8 @@ def widget_bundle(obj: object) -> tuple[dict, dict] | None:
     if isinstance(obj, Sweep) and not obj.points:
         return None
     widget = show(obj)
-    publish_widget(widget, text=repr(obj))
-    return picture_bundle(widget, text=repr(obj)), {}
-
-
-def publish_widget(widget: BackwardGraphWidget, text: str | None = None) -> None:
-    """Publish the widget's own output (its text `text`, if given)."""
-    from IPython.display import display
-
-    data, metadata = widget._repr_mimebundle_()
-    display({**data, "text/plain": text} if text is not None else data, metadata=metadata, raw=True)
-
-
-def picture_bundle(widget: BackwardGraphWidget, text: str | None = None) -> dict:
-    """The static picture's output: HTML (shown trusted or not), and as text `text` or the headline."""
-    from ..views.html import fallback_html
-    from ..views.plot import timeline
-    from ..views.static import headline
-
-    data = widget.payload
-    chart = timeline({data["model"]: data["run"]["memory"]["timeline"]}, title="Activation memory over time")
-    return {
-        "text/html": fallback_html(data, widget.first_view(), chart.svg),
-        "text/plain": text if text is not None else "\n".join(headline(data)),
-    }
+    widget.publish(text=repr(obj))
+    return widget.picture_bundle(text=repr(obj)), {}
 
 
 def in_kernel(shell: InteractiveShell | None) -> bool:

@@ -15,8 +15,10 @@ from ..core.errors import BwdWidgetsError
 from ..extraction import BackwardExtraction
 from ..extractor import extract
 from ..studio import Comparison, Sweep, sweep
+from ..views.html import fallback_html
 from ..views.payload import STATE_DEFAULTS, GraphData, WidgetState, comparison_rows, graph_payload, sweep_points
-from ..views.static import Drawing, fallback_svg, first_view
+from ..views.plot import timeline
+from ..views.static import Drawing, fallback_svg, first_view, headline
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
 
@@ -252,10 +254,25 @@ class BackwardGraphWidget(anywidget.AnyWidget):
         instead when the widget cannot be drawn: `jupyter/display.py`)."""
         from IPython.display import display
 
-        from .display import picture_bundle, publish_widget
+        self.publish()
+        display(self.picture_bundle(), raw=True)
 
-        publish_widget(self)
-        display(picture_bundle(self), raw=True)
+    def publish(self, text: str | None = None) -> None:
+        """Publish the widget's own output (its text `text`, if given)."""
+        from IPython.display import display
+
+        data, metadata = self._repr_mimebundle_()
+        display({**data, "text/plain": text} if text is not None else data, metadata=metadata, raw=True)
+
+    def picture_bundle(self, text: str | None = None) -> dict:
+        """The static picture's output that follows the widget's: HTML, shown trusted or not (a style rule
+        in it hides it beside a drawn widget), and as text `text` or the headline numbers."""
+        data = self.payload
+        chart = timeline({data["model"]: data["run"]["memory"]["timeline"]}, title="Activation memory over time")
+        return {
+            "text/html": fallback_html(data, self.first_view(), chart.svg),
+            "text/plain": text if text is not None else "\n".join(headline(data)),
+        }
 
     def __repr__(self) -> str:
         shown = self.payload["partition"]

@@ -125,3 +125,16 @@ def test_an_untrusted_notebook_shows_pictures_not_text(saved_notebook, artifacts
     assert seen["chart_images"] >= 1, "bw.plot's chart shows as an image"
     for text in ("BackwardExtraction(", "BackwardGraph(", "timeline: ", "model not found"):
         assert text not in seen["text"], (text, seen["text"][:800])
+
+
+def test_notebook7_shows_the_widget_and_hides_the_picture(notebook7, browser, artifacts, conv_bn_dir):
+    url, root = notebook7
+    write_notebook(root / "offline.ipynb", CELLS, {"CONV_BN": conv_bn_dir})
+    page = browser.new_page(viewport={"width": 1500, "height": 1300})
+    try:
+        open_and_run(page, f"{url}/notebooks/offline.ipynb", WIDGETS, artifacts / "offline-notebook7-timeout.png")
+        page.wait_for_timeout(500)
+        seen = page.evaluate(OUTPUTS)
+        assert seen["statics"] == WIDGETS and seen["statics_shown"] == 0 and seen["widgets_shown"] == WIDGETS, seen
+    finally:
+        page.close()
