@@ -2,6 +2,8 @@
  *  FLOPs (y). Saved is not peak: both are drawn, on one axis, so the gap between them shows. */
 
 import { linearScale, niceTicks, type Box } from "./chart";
+import { formatFlops } from "./chart";
+import { formatBytes } from "./format";
 import type { Tick } from "./memory";
 import type { SweepPoint } from "./types";
 
@@ -12,6 +14,7 @@ export interface ChartPoint {
   y: number;
   pareto: boolean;
   label: string;
+  peakBeaten: boolean; // a larger budget peaks lower (decided in the kernel: peak_above_budget)
 }
 
 export interface Chart {
@@ -33,6 +36,7 @@ export function chartGeometry(points: readonly SweepPoint[], box: Box): Chart {
     y: sy(p.recompute_flops),
     pareto: p.pareto,
     label: `budget ${p.budget}`,
+    peakBeaten: p.peak_above_budget !== null,
   }));
   const front = placed
     .filter((p) => p.pareto)
@@ -60,4 +64,21 @@ export function paretoPoints(points: readonly SweepPoint[]): { index: number; po
     .map((point, index) => ({ index, point }))
     .filter(({ point }) => point.pareto)
     .sort((a, b) => a.point.saved_activation_bytes - b.point.saved_activation_bytes);
+}
+
+/** One point in words: its budget beside torch's own ratio for the plan, saved, recompute and peak. */
+export function pointText(p: SweepPoint): string {
+  const ratio = p.torch_budget_ratio === null ? "" : ` (torch's ratio ${p.torch_budget_ratio.toFixed(3)})`;
+  const beaten = p.peak_above_budget === null ? "" : `; budget ${p.peak_above_budget} peaks lower, so this budget's extra recompute buys no peak memory`;
+  return `budget ${p.budget}${ratio}: ${formatBytes(p.saved_activation_bytes)} saved, ${formatFlops(p.recompute_flops)} recomputed, peak ${formatBytes(p.peak_activation_bytes)}${beaten}`;
+}
+
+/** Under the chart: which budgets a larger budget beats on peak ("" when the peaks rise with the budget). */
+export function peakOrderText(points: readonly SweepPoint[]): string {
+  const beaten = points.filter((p) => p.peak_above_budget !== null);
+  if (!beaten.length) return "";
+  const byWinner = new Map<number, number[]>();
+  for (const p of beaten) byWinner.set(p.peak_above_budget as number, [...(byWinner.get(p.peak_above_budget as number) ?? []), p.budget]);
+  const parts = [...byWinner].map(([winner, losers]) => `budget${losers.length > 1 ? "s" : ""} ${losers.join(", ")} peak${losers.length > 1 ? "" : "s"} above budget ${winner}`);
+  return `Peak memory does not fall with the budget here: ${parts.join("; ")} (\u25C7 flagged). Saved is not peak: a lower budget can recompute more and still peak higher.`;
 }

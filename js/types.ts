@@ -190,6 +190,8 @@ export interface SweepPoint {
   pareto: boolean;
   peak_activation_bytes: number;
   timeline: number[]; // live bytes over the run in equal stretches (each the highest), to overlay budgets
+  torch_budget_ratio: number | null; // the budget as torch measures its plan: (saved - inputs) / (min-cut's - inputs)
+  peak_above_budget: number | null; // a larger budget whose peak is lower: this one's recompute buys no peak
 }
 
 // Key lists. `satisfies` rejects a key the interface lacks; Exact<> (on CONTRACT_KEYS) rejects
@@ -223,6 +225,7 @@ export const COMPARISON_ROW_KEYS = [
 ] as const satisfies readonly (keyof ComparisonRow)[];
 export const SWEEP_POINT_KEYS = [
   "budget", "saved_activation_bytes", "recompute_flops", "saved", "pareto", "peak_activation_bytes", "timeline",
+  "torch_budget_ratio", "peak_above_budget",
 ] as const satisfies readonly (keyof SweepPoint)[];
 export const MEMORY_POINT_KEYS = ["step", "phase", "node", "graph", "live_bytes"] as const satisfies readonly (keyof MemoryPoint)[];
 export const MEMORY_PEAK_KEYS = ["step", "phase", "node", "graph", "live_bytes", "module"] as const satisfies readonly (keyof MemoryPeak)[];

@@ -198,6 +198,10 @@ class SweepPoint(TypedDict):
     recompute_flops: int
     saved: int
     pareto: bool
+    torch_budget_ratio: float | None
+    """The budget as torch measures its plan (studio.SweepPoint.torch_budget_ratio)."""
+    peak_above_budget: float | None
+    """A larger budget whose peak is lower (studio.flag_peaks): the browser flags, it does not decide."""
     peak_activation_bytes: int
     timeline: list[int]
     """Live bytes over the run in OVERLAY_POINTS stretches (each the highest), to overlay budgets."""
@@ -456,6 +460,8 @@ def sweep_points(result: Sweep) -> list[SweepPoint]:
                 recompute_flops=p.recompute_flops,
                 saved=p.saved,
                 pareto=id(p) in front,
+                torch_budget_ratio=p.torch_budget_ratio,
+                peak_above_budget=p.peak_above_budget,
                 peak_activation_bytes=max(live, default=0),
                 timeline=[live[i] for i in stretch_maxima(live, OVERLAY_POINTS)],
             )

@@ -5,7 +5,7 @@ import { formatFlops } from "../chart";
 import { element, show, svgElement } from "../dom";
 import { formatBytes } from "../format";
 import { setTrait, type Model, type PaneContext, type SweepReply } from "../model";
-import { chartGeometry, emptyStudioText, paretoPoints } from "../sweep";
+import { chartGeometry, emptyStudioText, paretoPoints, peakOrderText, pointText } from "../sweep";
 import type { ComparisonRow, SweepPoint } from "../types";
 import { chartAxes } from "./axes";
 import type { Pane } from "./pane";
@@ -23,10 +23,6 @@ const COMPARE_COLUMNS: [string, (r: ComparisonRow) => string][] = [
 const WIDTH = 460;
 const HEIGHT = 200;
 const BOX = { left: 88, top: 12, right: WIDTH - 28, bottom: HEIGHT - 40 }; // room for the y title beside the widest tick label, and the last x tick's label
-
-function pointText(p: SweepPoint): string {
-  return `budget ${p.budget}: ${formatBytes(p.saved_activation_bytes)} saved, ${formatFlops(p.recompute_flops)} recomputed, peak ${formatBytes(p.peak_activation_bytes)}`;
-}
 
 function renderComparison(table: HTMLTableElement, model: Model, signal: AbortSignal): void {
   const rows = model.get("comparison_rows") ?? [];
@@ -73,14 +69,16 @@ function renderChart(host: HTMLElement, readout: HTMLElement, model: Model, sign
     circle.addEventListener("click", () => setTrait(model, "sweep_index", p.index), { signal });
     const peak = svgElement("path", {
       d: `M ${p.peakX.toFixed(1)} ${(p.y - 5).toFixed(1)} l 5 5 l -5 5 l -5 -5 z`, "data-index": String(p.index),
-      class: `bwd-sweep-peak${isCurrent ? " bwd-current" : ""}`,
+      class: `bwd-sweep-peak${p.peakBeaten ? " bwd-peak-beaten" : ""}${isCurrent ? " bwd-current" : ""}`,
     });
-    peak.appendChild(svgElement("title", {}, `budget ${points[p.index].budget}: peak ${formatBytes(points[p.index].peak_activation_bytes)}`));
+    peak.appendChild(svgElement("title", {}, text));
     peak.addEventListener("click", () => setTrait(model, "sweep_index", p.index), { signal });
     const gap = svgElement("line", { x1: p.x.toFixed(1), y1: p.y.toFixed(1), x2: p.peakX.toFixed(1), y2: p.y.toFixed(1), class: "bwd-sweep-gap" });
     svg.append(gap, peak, circle);
   }
   host.appendChild(svg);
+  const order = peakOrderText(points);
+  if (order) host.appendChild(element("div", "bwd-hint bwd-peak-order", order));
 }
 
 function renderPareto(table: HTMLTableElement, model: Model, signal: AbortSignal): void {
@@ -90,12 +88,13 @@ function renderPareto(table: HTMLTableElement, model: Model, signal: AbortSignal
   show(table, front.length > 0);
   if (!front.length) return;
   const head = element("tr");
-  for (const label of ["Pareto budget", "saved", "recompute", "peak"]) head.appendChild(element("th", "", label));
+  for (const label of ["Pareto budget", "torch's ratio", "saved", "recompute", "peak"]) head.appendChild(element("th", "", label));
   table.appendChild(head);
   for (const { index, point } of front) {
     const tr = element("tr", `bwd-pareto-row${index === model.get("sweep_index") ? " bwd-current" : ""}`);
     tr.dataset.index = String(index);
-    for (const text of [String(point.budget), formatBytes(point.saved_activation_bytes), formatFlops(point.recompute_flops), formatBytes(point.peak_activation_bytes)]) {
+    const ratio = point.torch_budget_ratio === null ? "\u2014" : point.torch_budget_ratio.toFixed(3);
+    for (const text of [String(point.budget), ratio, formatBytes(point.saved_activation_bytes), formatFlops(point.recompute_flops), formatBytes(point.peak_activation_bytes)]) {
       tr.appendChild(element("td", "", text));
     }
     tr.addEventListener("click", () => setTrait(model, "sweep_index", index), { signal });

@@ -75,6 +75,7 @@ describe("memory timeline", () => {
   it("overlays the sweep's runs stretched to the same width", () => {
     const point = (budget: number, peak: number): SweepPoint => ({
       budget, saved_activation_bytes: 0, recompute_flops: 0, saved: 0, pareto: true, peak_activation_bytes: peak, timeline: [0, peak, 0],
+      torch_budget_ratio: null, peak_above_budget: null,
     });
     const g = timelineGeometry(memory, box, [point(0, 900), point(1, 500)]);
     expect(g.overlays.map((o) => o.budget)).toEqual([0, 1]);

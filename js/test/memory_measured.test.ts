@@ -48,7 +48,7 @@ describe("measured over predicted", () => {
 
   it("widens the byte axis when a sweep and the measured peak pass the kernel's ticks", () => {
     const memory = { ...predicted, measured: measured(700, -28.571) };
-    const sweep = [{ budget: 0, saved_activation_bytes: 0, recompute_flops: 0, saved: 0, pareto: true, peak_activation_bytes: 650, timeline: [0, 650] }];
+    const sweep = [{ budget: 0, saved_activation_bytes: 0, recompute_flops: 0, saved: 0, pareto: true, peak_activation_bytes: 650, timeline: [0, 650], torch_budget_ratio: null, peak_above_budget: null }];
     const ticks = timelineYTicks(memory, sweep);
     expect(ticks[ticks.length - 1]).toBeGreaterThanOrEqual(700);
   });

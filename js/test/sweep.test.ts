@@ -1,9 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { chartGeometry, emptyStudioText, paretoPoints } from "../sweep";
+import { chartGeometry, emptyStudioText, paretoPoints, peakOrderText, pointText } from "../sweep";
 import type { SweepPoint } from "../types";
 
 const point = (budget: number, saved: number, flops: number, pareto: boolean): SweepPoint => ({
   budget, saved_activation_bytes: saved, recompute_flops: flops, saved: 5, pareto, peak_activation_bytes: saved + 10, timeline: [1, 2],
+  torch_budget_ratio: budget * 0.9, peak_above_budget: null,
 });
 
 describe("partitions tab, empty", () => {
@@ -49,5 +50,26 @@ describe("sweep chart", () => {
   it("copes with a single point and all-zero values", () => {
     const chart = chartGeometry([point(1, 0, 0, true)], box);
     expect(Number.isFinite(chart.points[0].x) && Number.isFinite(chart.points[0].y)).toBe(true);
+  });
+});
+
+describe("peaks across budgets", () => {
+  const pinned = [
+    { ...point(0.1, 131072, 17825792, false), peak_activation_bytes: 920320, peak_above_budget: 0.3 },
+    { ...point(0.2, 262144, 13631488, false), peak_activation_bytes: 1051392, peak_above_budget: 0.3 },
+    { ...point(0.3, 393216, 9437184, true), peak_activation_bytes: 887552 },
+  ];
+
+  it("flags the points the kernel found beaten on peak, and names the budget that beats them", () => {
+    const chart = chartGeometry(pinned, { left: 28, top: 28, right: 272, bottom: 122 });
+    expect(chart.points.map((p) => p.peakBeaten)).toEqual([true, true, false]);
+    expect(peakOrderText(pinned)).toContain("budgets 0.1, 0.2 peak above budget 0.3");
+    expect(peakOrderText(pinned.slice(2))).toBe("");
+  });
+
+  it("says torch's own ratio beside the budget asked for", () => {
+    expect(pointText(pinned[2])).toContain("budget 0.3 (torch's ratio 0.270)");
+    expect(pointText(pinned[0])).toContain("budget 0.3 peaks lower");
+    expect(pointText({ ...pinned[2], torch_budget_ratio: null })).not.toContain("torch's ratio");
   });
 });

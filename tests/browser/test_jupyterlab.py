@@ -374,6 +374,16 @@ def test_sweep_button_fills_the_chart_and_overlays_the_budgets(notebook_page, ar
     )
     assert widget.locator(".bwd-sweep-progress").text_content() == "11/11"
     assert not widget.locator(".bwd-studio-empty").is_visible()
+    rows = widget.locator("tr.bwd-pareto-row").all()
+    assert rows and "torch's ratio" in widget.locator("table.bwd-pareto th").all_text_contents()
+    for row in rows:  # torch's own ratio for each Pareto plan, at or under the budget asked for
+        budget, ratio = (float(t) for t in row.locator("td").all_text_contents()[:2])
+        assert 0 <= ratio <= budget + 1e-9
+    beaten = widget.locator("path.bwd-sweep-peak.bwd-peak-beaten")
+    order = widget.locator(".bwd-peak-order")
+    titles = [t.text_content() for t in beaten.locator("title").all()]
+    assert all("peaks lower" in title for title in titles)
+    assert (order.count() == 1) == bool(titles), "the flags and the sentence under the chart agree"
     _tab(widget, "memory")
     assert widget.locator("path.bwd-overlay").count() == 11
     widget.screenshot(path=str(artifacts / "jupyterlab-sweep-overlay.png"))
