@@ -33,6 +33,12 @@ COURSE = {
     ],
     "04_min_cut": [
         "x.cos().cos()",
+        "not in recomputable allowlist",
+        "materialized in backward",
+        "torch_reason",
+        "decisions",
+        "torch_budget_ratio",
+        "torch.utils.benchmark",
         "compute intensive op",
         "random op",
         "reduction op",
