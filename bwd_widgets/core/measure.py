@@ -236,6 +236,8 @@ def measure(partitions: list[Partition]) -> MeasuredMemory:
         allocator_peak, snapshot = _cuda_end(cuda, base)
     finally:
         tracker.close()
+        if cuda is not None:
+            torch.cuda.memory._record_memory_history(enabled=None)  # stopped on failure too
     predicted = [s["live_bytes"] for s in memory.timeline(partitions)]
     device = str(cuda) if cuda is not None else "cpu"
     return MeasuredMemory(curve, predicted, device, list(tracker.events), allocator_peak, snapshot)
@@ -256,9 +258,7 @@ def _cuda_end(device: torch.device | None, base: int) -> tuple[int | None, dict 
         return None, None
     torch.cuda.synchronize(device)
     peak = torch.cuda.max_memory_allocated(device) - base
-    snapshot = torch.cuda.memory._snapshot()
-    torch.cuda.memory._record_memory_history(enabled=None)
-    return peak, snapshot
+    return peak, torch.cuda.memory._snapshot()
 
 
 def _frame(step: int, curve: list[dict], freed: bool) -> dict:
