@@ -19,6 +19,7 @@ export interface GraphNode {
   grad_of: string[];
   saved_kind: string;
   recomputed: boolean;
+  why_recomputed: string; // for a recomputed forward op: torch's reason, with its phrase; else ""
   bytes: number; // bytes of the tensor it computes (0 for tuples and symbols)
 }
 
@@ -37,6 +38,7 @@ export interface SavedRow {
   alias_kind: string; // what alias_of is: parameter, buffer, input (a view of those adds 0 B), activation, or ""
   storage_op: string; // the op that made it a view of alias_of
   why: string;
+  torch_reason: string; // torch's own phrase for why ("cannot recompute: materialized in backward"), "" if none
 }
 
 /** Numbers of the compiled region shown: one partition, one of `graph_count`. */
@@ -205,11 +207,12 @@ export const GRAPH_DATA_KEYS = [
   "edges", "saved", "partition", "run", "views", "code", "notes", "diff",
 ] as const satisfies readonly (keyof GraphData)[];
 export const GRAPH_NODE_KEYS = [
-  "id", "op", "kind", "module", "shape", "dtype", "args", "source", "line", "grad_of", "saved_kind", "recomputed", "bytes",
+  "id", "op", "kind", "module", "shape", "dtype", "args", "source", "line", "grad_of", "saved_kind", "recomputed", "why_recomputed",
+  "bytes",
 ] as const satisfies readonly (keyof GraphNode)[];
 export const SAVED_ROW_KEYS = [
   "name", "kind", "source", "source_aliases", "shape", "dtype", "bytes", "activation_bytes", "producer", "module", "alias_of",
-  "alias_kind", "storage_op", "why",
+  "alias_kind", "storage_op", "why", "torch_reason",
 ] as const satisfies readonly (keyof SavedRow)[];
 export const PARTITION_TOTALS_KEYS = ["saved", "saved_activation_bytes", "saved_input_bytes", "recomputed", "backward_nodes"] as const satisfies readonly (keyof PartitionTotals)[];
 export const RUN_TOTALS_KEYS = ["saved", "saved_activation_bytes", "saved_input_bytes", "memory"] as const satisfies readonly (keyof RunTotals)[];

@@ -38,6 +38,8 @@ class GraphNode(TypedDict):
     grad_of: list[str]
     saved_kind: str
     recomputed: bool
+    why_recomputed: str
+    """For a recomputed forward op, torch's reason it is computed again here (with torch's phrase); else ""."""
     bytes: int
     """Bytes of the tensor it computes (0 for tuples and symbols)."""
 
@@ -59,6 +61,8 @@ class SavedRow(TypedDict):
     """What `alias_of` is: `parameter`, `buffer`, `input` (views of forward inputs add 0 B), `activation`, or ""."""
     storage_op: str
     why: str
+    torch_reason: str
+    """torch's own phrase for `why` ("cannot recompute: materialized in backward"), "" where torch has none."""
 
 
 class PartitionTotals(TypedDict):
@@ -279,6 +283,7 @@ def graph_node(row: BackwardNode) -> GraphNode:
         grad_of=list(row.grad_of),
         saved_kind=row.saved_kind,
         recomputed=row.recomputed,
+        why_recomputed=row.why if row.recomputed else "",
         bytes=row.bytes,
     )
 
@@ -372,6 +377,7 @@ def saved_row(saved: SavedTensor, input_kinds: dict[str, str]) -> SavedRow:
         alias_kind=alias_kind,
         storage_op=saved.storage_op or "",
         why=saved.why,
+        torch_reason=saved.torch_reason,
     )
 
 

@@ -23,7 +23,9 @@ export function detailRows(node: GraphNode, saved: SavedRow | undefined): [strin
     rows.push(["adds", `${formatBytes(saved.activation_bytes)} on top of the forward inputs`]);
     rows.push(["memory", sharesMemory(saved)]);
     rows.push(["why saved", saved.why]);
+    rows.push(["torch says", saved.torch_reason]);
   }
+  if (node.recomputed) rows.push(["why recomputed", node.why_recomputed]);
   return rows.filter(([, text]) => text !== "");
 }
 

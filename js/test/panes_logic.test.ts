@@ -29,7 +29,7 @@ describe("partitioner selector", () => {
 
 const row = (name: string, extra: Partial<SavedRow> = {}): SavedRow => ({
   name, kind: "activation", source: "", source_aliases: [], shape: [4, 8], dtype: "float32", bytes: 128, activation_bytes: 128,
-  producer: "aten.relu", module: "mlp", alias_of: "", alias_kind: "", storage_op: "", why: "relu's backward reads its output", ...extra,
+  producer: "aten.relu", module: "mlp", alias_of: "", alias_kind: "", storage_op: "", why: "relu's backward reads its output", torch_reason: "", ...extra,
 });
 const view = row("t", { kind: "parameter", source: "fc.weight", producer: "", alias_of: "primals_1", storage_op: "aten.t", activation_bytes: 0, why: "mm's backward needs the weight" });
 const parameterView = row("t_1", { alias_of: "fc.weight", alias_kind: "parameter", activation_bytes: 0, producer: "aten.t" });
@@ -75,6 +75,14 @@ describe("details panel", () => {
     expect(rows.get("adds")).toBe("0 B on top of the forward inputs");
     expect(rows.get("memory")).toBe("shares memory with primals_1 (aten.t)");
     expect(rows.get("why saved")).toBe("mm's backward needs the weight");
+  });
+
+  it("shows torch's own phrase beside the reason, and why a recomputed op is computed again", () => {
+    const banned = row("cos_1", { why: "read by sin; torch's min-cut will not recompute it", torch_reason: "cannot recompute: materialized in backward" });
+    expect(new Map(detailRows(node("cos_1", "", "saved", { saved_kind: "activation" }), banned)).get("torch says")).toBe("cannot recompute: materialized in backward");
+    const again = node("cos", "", "op", { recomputed: true, why_recomputed: "recomputing it from saved values is cheaper" });
+    expect(new Map(detailRows(again, undefined)).get("why recomputed")).toBe("recomputing it from saved values is cheaper");
+    expect([...new Map(detailRows(node("mm", "", "op"), undefined)).keys()]).not.toContain("why recomputed");
   });
 
   it("names a tied weight by all its names, first name first", () => {

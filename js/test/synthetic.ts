@@ -24,7 +24,7 @@ export function withViews(data: GraphData): GraphData {
 }
 
 export function node(id: string, module = "", kind: GraphNode["kind"] = "op", extra: Partial<GraphNode> = {}): GraphNode {
-  return { id, op: kind === "op" ? "aten.mm" : "placeholder", kind, module, shape: [2, 3], dtype: "float32", args: "", source: "", line: 0, grad_of: [], saved_kind: "", recomputed: false, bytes: 24, ...extra };
+  return { id, op: kind === "op" ? "aten.mm" : "placeholder", kind, module, shape: [2, 3], dtype: "float32", args: "", source: "", line: 0, grad_of: [], saved_kind: "", recomputed: false, why_recomputed: "", bytes: 24, ...extra };
 }
 
 /** A transformer-shaped backward graph: `blocks` blocks of attn/mlp ops, a head, tangents. */
