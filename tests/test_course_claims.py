@@ -91,6 +91,69 @@ def test_default_partition_saves_what_saved_tensors_hooks_count(build):
     assert bw.extract(model, inputs).saved_activation_bytes == counted
 
 
+def eager_saved(model, *inputs) -> Counter:
+    """The tensors eager autograd saves in one forward pass, each once (recorded by a saved_tensors_hooks
+    pack hook): what it is (a parameter by name, "input" or "activation"), its shape and dtype."""
+    owners = {p.untyped_storage().data_ptr(): name for name, p in model.named_parameters()}
+    owners.update({t.untyped_storage().data_ptr(): "input" for t in inputs})
+    seen = {}
+
+    def pack(t):
+        storage = t.untyped_storage().data_ptr()
+        seen[storage, t.storage_offset(), tuple(t.shape), t.stride()] = (
+            owners.get(storage, "activation"),
+            tuple(t.shape),
+            str(t.dtype),
+        )
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(*inputs)
+    return Counter(seen.values())
+
+
+def partition_saved(extraction, model) -> Counter:
+    """The same description of what a partition saves; a view of a parameter is that parameter."""
+    parameters = dict(model.named_parameters())
+    described = Counter()
+    for s in extraction.saved_tensors:
+        if s.kind == "activation":
+            what = s.alias_of if s.alias_of in parameters else "activation"
+        else:
+            what = "input" if s.kind == "input" else s.source
+        described[what, tuple(s.shape), s.dtype] += 1
+    return described
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: (MLP(width=256, depth=4), torch.randn(64, 256)),
+        lambda: (Block(width=64, heads=4), torch.randn(2, 32, 64)),
+        lambda: (Transformer(width=64, depth=2, heads=4, vocab=128), torch.randint(0, 128, (4, 32))),
+    ],
+    ids=["MLP", "Block", "Transformer"],
+)
+def test_the_default_partition_saves_the_set_of_tensors_eager_saves(build):
+    """Notebook 2: as a set of tensors, not only as bytes, once the inputs are data (no gradient), as in eager."""
+    torch.manual_seed(0)
+    model, inputs = build()
+    data = {"x": False} if inputs.is_floating_point() else {}
+    eager = eager_saved(model, inputs)
+    assert eager and partition_saved(bw.extract(model, inputs, requires_grad=data), model) == eager
+
+
+def test_bws_default_gradient_for_x_adds_the_first_weight_at_zero_bytes():
+    """Notebook 2's table once listed the first Linear's transposed weight: bw.extract's default gives x a gradient."""
+    torch.manual_seed(0)
+    mlp, x = MLP(width=256, depth=4), torch.randn(64, 256)
+    default, data = bw.extract(mlp, x), bw.extract(mlp, x, requires_grad={"x": False})
+    extra = partition_saved(default, mlp) - eager_saved(mlp, x)
+    assert extra == Counter({("blocks.0.0.weight", (256, 256), "torch.float32"): 1})
+    assert not eager_saved(mlp, x) - partition_saved(default, mlp)
+    assert default.saved_activation_bytes == data.saved_activation_bytes == eager_saved_bytes(mlp, x)
+
+
 def test_eval_mode_still_saves_and_no_grad_or_inference_mode_save_nothing():
     mlp, x = MLP(width=64, depth=2), torch.randn(8, 64)
     training = eager_saved_bytes(mlp, x)
@@ -314,7 +377,8 @@ def test_the_default_partitioner_follows_recompute_tags():
 
 
 def test_prefer_recompute_is_an_order_under_compile():
-    """Even min-cut, which never recomputes a matmul on its own, recomputes every matmul tagged PREFER_RECOMPUTE."""
+    """Even min-cut, which never recomputes a matmul on its own, recomputes every matmul tagged PREFER_RECOMPUTE
+    (torch 2.13's behaviour; its docstring allows torch.compile to override PREFER_*)."""
     torch.manual_seed(0)
     x = torch.randn(4, 32, 64)
     preferred = bw.extract(Checkpointed(lambda ctx, op, *a, **k: CheckpointPolicy.PREFER_RECOMPUTE), x)
@@ -322,6 +386,31 @@ def test_prefer_recompute_is_an_order_under_compile():
     for e in (preferred, preferred.rerun("min_cut")):
         assert e.saved_activation_bytes == full.saved_activation_bytes
         assert any(op in ("aten.mm", "aten.addmm", "aten.bmm") for _, op in e.recomputed)
+
+
+MATMULS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default}
+
+
+def prefer_saving_matmuls(ctx, op, *args, **kwargs):
+    return CheckpointPolicy.PREFER_SAVE if op in MATMULS else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def test_prefer_save_on_matmuls_keeps_them_under_min_cut():
+    """Notebook 5: not every other op in a checkpointed region is recomputed: PREFER_SAVE keeps the matmuls."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 32, 64)
+    kept = bw.extract(Checkpointed(prefer_saving_matmuls), x, partitioner="min_cut")
+    assert kept.saved_activation_bytes == 753_664
+    assert not [op for _, op in kept.recomputed if op in ("aten.mm", "aten.addmm", "aten.bmm")]
+    assert kept.recomputed  # the rest is still recomputed
+
+
+def test_the_default_partitioner_fails_on_prefer_save_in_torch_2_13():
+    """torch 2.13's default partitioner asserts on a PREFER_SAVE policy; bw.extract says so in one line."""
+    torch.manual_seed(0)
+    with pytest.raises(bw.ExtractionFailed, match=r"AssertionError: Node \w+ was invalid, but is output") as caught:
+        bw.extract(Checkpointed(prefer_saving_matmuls), torch.randn(4, 32, 64))
+    assert "\n" not in str(caught.value)
 
 
 def test_sqrt_n_segments_give_the_lowest_peak_on_a_sin_chain():
