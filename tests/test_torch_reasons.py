@@ -185,3 +185,30 @@ def test_the_sweep_carries_torchs_ratio_and_flags_peaks_a_larger_budget_beats(to
             assert point.peak_above_budget in {q.budget for q in beaten_by}
     assert [p.peak_above_budget for p in result.points[:2]] == [0.3, 0.3]
     assert "torch's ratio" in repr(result) and "peaks above budget 0.3" in repr(result)
+
+
+def test_a_recording_that_fails_never_breaks_torchs_partitioning(monkeypatch):
+    """If reading torch's decision data fails (a torch that changed it), the split still stands."""
+    from bwd_widgets.core import decisions
+
+    def broken(nx_graph):
+        raise KeyError("a torch whose flow graph changed")
+
+    monkeypatch.setattr(decisions, "_edge_reasons", broken)
+    partition = bw.extract(Chain(width=64, depth=2), torch.randn(64, 64), partitioner="min_cut").partitions[0]
+    assert not partition.decisions.reachable and partition.saved_tensors
+    assert all("reason unknown on this torch" in s.why for s in partition.saved_tensors if s.is_activation)
+
+
+def test_a_graph_torch_cannot_size_gets_no_ratio_and_a_failing_budget_one_sentence(samples_dir):
+    """timm's efficientnet sample: torch's `_size_of` cannot size its inputs, so torch's own budget-0.5
+    plan fails; budget 0 and 1 stand, without a ratio torch could not compute."""
+    sample = bw.load_graphnet_sample(samples_dir / "timm/test_efficientnet.r160_in1k")
+    extraction = bw.extract(sample, partitioner="min_cut")
+    assert extraction.partitions[0].decisions.route == "min_cut"
+    assert extraction.partitions[0].torch_budget_ratio is None
+    assert extraction.rerun("min_cut", 0.0).partitions[0].decisions.route == "inputs"
+    with pytest.raises(bw.PartitionerError) as failed:
+        extraction.rerun("min_cut", 0.5)
+    message = str(failed.value)
+    assert "\n" not in message and message.startswith("the min_cut budget 0.5 partitioner failed on this graph")

@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from .compat import torch_partitioners
@@ -77,6 +77,8 @@ class Decisions:
     """torch's `_size_of` summed over plain min-cut's saved values: budget 1."""
     saved_bytes: int = 0
     """torch's `_size_of` summed over the values torch returned."""
+    sized: bool = True
+    """False where torch's `_size_of` could not size these nodes: no ratio then."""
 
     @property
     def chosen(self) -> MinCutRun | None:
@@ -90,6 +92,8 @@ class Decisions:
     @property
     def budget_ratio(self) -> float | None:
         """The budget as torch measures a plan: (saved - inputs) / (min-cut's saved - inputs), by its sizes."""
+        if not self.sized:
+            return None
         if self.route == "inputs" and self.saved_bytes == self.input_bytes:
             return 0.0
         if self.route == "" or self.min_cut_bytes <= self.input_bytes:
@@ -108,6 +112,7 @@ class _Recorder:
     graphs: list = field(default_factory=list)
     knapsack: Knapsack | None = None
     decisions: Decisions = NO_MIN_CUT
+    failed: bool = False
 
 
 _lock = threading.Lock()
@@ -117,7 +122,20 @@ _active: _Recorder | None = None
 def _recorder() -> _Recorder | None:
     """The recording of this thread's split, if one is active (torch compiling elsewhere is not recorded)."""
     recorder = _active
-    return recorder if recorder is not None and recorder.thread == threading.get_ident() else None
+    return (
+        recorder if recorder is not None and recorder.thread == threading.get_ident() and not recorder.failed else None
+    )
+
+
+def _record(recorder: _Recorder | None, step: Callable[[_Recorder], None]) -> None:
+    """Run one recording step; if it fails (a torch that changed its data), the split goes on and its
+    decisions read "reason unknown on this torch": recording never breaks torch's partitioning."""
+    if recorder is None:
+        return
+    try:
+        step(recorder)
+    except Exception:
+        recorder.failed = True
 
 
 def _edge_reasons(nx_graph) -> MinCutRun:
@@ -153,17 +171,18 @@ def _solve_min_cut(original):
         recorder = _recorder()
         graphs_before = len(recorder.graphs) if recorder is not None else 0
         saved, banned = original(joint_graph, node_info, min_cut_options, dont_ban)
-        if recorder is not None and len(recorder.graphs) > graphs_before:
+
+        def step(recorder: _Recorder) -> None:
+            if len(recorder.graphs) <= graphs_before:
+                return
             run = _edge_reasons(recorder.graphs.pop())
             options = {f.name: bool(getattr(min_cut_options, f.name)) for f in dataclasses.fields(min_cut_options)}
+            names = frozenset(n.name for n in dont_ban or ())
             recorder.runs.append(
-                dataclasses.replace(
-                    run,
-                    options=options,
-                    dont_ban=frozenset(n.name for n in dont_ban or ()),
-                    saved=tuple(n.name for n in saved),
-                )
+                dataclasses.replace(run, options=options, dont_ban=names, saved=tuple(n.name for n in saved))
             )
+
+        _record(recorder, step)
         return saved, banned
 
     return solve_min_cut
@@ -172,8 +191,8 @@ def _solve_min_cut(original):
 def _optimize(original):
     def optimize(joint_graph, memories, runtimes, max_memory, node_info, candidates, *args, **kwargs):
         result = original(joint_graph, memories, runtimes, max_memory, node_info, candidates, *args, **kwargs)
-        recorder = _recorder()
-        if recorder is not None:
+
+        def step(recorder: _Recorder) -> None:
             _, saved_indices, recomputed_indices = result
             names = tuple(n.name for n in candidates)
             recorder.knapsack = Knapsack(
@@ -184,6 +203,8 @@ def _optimize(original):
                 frozenset(names[i] for i in saved_indices),
                 frozenset(names[i] for i in recomputed_indices),
             )
+
+        _record(_recorder(), step)
         return result
 
     return optimize
@@ -194,8 +215,11 @@ def _choose(original):
         recorder = _recorder()
         runs_before = len(recorder.runs) if recorder is not None else 0
         saved = original(joint_graph, node_info, memory_budget, *args, **kwargs)
-        if recorder is not None:
+
+        def step(recorder: _Recorder) -> None:
             recorder.decisions = _decided(recorder, runs_before, joint_graph, node_info, saved, float(memory_budget))
+
+        _record(recorder, step)
         return saved
 
     return choose_saved_values_set
@@ -216,15 +240,24 @@ def _decided(recorder: _Recorder, runs_before: int, joint_graph, node_info, save
                 break
     nodes = {n.name: n for n in joint_graph.nodes}
     min_cut = runs[0].saved if runs else ()
+    try:  # torch sizes these only below budget 1; some graphs' inputs carry no `val` to size
+        sizes = (
+            sum(size_of(n) for n in node_info.inputs),
+            sum(size_of(nodes[name]) for name in min_cut),
+            sum(size_of(n) for n in saved),
+        )
+    except Exception:
+        sizes = None
     return Decisions(
         reachable=True,
         budget=budget,
         runs=runs,
         knapsack=recorder.knapsack,
         route=route,
-        input_bytes=sum(size_of(n) for n in node_info.inputs),
-        min_cut_bytes=sum(size_of(nodes[name]) for name in min_cut),
-        saved_bytes=sum(size_of(n) for n in saved),
+        input_bytes=sizes[0] if sizes else 0,
+        min_cut_bytes=sizes[1] if sizes else 0,
+        saved_bytes=sizes[2] if sizes else 0,
+        sized=sizes is not None,
     )
 
 
@@ -255,6 +288,8 @@ def recording() -> Iterator[_Recorder]:
             for name, wrap in _WRAPPED:
                 setattr(torch_partitioners, name, wrap(originals[name]))
             yield recorder
+            if recorder.failed:
+                recorder.decisions = UNREACHABLE
         finally:
             networkx.minimum_cut = original_cut
             for name, original in originals.items():

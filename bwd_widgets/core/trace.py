@@ -17,7 +17,7 @@ import torch.fx
 from . import analysis
 from .codegen import copy_graph_module, graphnet_code, without_none_outputs
 from .decisions import Decisions, recording
-from .errors import one_line
+from .errors import PartitionerError, describe_failure, one_line
 from .kinds import InputKind
 from .memory import MemoryProfile, profile
 from .nodes import BackwardNode, backward_nodes
@@ -145,6 +145,11 @@ class Trace:
             with resolved.config(), recording() as record:
                 forward, backward = resolved.partition_fn(work, self.joint_inputs, **self.partition_kwargs)
             return Split(forward, backward, record.decisions)
+        except Exception as error:  # torch's own partitioner failing on this graph: say which, in one line
+            raise PartitionerError(
+                f"the {resolved.label} partitioner failed on this graph ({describe_failure(error)}): "
+                "try another partitioner or memory budget."
+            ) from None
         finally:
             if _fingerprint(work) == fingerprint:
                 for node, meta, names in zip(nodes, metas, attributes):
