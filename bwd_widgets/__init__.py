@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .advisor import Advice, Plan, advise
 from .batch import extract_many
 from .core.analysis import GradientOutput, SavedTensor, TensorInfo
 from .core.compat import UntestedTorchWarning, check_torch_version
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from .jupyter.widget import BackwardGraphWidget
 
 __all__ = [
+    "Advice",
     "BackwardExtraction",
     "BackwardGraphWidget",
     "BatchError",
@@ -60,6 +62,7 @@ __all__ = [
     "Partition",
     "Partitioner",
     "PartitionerError",
+    "Plan",
     "SampleError",
     "SamplePassError",
     "SavedTensor",
@@ -71,6 +74,7 @@ __all__ = [
     "UntestedTorchWarning",
     "Validation",
     "ValidationError",
+    "advise",
     "clear_trace_cache",
     "compare",
     "default_requires_grad",

@@ -198,3 +198,11 @@ def test_cell_magic_await_and_yield_are_one_usage_error(shell, cell, message):
     text = captured.stdout + captured.stderr
     assert not result.success and "UsageError" in text and message in text
     assert "Traceback" not in text and "SyntaxError" not in text
+
+
+def test_fit_prints_the_advisors_plans_and_a_bad_size_is_one_usage_error(shell):
+    result, captured = _run(shell, "g = %bwd_extract model(x) --fit 1GB --no-display")
+    assert result.success and isinstance(shell.user_ns["g"], bw.BackwardExtraction)
+    assert "Advice(target 1.00 GB" in captured.stdout and "best: " in captured.stdout
+    result, captured = _run(shell, "%bwd_extract --fit 24parsecs model(x)")
+    assert not result.success and "--fit: target='24parsecs' is not a size" in captured.stderr + captured.stdout

@@ -37,6 +37,11 @@ class BwdMagics(Magics):
     @argument("--name", help="name of the extraction and of the saved samples (default: the called name)")
     @argument("--no-display", action="store_true", help="return the extraction without showing the widget")
     @argument(
+        "--fit",
+        metavar="SIZE",
+        help="then run bw.advise for this peak activation memory target (e.g. 24GB) and print its plans",
+    )
+    @argument(
         "--output",
         metavar="NAME",
         help="line magic: the part of the model's output the backward starts from, e.g. loss or logits "
@@ -55,6 +60,7 @@ class BwdMagics(Magics):
             %bwd_extract --fake lm(input_ids=ids, labels=ids)   (keyword inputs, as transformers models take)
             %bwd_extract --output logits lm(**batch)
             %bwd_extract model(x) --fake --save out/ --name my_model   (options before or after the call)
+            %bwd_extract --fake --fit 24GB lm(ids)   (then print bw.advise's plans for that target)
 
             %%bwd_extract --output loss
             h = encoder(x)
@@ -68,6 +74,7 @@ class BwdMagics(Magics):
         if shell is None:
             raise UsageError("%bwd_extract needs an IPython shell")
         call, args, partitioner = _read_options(self.bwd_extract, line, cell)
+        target = _fit_target(args.fit)
         keywords: dict = {}
         if cell is None:
             model, inputs, keywords, called = _evaluate_call(call, shell.user_ns)
@@ -89,6 +96,10 @@ class BwdMagics(Magics):
             raise UsageError(str(error)) from None
         if cell is not None and not args.fake:
             shell.ex(cell)  # the names the cell assigns exist afterwards, as if it had run
+        if target is not None:
+            _advise(
+                model, inputs, target, "fake" if args.fake else "real", keywords, args.output if cell is None else None
+            )
         if args.save:
             _save(extraction, Path(args.save), args.name or _free_name(Path(args.save), called))
         if args.no_display:
@@ -125,6 +136,30 @@ def _read_options(magic: object, line: str, cell: str | None) -> tuple[str, argp
     if cell is None and not call:
         raise UsageError("give the forward call to extract, e.g. %bwd_extract model(x)")
     return call, args, partitioner
+
+
+def _fit_target(text: str | None) -> int | None:
+    """`--fit 24GB` as bytes, read before anything runs; a bad size is one UsageError sentence."""
+    if text is None:
+        return None
+    from ..advisor import parse_bytes
+
+    try:
+        return parse_bytes(text.strip("'\""))
+    except BwdWidgetsError as error:
+        raise UsageError(f"--fit: {error}") from None
+
+
+def _advise(model: Callable, inputs: list, target: int, mode: str, keywords: dict, output: str | None) -> None:
+    """`--fit`: the advisor's report, printed; a failure is one line on stderr and the extraction is kept."""
+    from ..advisor import advise
+
+    try:
+        advice = advise(model, *inputs, target=target, mode=mode, model_kwargs=keywords, output=output)  # type: ignore[arg-type]
+    except BwdWidgetsError as error:
+        print(f"bwd_extract: --fit: {error}", file=sys.stderr)
+        return
+    print(advice)
 
 
 def _save(extraction: BackwardExtraction, out: Path, name: str) -> None:

@@ -1,0 +1,61 @@
+"""Advisor seconds in fake mode: the 6.7 B transformer at a 24 GB target, and a 12-layer width-768 one.
+
+Beside each, one min-cut extraction's seconds (the advisor's own first step) as the reference ratio:
+there is no other tool to race. Batch 8, sequence 512, vocabulary 32000. Goal: under 60 s for the 6.7 B model.
+Run: .venv/bin/python bench/advisor_speed.py [--only small|big] [--small-target BYTES]
+"""
+
+import argparse
+import logging
+import time
+
+import torch
+
+import bwd_widgets as bw
+from bwd_widgets.examples import big_transformer_on_meta
+
+from _util import timed  # noqa: F401  (sets up the import path)
+
+MODELS = {"big": (32, 4096, 32, "24GB"), "small": (12, 768, 12, None)}
+
+
+def one(name, depth, width, heads, target, batch, seq):
+    model = big_transformer_on_meta(depth=depth, width=width, heads=heads)
+    with torch.device("meta"):
+        tokens = torch.randint(0, 32000, (batch, seq))
+    parameters = sum(p.numel() for p in model.parameters()) / 1e9
+    started = time.perf_counter()
+    reference = bw.extract(model, tokens, mode="fake", partitioner="min_cut", memory_budget=1.0)
+    extract_seconds = time.perf_counter() - started
+    bw.clear_trace_cache()  # the advisor traces for itself
+    target = target or int(reference.peak_activation_bytes * 0.5)
+    started = time.perf_counter()
+    advice = bw.advise(model, tokens, target=target, mode="fake", progress=False)
+    seconds = time.perf_counter() - started
+    print(f"== {name}: {depth} layers x width {width}, {parameters:.2f} B parameters, target {target}")
+    print(advice)
+    best = advice.best
+    verified = "none fits" if best is None else f"{best.label}: verified peak {best.verified_peak_bytes / 1e9:.2f} GB"
+    print(
+        f"advisor seconds: {seconds:.1f}; one min-cut extraction: {extract_seconds:.1f} s "
+        f"(ratio {seconds / extract_seconds:.1f}); {len(advice.tried)} plans tried; best {verified}"
+    )
+    return seconds
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=sorted(MODELS))
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=512)
+    parser.add_argument("--small-target", type=int, help="bytes for the 12-layer model (default: half its peak)")
+    args = parser.parse_args()
+    logging.getLogger("torch").setLevel(logging.ERROR)  # torch's reminder about in-place ops under context_fn
+    for name, (depth, width, heads, target) in MODELS.items():
+        if args.only in (None, name):
+            chosen = args.small_target if name == "small" and args.small_target else target
+            one(name, depth, width, heads, chosen, args.batch, args.seq)
+
+
+if __name__ == "__main__":
+    main()

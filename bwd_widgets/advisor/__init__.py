@@ -1,0 +1,270 @@
+"""`bw.advise`: fit a peak-activation-memory target with the plans a practitioner would try, and prove each.
+
+Trace once for the min-cut budgets (each is a re-partition of that trace); trace once per checkpoint plan
+(checkpointing changes the traced program). Every plan on the Pareto front is then re-extracted from its
+own pasted code (`code.run_code`), and only that re-extracted peak decides whether it fits. An operations
+module: it imports the core and the studio's helpers, never Jupyter.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+
+from ..core.kinds import Mode
+from ..core.partitioners import check_budget
+from ..extraction import BackwardExtraction
+from ..extractor import extract
+from ..studio import _listed
+from . import code as snippets
+from .plans import Advice, AdviceError, Plan, pareto, parse_bytes, step_bytes
+
+__all__ = ["Advice", "AdviceError", "Plan", "advise", "parse_bytes"]
+
+ORDINAL = {1: "every block", 2: "every 2nd block", 3: "every 3rd block"}
+
+
+def _every(k: int) -> str:
+    return ORDINAL.get(k, f"every {k}th block")
+
+
+@dataclass
+class _Run:
+    """One advisor call's fixed settings and the plans it has made so far."""
+
+    model: Any
+    inputs: tuple
+    mode: Mode
+    extract_kwargs: dict
+    target: int
+    step: int
+    path: str | None
+    base: BackwardExtraction | None = None
+    tried: list[Plan] = field(default_factory=list)
+    unverified: list[Plan] = field(default_factory=list)
+
+    def extract(self, model: Any, budget: float | None = 1.0) -> BackwardExtraction:
+        return extract(
+            model, *self.inputs, partitioner="min_cut", memory_budget=budget, mode=self.mode, **self.extract_kwargs
+        )
+
+    def plan(self, label: str, kind: str, code: str, e: BackwardExtraction) -> Plan:
+        made = Plan(label, kind, code, e.peak_activation_bytes, e.saved_activation_bytes, e.recompute_flops)
+        made.step_bytes, made.extraction = self.step, e
+        self.tried.append(made)
+        return made
+
+
+def _policy(ops: Sequence[str]):
+    keep = {getattr(torch.ops.aten, op).default for op in ops if hasattr(torch.ops.aten, op)}
+
+    def policy(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if op in keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return policy
+
+
+def _wrapped(model: torch.nn.Module, path: str, every: int, saves: str | None) -> torch.nn.Module:
+    """bw's own application of a checkpoint plan (the prediction), on a shadow: the user's model is untouched."""
+    copy = snippets.shadow(model, path)
+    kwargs: dict = {"use_reentrant": False}
+    if saves is not None:
+        kwargs["context_fn"] = functools.partial(
+            create_selective_checkpoint_contexts, _policy(snippets.POLICY_OPS[saves])
+        )
+    for block in list(copy.get_submodule(path).children())[::every]:
+        block.forward = functools.partial(checkpoint, block.forward, **kwargs)
+    return copy
+
+
+def _budget_plans(run: _Run, budgets: tuple, bar) -> list[Plan]:
+    assert run.base is not None
+    made = []
+    for budget in budgets:
+        bar.set_postfix_str(f"min-cut budget {budget:g}")
+        e = run.base if budget == 1.0 else run.base.rerun("min_cut", budget)
+        made.append(run.plan(f"min-cut budget {budget:g}", "budget", snippets.budget_code(budget), e))
+        bar.update()
+    return made
+
+
+def _checkpoint_specs(path: str, policies: tuple, every: tuple) -> list[tuple[str, str, str, int, str | None]]:
+    """(label, kind, code, every, saves) for each checkpoint plan, cheapest recompute first."""
+    specs = [
+        (f"selective: save {saves}, every block", "selective", snippets.selective_code(path, saves), 1, saves)
+        for saves in policies
+    ]
+    specs += [
+        (f"checkpoint {_every(k)}", "checkpoint", snippets.checkpoint_code(path, k), k, None)
+        for k in sorted(every, reverse=True)
+    ]
+    return specs
+
+
+def _checkpoint_plans(run: _Run, specs: list, budget_plans: list[Plan], bar) -> None:
+    """Trace each checkpoint plan once; one that does not fit alone is also tried with the budget of lowest
+    peak (a re-partition of the same trace)."""
+    assert run.path is not None
+    lowest = min(
+        (p for p in budget_plans if p.extraction is not run.base), key=lambda p: p.predicted_peak_bytes, default=None
+    )
+    for label, kind, code, every, saves in specs:
+        bar.set_postfix_str(label)
+        e = run.extract(_wrapped(run.model, run.path, every, saves))
+        alone = run.plan(label, kind, code, e)
+        bar.update()
+        if lowest is not None and alone.predicted_bill_bytes > run.target:
+            budget = float(lowest.label.rsplit(" ", 1)[1])
+            bar.set_postfix_str(f"{label} + budget {budget:g}")
+            both = e.rerun("min_cut", budget)
+            run.plan(f"{label} + min-cut budget {budget:g}", "combined", code + "\n" + lowest.code, both)
+
+
+def _offload_plan(run: _Run) -> Plan | None:
+    """Predicted only (see the note): AOT Autograd's graphs do not see saved_tensors_hooks, so no
+    extraction can check it."""
+    assert run.base is not None
+    sizes = sorted((s.activation_bytes for s in run.base.saved_tensors if s.activation_bytes), reverse=True)
+    if not sizes:
+        return None
+    peak, moved, chosen = run.base.peak_activation_bytes, 0, sizes[-1]
+    for size in sizes:
+        moved += size
+        chosen = size
+        if peak - moved + sizes[0] + run.step <= run.target:
+            break
+    moved = sum(s for s in sizes if s >= chosen)
+    plan = Plan(
+        f"offload saved tensors >= {chosen:,} B to the CPU",
+        "offload",
+        snippets.offload_code(chosen),
+        peak - moved + sizes[0],
+        run.base.saved_activation_bytes - moved,
+        0,
+        step_bytes=run.step,
+        note="predicted, not verified: min-cut 1.0's peak less the saved bytes moved off the device, plus the "
+        "largest one back at a time in backward; it assumes the peak holds all of them, and the AOT graphs "
+        "cannot see saved_tensors_hooks, so bw cannot re-extract it (copies cost transfer time, not FLOPs)",
+    )
+    run.unverified.append(plan)
+    return plan
+
+
+def verify(run: _Run, plan: Plan) -> None:
+    """Execute the plan's code on a shadow of the model and extract again: the peak that decides `fits`."""
+    assert run.base is not None
+    model, budget = snippets.run_code(plan.code, run.model, run.path)
+    with budget:
+        if plan.kind == "budget":
+            e = run.base.rerun("min_cut")  # the budget comes from the pasted config patch alone
+        else:
+            e = extract(model, *run.inputs, partitioner="min_cut", mode=run.mode, **run.extract_kwargs)
+    plan.verified_peak_bytes, plan.extraction = e.peak_activation_bytes, e
+    plan.saved_bytes, plan.recompute_flops = e.saved_activation_bytes, e.recompute_flops
+    plan.fits = e.peak_activation_bytes + run.step <= run.target
+
+
+def _verify_front(run: _Run, bar) -> None:
+    """Verify until every plan on the Pareto front has been re-extracted from its code."""
+    while True:
+        pending = [p for p in pareto(run.tried) if p.verified_peak_bytes is None]
+        if not pending:
+            return
+        bar.total = (bar.total or 0) + len(pending)
+        for plan in pending:
+            bar.set_postfix_str(f"verify {plan.label}")
+            verify(run, plan)
+            bar.update()
+
+
+def _choose(run: _Run, seconds: float, interrupted: bool) -> Advice:
+    front = pareto([p for p in run.tried if p.verified_peak_bytes is not None])
+    fitting = [p for p in front if p.fits]
+    best = min(fitting, key=lambda p: (p.recompute_flops, p.verified_peak_bytes), default=None)
+    why = ""
+    if best is None and front:
+        lowest = min(front, key=lambda p: p.verified_peak_bytes or 0)
+        why = (
+            f"no plan tried fits {run.target:,} B: the lowest re-extracted peak is {lowest.label}'s "
+            f"{lowest.verified_peak_bytes:,} B{' plus ' + format(run.step, ',') + ' B for the step' if run.step else ''}."
+        )
+    elif best is None:
+        why = "no plan was re-extracted before the advisor stopped."
+    notes = [f"{p.label}: {p.note}" for p in run.unverified]
+    if run.path is None:
+        notes.append(
+            "no repeated-block container (an nn.ModuleList or nn.Sequential of one class) found: no checkpoint plans."
+        )
+    return Advice(run.target, front, best, why, run.tried, seconds, interrupted, notes, run.unverified)
+
+
+def _measure(plan: Plan | None, mode: Mode) -> None:
+    """Real mode: run the chosen plan's graphs and keep the measured peak beside the predicted one."""
+    if plan is not None and mode == "real" and plan.extraction is not None:
+        plan.measured_peak_bytes = plan.extraction.measure().peak_bytes
+
+
+def advise(
+    model: object,
+    *inputs: object,
+    target: int | float | str,
+    mode: Mode = "real",
+    budgets: Sequence[float] = (1.0, 0.5, 0.2),
+    policies: Sequence[str] = ("matmuls", "attention"),
+    every: Sequence[int] = (1, 2),
+    optimizer: str | None = None,
+    offload: bool = True,
+    measure: bool = True,
+    progress: bool = True,
+    **extract_kwargs: object,
+) -> Advice:
+    """The plans that fit `target` bytes of peak activation memory (the memory pane's peak), and the cheapest.
+
+    target: bytes, or a text such as "24GB" or "512 MiB". optimizer: "sgd", "momentum", "adam" or "adamw"
+    adds the parameters, their gradients and that optimizer's state to every plan's bill (None: activations
+    only). Tries min-cut `budgets` (one trace, re-partitioned), selective checkpoint `policies` ("matmuls",
+    "attention") and full checkpointing of every k-th block for k in `every`, on the model's repeated-block
+    container; a checkpoint plan that does not fit alone is tried with the budget of lowest peak too. Each
+    plan on the Pareto front (peak against recompute FLOPs) is re-extracted from its own `code`; `best` is
+    the one recomputing least whose re-extracted peak fits. Real mode: `best.measured_peak_bytes` is
+    measured by running its graphs (measure=False skips it). Offloading is predicted only (`unverified`).
+    The user's model is never changed: plans are applied to shallow copies. Ctrl-C returns the plans so far.
+    """
+    from tqdm.auto import tqdm
+
+    target_bytes = parse_bytes(target)
+    budgets = tuple(check_budget(b) for b in _listed(budgets, "budgets", "(1.0, 0.5)"))
+    for saves in policies:
+        if saves not in snippets.POLICY_OPS:
+            raise AdviceError(f"policies= takes {' or '.join(map(repr, snippets.POLICY_OPS))}, got {saves!r}.")
+    if any(not isinstance(k, int) or k < 1 for k in every):
+        raise AdviceError(f"every= takes whole numbers of 1 or more (1: every block), got {tuple(every)!r}.")
+    path = snippets.find_blocks(model)
+    run = _Run(model, inputs, mode, extract_kwargs, target_bytes, step_bytes(model, optimizer), path)
+    specs = _checkpoint_specs(path, tuple(policies), tuple(every)) if path else []
+    started, interrupted = time.perf_counter(), False
+    bar = tqdm(total=1 + len(budgets) + len(specs), desc="advisor", unit="plan", disable=not progress)
+    try:
+        bar.set_postfix_str("trace")
+        run.base = run.extract(model)
+        bar.update()
+        budget_plans = _budget_plans(run, budgets, bar)
+        if specs:
+            _checkpoint_plans(run, specs, budget_plans, bar)
+        if offload:
+            _offload_plan(run)
+        _verify_front(run, bar)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        bar.close()
+    advice = _choose(run, time.perf_counter() - started, interrupted)
+    if measure and not interrupted:
+        _measure(advice.best, mode)
+    return advice

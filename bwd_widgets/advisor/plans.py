@@ -1,0 +1,161 @@
+"""What the advisor returns: plans with their code, predicted and verified peaks, and the cheapest that fits."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import torch
+
+from ..core.errors import BwdWidgetsError
+from ..extraction import BackwardExtraction
+
+
+class AdviceError(BwdWidgetsError, ValueError):
+    """A memory target or an advisor option that cannot be read."""
+
+
+UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+
+
+def parse_bytes(target: object) -> int:
+    """Bytes from an int (or a whole float) or a text such as "24GB", "24 GB", "512 MiB", "1.5e9"."""
+    if isinstance(target, bool) or not isinstance(target, (int, float, str)):
+        raise AdviceError(f"target={target!r} is not a size: give bytes as a number or a text such as '24GB'.")
+    if isinstance(target, str):
+        found = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", target)
+        unit = found.group(2).lower() if found else None
+        if found is None or unit not in UNITS:
+            raise AdviceError(
+                f"target={target!r} is not a size: write a number and a unit, e.g. '24GB', '512 MiB' "
+                "(B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)."
+            )
+        target = float(found.group(1)) * UNITS[unit]
+    if target != target or target < 0 or target == float("inf"):
+        raise AdviceError(f"target={target!r} is not a size: give a positive number of bytes.")
+    return int(target)
+
+
+OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}
+"""Optimizer state per trainable parameter, in parameter-sized tensors."""
+
+
+def step_bytes(model: object, optimizer: str | None) -> int:
+    """Parameters, their gradients and the optimizer's state (the rest of one training step's bill); 0 for None."""
+    if optimizer is None:
+        return 0
+    if optimizer not in OPTIMIZER_STATES:
+        raise AdviceError(f"optimizer={optimizer!r} is unknown: use one of {', '.join(OPTIMIZER_STATES)} or None.")
+    parameters = list(model.parameters()) if isinstance(model, torch.nn.Module) else []
+    held = sum(p.numel() * p.element_size() for p in parameters)
+    trained = sum(p.numel() * p.element_size() for p in parameters if p.requires_grad)
+    return held + trained * (1 + OPTIMIZER_STATES[optimizer])
+
+
+@dataclass
+class Plan:
+    """One way to lower activation memory, with the code to paste and what it costs."""
+
+    label: str
+    kind: str
+    """"budget", "selective", "checkpoint", "combined" or "offload"."""
+    code: str
+    predicted_peak_bytes: int
+    """Activation peak of bw's own extraction for the plan (the budget or block wrapping applied directly)."""
+    saved_bytes: int
+    recompute_flops: int
+    verified_peak_bytes: int | None = None
+    """Activation peak of a fresh extraction after executing `code` itself; None where not re-extracted."""
+    fits: bool = False
+    """The verified peak, plus `step_bytes`, is at or under the target (never True unverified)."""
+    step_bytes: int = 0
+    measured_peak_bytes: int | None = None
+    """Real mode, the chosen plan: the peak `BackwardExtraction.measure()` got running the graphs."""
+    note: str = ""
+    extraction: BackwardExtraction | None = field(default=None, repr=False)
+    """The extraction `verified_peak_bytes` came from (or the predicted one before verification)."""
+
+    @property
+    def predicted_bill_bytes(self) -> int:
+        return self.predicted_peak_bytes + self.step_bytes
+
+
+def pareto(plans: list[Plan]) -> list[Plan]:
+    """Plans no other plan beats on both peak (verified where known) and recompute FLOPs, lowest peak first."""
+
+    def peak(p: Plan) -> int:
+        return p.verified_peak_bytes if p.verified_peak_bytes is not None else p.predicted_peak_bytes
+
+    front = [
+        p
+        for p in plans
+        if not any(
+            peak(q) <= peak(p)
+            and q.recompute_flops <= p.recompute_flops
+            and (peak(q), q.recompute_flops) < (peak(p), p.recompute_flops)
+            for q in plans
+        )
+    ]
+    unique: dict[tuple[int, int], Plan] = {}
+    for p in front:
+        unique.setdefault((peak(p), p.recompute_flops), p)
+    return sorted(unique.values(), key=peak)
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} B"
+
+
+@dataclass
+class Advice:
+    """The advisor's answer: `plans` (the Pareto set over peak and recompute FLOPs) and `best`, the plan that
+    recomputes least among those whose re-extracted peak fits (None, with `why`, when none fits)."""
+
+    target_bytes: int
+    plans: list[Plan]
+    best: Plan | None
+    why: str = ""
+    tried: list[Plan] = field(default_factory=list, repr=False)
+    """Every plan tried, in the order tried (the Pareto set is drawn from these)."""
+    seconds: float = 0.0
+    interrupted: bool = False
+    notes: list[str] = field(default_factory=list)
+    unverified: list[Plan] = field(default_factory=list)
+    """Plans bw cannot re-extract (offloading through saved_tensors_hooks): predicted only, never `best`."""
+
+    def __repr__(self) -> str:
+        head = f"Advice(target {_size(self.target_bytes)}, {len(self.tried)} plans tried in {self.seconds:.1f} s"
+        lines = [head + (", interrupted)" if self.interrupted else ")")]
+        lines.append(f"  {'plan':44} {'predicted':>11} {'verified':>11} {'recompute FLOPs':>16}  fits")
+        for p in self.plans:
+            mark = "*" if p is self.best else " "
+            fits = "yes" if p.fits else ("?" if p.verified_peak_bytes is None else "no")
+            lines.append(
+                f"{mark} {p.label:44} {_size(p.predicted_peak_bytes):>11} {_size(p.verified_peak_bytes):>11} "
+                f"{p.recompute_flops:>16,}  {fits}"
+            )
+        if self.best is not None:
+            lines.append(f"best: {self.best.label} (peak {_size(self.best.verified_peak_bytes)}); paste best.code:")
+            lines += ["    " + line for line in self.best.code.splitlines()]
+        else:
+            lines.append(f"best: none: {self.why}")
+        for p in self.unverified:
+            lines.append(f"  unverified: {p.label}: predicted peak {_size(p.predicted_peak_bytes)}")
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)

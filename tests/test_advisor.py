@@ -1,0 +1,171 @@
+"""bw.advise: plans that fit a peak-activation target, each re-extracted from its own pasted code."""
+
+import contextlib
+import copy
+import logging
+
+import pytest
+import torch
+
+import bwd_widgets as bw
+import bwd_widgets.advisor as advisor
+from bwd_widgets.advisor.code import find_blocks
+from bwd_widgets.advisor.plans import parse_bytes
+from bwd_widgets.examples import MLP, Transformer, big_transformer_on_meta
+
+logging.getLogger("torch").setLevel(logging.ERROR)  # torch's reminder about in-place ops under context_fn
+
+TARGET = 300_000
+"""Course Transformer, tokens 4 x 16: min-cut 1.0 peaks at 362,880 B, budget 0 too, budget 0.5 at 246,144 B."""
+
+
+def reextract(plan, model, *inputs, mode="real"):
+    """What a user does: paste the plan's code after building the model, then compile (here: extract)."""
+    namespace = {"model": copy.deepcopy(model)}
+    exec(plan.code, namespace)
+    with namespace.get("memory_budget") or contextlib.nullcontext():
+        return bw.extract(namespace["model"], *inputs, partitioner="min_cut", mode=mode)
+
+
+@pytest.fixture(scope="module")
+def course():
+    torch.manual_seed(0)
+    model = Transformer()
+    tokens = torch.randint(0, 64, (4, 16))
+    before = model(tokens).detach().clone()
+    blocks = list(model.blocks)
+    advice = bw.advise(
+        model, tokens, target=TARGET, budgets=(1.0, 0.5, 0.0), policies=("matmuls",), every=(1,), progress=False
+    )
+    return model, tokens, before, blocks, advice
+
+
+def test_the_cheapest_plan_that_fits_is_verified_from_its_own_code(course):
+    model, tokens, _, _, advice = course
+    peaks = {p.label: p.predicted_peak_bytes for p in advice.tried}
+    assert peaks["min-cut budget 1"] > TARGET and peaks["min-cut budget 0"] > TARGET  # min-cut alone at 1 or 0: no
+    best = advice.best
+    assert best is not None and best.fits
+    assert best.verified_peak_bytes <= TARGET
+    assert reextract(best, model, tokens).peak_activation_bytes == best.verified_peak_bytes
+    fitting = [p for p in advice.plans if p.fits]
+    assert best.recompute_flops == min(p.recompute_flops for p in fitting)
+    assert all(p.verified_peak_bytes is not None for p in advice.plans)  # every Pareto plan re-extracted
+
+
+def test_the_chosen_plan_measured_by_running_it_is_under_the_target(course):
+    best = course[4].best
+    assert best.measured_peak_bytes is not None and best.measured_peak_bytes <= TARGET
+
+
+def test_every_plan_on_the_front_lands_where_its_code_says(course):
+    model, tokens, _, _, advice = course
+    for plan in advice.plans:
+        assert reextract(plan, model, tokens).peak_activation_bytes == plan.verified_peak_bytes, plan.label
+        assert plan.fits == (plan.verified_peak_bytes <= TARGET)
+
+
+def test_the_pareto_set_is_not_dominated(course):
+    plans = course[4].plans
+    for p in plans:
+        assert not any(
+            q.verified_peak_bytes <= p.verified_peak_bytes
+            and q.recompute_flops <= p.recompute_flops
+            and (q.verified_peak_bytes, q.recompute_flops) != (p.verified_peak_bytes, p.recompute_flops)
+            for q in plans
+        )
+
+
+def test_the_model_is_unchanged_afterwards(course):
+    model, tokens, before, blocks, _ = course
+    assert list(model.blocks) == blocks
+    assert all("forward" not in vars(block) for block in model.blocks)
+    assert torch.equal(model(tokens), before)
+
+
+def test_the_report_names_the_best_and_its_code(course):
+    text = repr(course[4])
+    assert "best: " + course[4].best.label in text and "block.forward" in text or "memory_budget" in text
+
+
+def test_a_target_below_everything_gives_no_plan_and_says_why():
+    advice = bw.advise(
+        MLP(), torch.randn(4, 16), target=16, budgets=(1.0, 0.0), every=(1,), policies=(), progress=False
+    )
+    assert advice.best is None
+    assert "no plan tried fits 16 B" in advice.why and advice.why.endswith(".")
+    assert advice.plans and not any(p.fits for p in advice.plans)
+
+
+def test_the_step_bill_adds_parameters_gradients_and_adam_state():
+    model = MLP()
+    parameters = sum(p.numel() * 4 for p in model.parameters())
+    advice = bw.advise(
+        model,
+        torch.randn(4, 16),
+        target="1 GB",
+        budgets=(1.0,),
+        policies=(),
+        every=(),
+        optimizer="adam",
+        offload=False,
+        progress=False,
+    )
+    assert advice.best.step_bytes == 4 * parameters
+    with pytest.raises(bw.BwdWidgetsError, match="optimizer='lion' is unknown"):
+        bw.advise(model, torch.randn(4, 16), target="1 GB", optimizer="lion", progress=False)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (1000, 1000),
+        ("24GB", 24 * 10**9),
+        ("24 GB", 24 * 10**9),
+        ("512 MiB", 512 * 2**20),
+        ("1.5e3", 1500),
+        (2.0e9, 2 * 10**9),
+    ],
+)
+def test_targets_read_as_bytes(text, expected):
+    assert parse_bytes(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["24 parsecs", "GB", "", -1, True, None, float("nan")])
+def test_a_bad_target_is_one_sentence(bad):
+    with pytest.raises(ValueError) as error:
+        parse_bytes(bad)
+    assert isinstance(error.value, bw.BwdWidgetsError)
+    assert str(error.value).replace("e.g. ", "").count(". ") == 0 and str(error.value).endswith(".")
+
+
+def test_the_repeated_block_container_is_found_generically():
+    assert find_blocks(Transformer()) == "blocks"
+    assert find_blocks(MLP()) == "blocks"
+    assert find_blocks(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())) is None
+
+
+def test_ctrl_c_returns_the_plans_done_so_far(monkeypatch):
+    def interrupted(run, plan):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(advisor, "verify", interrupted)
+    advice = bw.advise(
+        MLP(), torch.randn(4, 16), target="1 GB", budgets=(1.0, 0.5), policies=(), every=(), progress=False
+    )
+    assert advice.interrupted and len(advice.tried) == 2 and advice.best is None
+
+
+def test_fake_mode_on_a_small_copy_of_the_big_transformer():
+    """The 6.7 B model's structure at depth 2, width 256: its run at 24 GB is in bench/advisor_speed.py (minutes)."""
+    model = big_transformer_on_meta(depth=2, width=256, heads=2, vocab=1000)
+    with torch.device("meta"):
+        tokens = torch.randint(0, 1000, (2, 128))
+    base = bw.extract(model, tokens, mode="fake", partitioner="min_cut").peak_activation_bytes
+    target = int(base * 0.85)  # 12.3 MB at min-cut 1.0; budget 0.5 and selective + budget 0.5 reach 10.0-10.2 MB
+    advice = bw.advise(
+        model, tokens, target=target, mode="fake", budgets=(1.0, 0.5), policies=("matmuls",), every=(1,), progress=False
+    )
+    assert advice.best is not None and advice.best.verified_peak_bytes <= target
+    assert advice.best.measured_peak_bytes is None  # fake mode runs nothing
+    assert reextract(advice.best, model, tokens, mode="fake").peak_activation_bytes == advice.best.verified_peak_bytes
