@@ -2,23 +2,40 @@
 
 import { formatShape } from "./format";
 import { representative } from "./grouping";
-import type { GraphNode } from "./types";
+import type { GraphNode, SavedRow } from "./types";
 
 /** Whether `node` answers `query` (already trimmed and lower-cased): its name or op contains it, its shape
  *  reads as it ("[4, 32, 256]" or "4, 32"), or its module path does. A dotted query matches whole path
  *  segments ("blocks.1" finds blocks.1 and blocks.1.attn, not blocks.10); a plain word anywhere ("attn"). */
-export function nodeMatches(node: GraphNode, needle: string): boolean {
+export function nodeMatches(node: GraphNode, needle: string, reason = ""): boolean {
   if (node.id.toLowerCase().includes(needle) || node.op.toLowerCase().includes(needle)) return true;
+  if (needle.length >= 3 && reason.toLowerCase().includes(needle)) return true;
   if (formatShape(node.shape).includes(needle)) return true;
   const module = node.module.toLowerCase();
   if (!module) return false;
   return needle.includes(".") ? `.${module}.`.includes(`.${needle.replace(/^\.|\.$/g, "")}.`) : module.includes(needle);
 }
 
-export function searchNodes(nodes: GraphNode[], query: string): GraphNode[] {
+/** Matches of `query`; `reasons` (node id to why it is saved or recomputed, with torch's phrase) lets a
+ *  query of three letters or more find values by their reason ("materialized", "knapsack"). */
+export function searchNodes(nodes: GraphNode[], query: string, reasons: ReadonlyMap<string, string> = new Map()): GraphNode[] {
   const needle = query.trim().toLowerCase();
   if (!needle) return [];
-  return nodes.filter((n) => nodeMatches(n, needle));
+  return nodes.filter((n) => nodeMatches(n, needle, reasons.get(n.id)));
+}
+
+/** What the search can find in a node's reason: why it is saved (torch's phrase too) or recomputed. */
+export function searchReasons(nodes: readonly GraphNode[], saved: readonly SavedRow[]): Map<string, string> {
+  const reasons = new Map(saved.map((s) => [s.name, `${s.why} ${s.torch_reason}`]));
+  for (const n of nodes) if (n.why_recomputed) reasons.set(n.id, n.why_recomputed);
+  return reasons;
+}
+
+export const RESULTS_SHOWN = 50;
+
+/** One line of the results list: the node, its op, its module and its shape. */
+export function resultText(node: GraphNode): string {
+  return [node.id, node.op, node.module || "(top level)", formatShape(node.shape)].filter(Boolean).join(" \u00B7 ");
 }
 
 /** The match Enter (step 1) or Shift+Enter (step -1) goes to from `current` (-1: none yet), wrapping. */

@@ -9,10 +9,10 @@ import { sharedLayoutClient } from "../layout_shared";
 import type { PaneContext } from "../model";
 import { nearestTo, neighbour, type Placed } from "../navigate";
 import { resized, unionBox, type View } from "../panzoom";
-import { matchCountText, searchNodes, stepMatch } from "../search";
+import { matchCountText, searchNodes, searchReasons, stepMatch } from "../search";
 import type { GraphData, GraphNode } from "../types";
 import { createViewport, type Viewport } from "../viewport";
-import { decorateSvg, graphElements, onKeys, renderCrumbs, renderLegend } from "./graph_parts";
+import { decorateSvg, graphElements, onKeys, renderCrumbs, renderLegend, renderResults } from "./graph_parts";
 import type { Pane } from "./pane";
 
 /** After a relayout: fit the whole drawing, show a module's cluster, show the members of an unfolded
@@ -113,7 +113,7 @@ class GraphView {
 
   runSearch(): void {
     const { search, matchCount } = this.parts;
-    this.found = this.data ? searchNodes(this.data.nodes, search.value) : [];
+    this.found = this.data ? searchNodes(this.data.nodes, search.value, searchReasons(this.data.nodes, this.data.saved)) : [];
     this.foundIndex = -1;
     matchCount.textContent = matchCountText(search.value, this.found.length, -1);
     this.markMatches();
@@ -368,7 +368,7 @@ class GraphView {
 }
 
 /** Keys, clicks on nodes and clusters, search, and the toolbar's buttons. */
-function bindInput(view: GraphView, { el, search, fit, collapseAll, colour, host, legend }: Elements, { select, signal }: PaneContext): void {
+function bindInput(view: GraphView, { el, search, results, fit, collapseAll, colour, host, legend }: Elements, { select, signal }: PaneContext): void {
   const on = { signal };
   onKeys(host, {
     move(direction) {
@@ -402,12 +402,25 @@ function bindInput(view: GraphView, { el, search, fit, collapseAll, colour, host
     const path = cluster ? view.clusters[Number(cluster.id.slice(1))] : undefined;
     if (path && view.expanded.has(path)) view.close(path);
   }, on);
-  search.addEventListener("input", () => view.runSearch(), on);
+  const listResults = () => renderResults(results, view.found, view.foundIndex, (index) => {
+    view.foundIndex = index - 1;
+    const match = view.stepSearch(1);
+    listResults();
+    if (match) select(match.id);
+  });
+  search.addEventListener("input", () => {
+    view.runSearch();
+    listResults();
+  }, on);
   search.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") results.hidden = true;
     if (event.key !== "Enter" || !view.data) return;
     const match = view.stepSearch(event.shiftKey ? -1 : 1);
+    listResults();
     if (match) select(match.id);
   }, on);
+  search.addEventListener("blur", () => (results.hidden = true), on);
+  search.addEventListener("focus", () => (results.hidden = view.found.length === 0), on);
   fit.addEventListener("click", () => {
     view.viewport.fit();
     view.placement = { fit: true };

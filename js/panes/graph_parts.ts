@@ -5,6 +5,8 @@ import { formatBytes, formatShape } from "../format";
 import { ancestors, type VisibleGraph, type VisibleNode } from "../grouping";
 import { heatLevel, HEAT_LEVELS } from "../memory";
 import { directionOf, type Direction } from "../navigate";
+import { RESULTS_SHOWN, resultText } from "../search";
+import type { GraphNode } from "../types";
 
 /** A drawn node's hover text: what it is, in full (the label is kept short). */
 export function titleOf(v: VisibleNode, savedBytes: ReadonlyMap<string, number>): string {
@@ -99,14 +101,16 @@ export function graphElements() {
   const el = element("div", "bwd-graph");
   const toolbar = element("div", "bwd-toolbar");
   const search = element("input", "bwd-search");
-  search.placeholder = "search name, op, module or shape";
-  search.title = "Enter: next match \u00B7 Shift+Enter: previous";
+  search.placeholder = "search name, op, module, shape or reason";
+  search.title = "Enter: next match \u00B7 Shift+Enter: previous \u00B7 a click on a result goes there \u00B7 Esc: hide the results";
   const matchCount = element("span", "bwd-match-count");
   const fit = element("button", "bwd-fit", "Fit");
   const collapseAll = element("button", "bwd-collapse", "Collapse all");
   const colour = element("select", "bwd-colour");
   colour.append(new Option("colour by kind", "kind"), new Option("colour by bytes", "bytes"));
-  toolbar.append(search, matchCount, fit, collapseAll, colour);
+  const results = element("ol", "bwd-search-results");
+  results.hidden = true;
+  toolbar.append(search, matchCount, fit, collapseAll, colour, results);
   const crumbs = element("nav", "bwd-crumbs");
   const host = element("div", "bwd-svg-host");
   host.tabIndex = 0;
@@ -115,5 +119,19 @@ export function graphElements() {
   const legend = element("div", "bwd-legend");
   el.append(toolbar, crumbs, host, legend);
   renderLegend(legend, false);
-  return { el, search, matchCount, fit, collapseAll, colour, crumbs, host, legend };
+  return { el, search, matchCount, results, fit, collapseAll, colour, crumbs, host, legend };
+}
+
+/** The search's results under the box: the first RESULTS_SHOWN matches, each a button to go there. */
+export function renderResults(list: HTMLElement, found: readonly GraphNode[], current: number, pick: (index: number) => void): void {
+  list.replaceChildren();
+  list.hidden = found.length === 0;
+  found.slice(0, RESULTS_SHOWN).forEach((node, index) => {
+    const item = element("li", index === current ? "bwd-current" : "", resultText(node));
+    item.title = resultText(node);
+    item.addEventListener("mousedown", (event) => event.preventDefault()); // keep the focus in the box
+    item.addEventListener("click", () => pick(index));
+    list.appendChild(item);
+  });
+  if (found.length > RESULTS_SHOWN) list.appendChild(element("li", "bwd-hint", `and ${found.length - RESULTS_SHOWN} more: type more to narrow`));
 }

@@ -10,13 +10,13 @@ import { describe, expect, it } from "vitest";
 import { niceTicks } from "../chart";
 import { nodeAtLine } from "../code";
 import { buildDot, clusterPaths } from "../dot";
-import { formatBytes } from "../format";
+import { formatBytes, formatShape } from "../format";
 import { edgeKey, firstViews, GROUP_PREFIX, moduleTree, visibleGraph } from "../grouping";
 import { TRAIT_NAMES } from "../model";
 import { moduleBars, timelineGeometry } from "../memory";
 import { nodeOfPoint } from "../panes/memory";
 import { partitionerChoices, takesBudget } from "../partitioners";
-import { searchNodes } from "../search";
+import { resultText, searchNodes, searchReasons } from "../search";
 import { chartGeometry } from "../sweep";
 import { COLUMNS, savedCells, sortRows } from "../table";
 import { CONTRACT_KEYS, type ComparisonRow, type GraphData, type SweepPoint } from "../types";
@@ -156,6 +156,16 @@ describe("the front end's pure modules on the reference payload", () => {
   it("finds nodes by name and by op", () => {
     expect(searchNodes(data.nodes, "CONVOLUTION").map((n) => n.id).sort()).toEqual(["convolution", "convolution_backward", "getitem_6", "getitem_7"]);
     expect(searchNodes(data.nodes, "getitem_").length).toBe(7);
+  });
+
+  it("finds saved values by their reason, and lists each result by name, op, module and shape", () => {
+    const reasons = searchReasons(data.nodes, data.saved);
+    const kept = searchNodes(data.nodes, "forward input kept alive", reasons).map((n) => n.id).sort();
+    expect(kept).toEqual(data.saved.filter((s) => s.why.includes("forward input kept alive")).map((s) => s.name).sort());
+    expect(kept.length).toBeGreaterThan(0);
+    expect(searchNodes(data.nodes, "forward input kept alive").length).toBe(0); // only through the reasons
+    const conv = data.nodes.find((n) => n.id === "convolution")!;
+    expect(resultText(conv)).toBe(`convolution \u00B7 ${conv.op} \u00B7 ${conv.module || "(top level)"} \u00B7 ${formatShape(conv.shape)}`);
   });
 
   it("sorts the saved table, and its adds column sums to the activation total", () => {

@@ -148,7 +148,7 @@ def test_draws_the_reference_and_links_the_views(standalone, artifacts):
     assert console == []
 
 
-def test_search_collapse_expand_fit_pan_zoom(standalone):
+def test_search_collapse_expand_fit_pan_zoom(standalone, artifacts):
     page, _, _ = standalone
     page.fill(".bwd-search", "getitem")
     assert page.locator(".bwd-match-count").text_content() == "7 matches"
@@ -161,6 +161,23 @@ def test_search_collapse_expand_fit_pan_zoom(standalone):
     assert page.locator(".bwd-match-count").text_content() == "1 of 7 matches"
     first = page.evaluate("window.__model.get('selected')")
     assert first != second and first.startswith("getitem") and second.startswith("getitem")
+    # the results list under the box: every match by name, op, module and shape; a click goes there
+    results = page.locator(".bwd-search-results li")
+    assert page.locator(".bwd-search-results").is_visible() and results.count() == 7
+    assert results.nth(0).text_content().startswith(first + " \u00B7 ")
+    results.nth(4).click()
+    assert page.locator(".bwd-match-count").text_content() == "5 of 7 matches"
+    assert page.evaluate("window.__model.get('selected')") == results.nth(4).text_content().split(" \u00B7 ")[0]
+    assert page.locator(".bwd-search-results li.bwd-current").count() == 1
+    # a value found by its reason: the reference's forward inputs say they are "kept alive"
+    page.fill(".bwd-search", "kept alive")
+    kept = [t.split(" \u00B7 ")[0] for t in results.all_text_contents()]
+    assert kept and all(name.startswith("primals_") for name in kept)
+    page.screenshot(path=str(artifacts / "standalone-search-results.png"))
+    page.press(".bwd-search", "Escape")
+    assert not page.locator(".bwd-search-results").is_visible()
+    page.fill(".bwd-search", "getitem")
+    page.press(".bwd-search", "Enter")
     # the selected node is a match too, and still drawn as the selection (solid), not as a match (dashed)
     outline = ".bwd-svg g.node.bwd-selected.bwd-match > path, .bwd-svg g.node.bwd-selected.bwd-match > polygon"
     assert page.evaluate(f"getComputedStyle(document.querySelector({outline!r})).strokeDasharray") == "none"
