@@ -34,7 +34,7 @@ OUTPUTS = """() => {
     widgets_shown: [...notebook.querySelectorAll('.bwd-root')].filter(shown).length,
     chart_images: [...notebook.querySelectorAll('.jp-OutputArea-output img')].filter((i) => !i.closest('.bwd-static') && i.naturalWidth > 0).length,
     widest: Math.max(0, ...images.map((i) => i.getBoundingClientRect().right)),
-    page: document.documentElement.clientWidth,
+    page: notebook.getBoundingClientRect().right,
   };
 }"""
 
@@ -97,7 +97,13 @@ def test_after_a_restart_and_a_reload_the_cell_shows_the_picture(saved_notebook,
     assert "peak activation memory" in seen["text"]
     set_theme(page, "JupyterLab Dark")
     page.screenshot(path=str(artifacts / "offline-restarted-dark.png"), full_page=True)
+    page.set_viewport_size({"width": 1000, "height": 1300})
+    page.wait_for_timeout(500)
+    narrow = page.evaluate(OUTPUTS)
+    page.screenshot(path=str(artifacts / "offline-restarted-dark-1000.png"), full_page=True)
     set_theme(page, "JupyterLab Light")
+    page.set_viewport_size({"width": 1500, "height": 1300})
+    assert narrow["widest"] <= narrow["page"], "the pictures shrink to a 1,000 px window"
 
 
 def test_an_untrusted_notebook_shows_pictures_not_text(saved_notebook, artifacts):
