@@ -47,6 +47,7 @@ COURSE = {
     ],
     "05_activation_checkpointing": [
         "PREFER_RECOMPUTE",
+        "PREFER_SAVE",
         "sqrt(n)",
         "preserve_rng_state",
         "use_reentrant=False",
