@@ -76,6 +76,20 @@ def _storage_bytes(value: object) -> list[int]:
     return sizes
 
 
+def _viewed_key(node: torch.fx.Node, keys: dict) -> object | None:
+    """For an op whose schema says its output aliases its first argument without writing it (`view`,
+    `unsqueeze`, `t`), that argument's storage key: the fake value a graph pass (min-cut's CSE) left on a
+    view may name a duplicate's storage, but at run time a view shares its input's memory."""
+    schema = getattr(node.target, "_schema", None)
+    returns = schema.returns if schema is not None else ()
+    alias = returns[0].alias_info if len(returns) == 1 else None
+    first = node.args[0] if node.args else None
+    if alias is None or alias.is_write or not isinstance(first, torch.fx.Node):
+        return None
+    first_keys = keys.get(first) or [None]
+    return first_keys[0] if len(first_keys) == 1 else None
+
+
 class _Walk:
     """Storages and their lifetimes in one graph, in the order its code runs."""
 
@@ -97,10 +111,14 @@ class _Walk:
                 continue
             # a value can only share the memory of what it is computed from (a view, a getitem)
             shared = {f: k for arg in node.all_input_nodes for f, k in zip(fakes_of[arg], self.keys[arg]) if f}
+            viewed = _viewed_key(node, self.keys)
             keys = []
             for index, (fake, nbytes) in enumerate(zip(fakes, _storage_bytes(node.meta.get("val")))):
                 if fake is not None and fake in shared:
                     keys.append(shared[fake])
+                    continue
+                if fake is not None and viewed is not None:  # a view by its op's schema: its input's memory
+                    keys.append(viewed)
                     continue
                 key = (node.name, index) if fake is not None or nbytes else None
                 if key is not None:
