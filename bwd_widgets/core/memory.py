@@ -81,7 +81,7 @@ def _viewed_key(node: torch.fx.Node, keys: dict) -> object | None:
     `unsqueeze`, `t`), that argument's storage key: the fake value a graph pass (min-cut's CSE) left on a
     view may name a duplicate's storage, but at run time a view shares its input's memory."""
     schema = getattr(node.target, "_schema", None)
-    returns = schema.returns if schema is not None else ()
+    returns: list = list(schema.returns) if schema is not None else []
     alias = returns[0].alias_info if len(returns) == 1 else None
     first = node.args[0] if node.args else None
     if alias is None or alias.is_write or not isinstance(first, torch.fx.Node):
