@@ -233,6 +233,7 @@ export const SWEEP_POINT_KEYS = [
 export const MEMORY_POINT_KEYS = ["step", "phase", "node", "graph", "live_bytes"] as const satisfies readonly (keyof MemoryPoint)[];
 export const MEMORY_PEAK_KEYS = ["step", "phase", "node", "graph", "live_bytes", "module"] as const satisfies readonly (keyof MemoryPeak)[];
 export const MODULE_BYTES_KEYS = ["module", "bytes"] as const satisfies readonly (keyof ModuleBytes)[];
+export const MEASURED_MEMORY_KEYS = ["timeline", "peak", "predicted_peak_bytes", "error_percent", "device"] as const satisfies readonly (keyof MeasuredMemory)[];
 export const MEMORY_KEYS = ["timeline", "steps", "forward_steps", "peak", "by_module", "x_ticks", "y_ticks", "tick_count", "measured"] as const satisfies readonly (keyof Memory)[];
 
 /** Every contract type by its Python name, with its key list (checked complete at compile time). */
@@ -254,6 +255,7 @@ export const CONTRACT_KEYS: {
   MemoryPeak: Exact<MemoryPeak, typeof MEMORY_PEAK_KEYS>;
   ModuleBytes: Exact<ModuleBytes, typeof MODULE_BYTES_KEYS>;
   Memory: Exact<Memory, typeof MEMORY_KEYS>;
+  MeasuredMemory: Exact<MeasuredMemory, typeof MEASURED_MEMORY_KEYS>;
 } = {
   GraphData: GRAPH_DATA_KEYS,
   GraphNode: GRAPH_NODE_KEYS,
@@ -272,4 +274,5 @@ export const CONTRACT_KEYS: {
   MemoryPeak: MEMORY_PEAK_KEYS,
   ModuleBytes: MODULE_BYTES_KEYS,
   Memory: MEMORY_KEYS,
+  MeasuredMemory: MEASURED_MEMORY_KEYS,
 };

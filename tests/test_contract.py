@@ -36,6 +36,7 @@ TYPES = (
     "ComparisonRow",
     "SweepPoint",
     "Memory",
+    "MeasuredMemory",
     "MemoryPoint",
     "MemoryPeak",
     "ModuleBytes",
