@@ -189,3 +189,26 @@ def test_the_static_first_view_follows_the_widgets_rules(reference, monkeypatch)
     monkeypatch.setattr(static, "NOMINAL_PANE", (3000.0, 100.0))
     wide = static.first_view(data)
     assert wide is not None and wide.rankdir == "LR" and wide.good, wide and (wide.rankdir, wide.scale, wide.span)
+
+
+def test_showing_a_model_says_what_it_is_doing_until_the_widget_can_appear(shell, published, monkeypatch):
+    """`bw.show(model, x)` extracts first (tens of seconds on a big model): a line says so, then how long
+    it took, as text; the widget follows."""
+    import torch
+
+    from bwd_widgets.jupyter import widget as widget_module
+
+    seen_during = []
+    original = widget_module.extract
+
+    def watched(*args, **kwargs):
+        seen_during.append(list(published))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(widget_module, "extract", watched)
+    widget = bw.show(torch.nn.Linear(4, 2), torch.randn(3, 4))
+    assert isinstance(widget, bw.BackwardGraphWidget)
+    during = seen_during[0]
+    assert len(during) == 1 and during[0]["text/plain"].startswith("Extracting Linear (real mode): tracing")
+    assert set(during[0]) == {"text/plain"}  # text only: the model's name is the user's
+    assert published[-1]["text/plain"].startswith("Extracted Linear in ") and set(published[-1]) == {"text/plain"}

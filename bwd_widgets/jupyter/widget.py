@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast, get_origin, get_type_hints
 
@@ -290,4 +292,35 @@ def show(target: Any, *example_inputs: object, **extract_kwargs: Any) -> Backwar
         return BackwardGraphWidget(comparison=target)
     if isinstance(target, Sweep):
         return BackwardGraphWidget(sweep=target)
-    return BackwardGraphWidget(extract(target, *example_inputs, **extract_kwargs))
+    with extracting_status(target, extract_kwargs.get("mode", "real")):
+        extraction = extract(target, *example_inputs, **extract_kwargs)
+    return BackwardGraphWidget(extraction)
+
+
+@contextlib.contextmanager
+def extracting_status(target: object, mode: object) -> Iterator[None]:
+    """A line in the cell's output while the extraction runs (a big model takes tens of seconds before
+    the widget can appear), removed when it ends; outside a kernel, nothing."""
+    from IPython import get_ipython
+    from IPython.display import display
+
+    from .display import in_kernel
+
+    if not in_kernel(get_ipython()):
+        yield
+        return
+    name = getattr(target, "name", None) or type(target).__name__
+    started = time.perf_counter()
+    handle = display(
+        {
+            "text/plain": f"Extracting {name} ({mode} mode): tracing forward and backward through AOT Autograd, then partitioning\u2026 (interrupt the kernel to stop)"
+        },
+        raw=True,
+        display_id=True,
+    )
+    try:
+        yield
+    finally:
+        seconds = time.perf_counter() - started
+        if handle is not None:
+            handle.update({"text/plain": f"Extracted {name} in {seconds:.1f} s."}, raw=True)
