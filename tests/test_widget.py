@@ -90,6 +90,27 @@ def test_the_sweep_charts_current_point_follows_the_slider():
     assert widget.sweep_index == 2
 
 
+def test_a_slider_move_to_a_swept_budget_shows_the_sweeps_partition_without_partitioning_again(monkeypatch):
+    torch.manual_seed(0)
+    widget = bw.show(Transformer(width=32, depth=2), torch.randint(0, 64, (2, 16)))
+    widget.run_sweep([0.0, 0.3, 1.0])
+    widget.partitioner = "min_cut"
+
+    def no_partitioning(*args, **kwargs):
+        raise AssertionError("a swept budget is partitioned again")
+
+    monkeypatch.setattr(bw.Trace, "partition", no_partitioning)
+    widget.memory_budget = 0.3
+    assert widget.extraction is widget._swept.points[1].extraction and widget.sweep_index == 1
+    assert widget.error == ""
+    monkeypatch.undo()
+    widget.memory_budget = 0.05  # not swept: partitioned from the kept joint graph
+    assert (
+        widget.data["memory_budget"] == 0.05
+        and widget.extraction.partitions[0].trace is widget._swept.points[1].extraction.partitions[0].trace
+    )
+
+
 def test_a_failed_rerun_shows_one_line_and_keeps_the_graph():
     widget = bw.show(Transformer(width=32, depth=1), torch.randint(0, 64, (2, 8)))
     data = widget.data

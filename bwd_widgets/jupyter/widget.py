@@ -175,7 +175,17 @@ class BackwardGraphWidget(anywidget.AnyWidget):
             return
         takes_budget = {p["name"]: p["takes_budget"] for p in self.payload["partitioners"]}
         budget = self.memory_budget if takes_budget.get(self.partitioner) else None
-        self._switch(lambda: self.extraction.rerun(self.partitioner, budget))
+        self._switch(lambda: self._partitioned(self.partitioner, budget))
+
+    def _partitioned(self, partitioner: str, budget: float | None) -> BackwardExtraction:
+        """The extraction under (partitioner, budget): a swept budget's own partition when the sweep has it,
+        else partitioned again from the kept joint graph (partitions do not change once built)."""
+        if partitioner == "min_cut" and budget is not None and self._swept is not None:
+            for point in self._swept.points:
+                if point.extraction is not None and budget == point.budget:
+                    if point.extraction.partitions[0].trace is self.extraction.partitions[0].trace:
+                        return point.extraction
+        return self.extraction.rerun(partitioner, budget)
 
     @traitlets.observe("compare_index")
     def _pick_comparison(self, change: traitlets.Bunch) -> None:
