@@ -106,8 +106,10 @@ def test_a_copy_into_a_slice_is_a_storage_offset_larger_than_torchs_fake_value_s
     "sample, partitions",
     [
         ("torchgeometric/RECT_L", PARTITIONS),
-        ("timm/test_efficientnet.r160_in1k", PARTITIONS[:1]),
-        ("timm/test_byobnet.r160_in1k", PARTITIONS[:1]),
+        ("transformers-auto-model/hf-tiny-model-private_tiny-random-DebertaForSequenceClassification", PARTITIONS),
+        # torch's own min-cut fails at budget 0.5 on these (test_torch_reasons): the other three plans
+        ("timm/test_efficientnet.r160_in1k", [p for p in PARTITIONS if p[1] != 0.5]),
+        ("timm/test_byobnet.r160_in1k", [p for p in PARTITIONS if p[1] != 0.5]),
     ],
 )
 def test_measured_curve_equals_the_prediction_on_graphnet_samples(sample, partitions):
