@@ -15,7 +15,6 @@ from torch import nn
 from torch.cuda import _memory_viz
 
 import bwd_widgets as bw
-from bwd_widgets.core.measure import MeasureNeedsRealModeError
 from bwd_widgets.examples import MLP, Block, ConvBN, Transformer
 
 from models import GraphBreak
@@ -150,7 +149,7 @@ def test_the_memory_viz_file_loads_in_torchs_own_memory_viz(course_models, tmp_p
 
 def test_fake_mode_says_measure_needs_real_values():
     g = bw.extract(MLP(width=8, depth=2), torch.randn(2, 8), mode="fake")
-    with pytest.raises(MeasureNeedsRealModeError, match="real-mode extraction") as error:
+    with pytest.raises(bw.MeasureNeedsRealModeError, match="real-mode extraction") as error:
         g.measure()
     assert isinstance(error.value, ValueError) and "\n" not in str(error.value)
     assert g.measured is None

@@ -51,6 +51,10 @@ class SamplePassError(BwdWidgetsError, ValueError):
     """A sample pass config that cannot work, or a sample the pass could not extract."""
 
 
+class MeasureNeedsRealModeError(BwdWidgetsError, ValueError):
+    """`g.measure()` on a fake-mode extraction: it has no real values to run."""
+
+
 class NotForFx(Exception):
     """Internal, never shown: the fx route could not keep this model's meaning (hooks, checkpoints,
     grad-mode changes...), so the capture goes through Dynamo instead."""

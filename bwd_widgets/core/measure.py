@@ -24,15 +24,11 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from . import memory
-from .errors import BwdWidgetsError
+from .errors import MeasureNeedsRealModeError
 from .kinds import is_tangent
 
 if TYPE_CHECKING:
     from .trace import Partition
-
-
-class MeasureNeedsRealModeError(BwdWidgetsError, ValueError):
-    """A fake-mode extraction has no real values to run."""
 
 
 @dataclass(frozen=True)
