@@ -30,6 +30,7 @@ from .core.errors import (
     OutputChoiceError,
     describe_failure,
     one_line,
+    raised_by_us,
 )
 from .core.fake import faked
 from .core.fx_route import fx_eligible
@@ -253,6 +254,9 @@ def _capture_by_route(
         except Exception as error:
             if route != routes[-1]:
                 continue  # what torch.fx's graph cannot do (data-dependent ops), Dynamo may
+            ours = raised_by_us(error)
+            if ours is not None:
+                raise ours from None
             raise ExtractionFailed(f"torch could not capture {call.name}: {describe_failure(error)}") from None
         finally:
             session.finish()

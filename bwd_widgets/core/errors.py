@@ -70,6 +70,18 @@ def one_line(error: BaseException, limit: int = 300) -> str:
 _WRAPPERS = ("when making fake tensor call", "Dynamo failed to run", "backend='", "While executing")
 
 
+def raised_by_us(error: BaseException) -> BwdWidgetsError | None:
+    """Our own error inside torch's wrappers (a partitioner failing mid-capture says so itself), if any."""
+    current: BaseException | None = error
+    seen = set()
+    while current is not None and id(current) not in seen:
+        if isinstance(current, BwdWidgetsError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def describe_failure(error: BaseException) -> str:
     """The cause a user can act on, in one line: the innermost error torch wrapped, and where in the
     user's code it happened (torch's own wrappers say only "RuntimeError when making fake tensor call")."""
