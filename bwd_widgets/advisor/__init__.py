@@ -144,12 +144,13 @@ def _offload_plan(run: _Run) -> Plan | None:
         f"offload saved tensors >= {chosen:,} B to the CPU",
         "offload",
         snippets.offload_code(chosen),
-        peak - moved + sizes[0],
+        max(peak - moved + sizes[0], _gradient_bytes(run.base)),
         run.base.saved_activation_bytes - moved,
         0,
         step_bytes=run.step,
         note="predicted, not verified: min-cut 1.0's peak less the saved bytes moved off the device, plus the "
-        "largest one back at a time in backward; it assumes the peak holds all of them, and the AOT graphs "
+        "largest one back at a time in backward, and never below the gradients' bytes; it assumes the peak holds "
+        "all of them, and the AOT graphs "
         "cannot see saved_tensors_hooks, so bw cannot re-extract it (copies cost transfer time, not FLOPs)",
     )
     run.unverified.append(plan)
@@ -183,6 +184,18 @@ def _verify_front(run: _Run, bar) -> None:
             bar.update()
 
 
+def _gradient_bytes(e: BackwardExtraction | None) -> int:
+    """Bytes of the gradients the backward returns: part of the memory pane's peak under every plan."""
+    if e is None:
+        return 0
+    total = 0
+    for g in e.gradients:
+        dtype = getattr(torch, g.dtype.removeprefix("torch."), None)
+        size = torch.empty((), dtype=dtype).element_size() if isinstance(dtype, torch.dtype) else 0
+        total += size * int(torch.Size(g.shape).numel())
+    return total
+
+
 def _choose(run: _Run, seconds: float, interrupted: bool) -> Advice:
     front = pareto([p for p in run.tried if p.verified_peak_bytes is not None])
     fitting = [p for p in front if p.fits]
@@ -194,6 +207,12 @@ def _choose(run: _Run, seconds: float, interrupted: bool) -> Advice:
             f"no plan tried fits {run.target:,} B: the lowest re-extracted peak is {lowest.label}'s "
             f"{lowest.verified_peak_bytes:,} B{' plus ' + format(run.step, ',') + ' B for the step' if run.step else ''}."
         )
+        floor = _gradient_bytes(run.base)
+        if floor + run.step > run.target:
+            why = why[:-1] + (
+                f"; the gradients alone, alive to the end of backward, take {floor:,} B, which no plan here "
+                "lowers (lower precision or sharding does)."
+            )
     elif best is None:
         why = "no plan was re-extracted before the advisor stopped."
     notes = [f"{p.label}: {p.note}" for p in run.unverified]

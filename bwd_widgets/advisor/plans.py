@@ -142,12 +142,13 @@ class Advice:
     def __repr__(self) -> str:
         head = f"Advice(target {_size(self.target_bytes)}, {len(self.tried)} plans tried in {self.seconds:.1f} s"
         lines = [head + (", interrupted)" if self.interrupted else ")")]
-        lines.append(f"  {'plan':44} {'predicted':>11} {'verified':>11} {'recompute FLOPs':>16}  fits")
+        width = max([44, *(len(p.label) for p in self.plans)])
+        lines.append(f"  {'plan':{width}} {'predicted':>11} {'verified':>11} {'recompute FLOPs':>16}  fits")
         for p in self.plans:
             mark = "*" if p is self.best else " "
             fits = "yes" if p.fits else ("?" if p.verified_peak_bytes is None else "no")
             lines.append(
-                f"{mark} {p.label:44} {_size(p.predicted_peak_bytes):>11} {_size(p.verified_peak_bytes):>11} "
+                f"{mark} {p.label:{width}} {_size(p.predicted_peak_bytes):>11} {_size(p.verified_peak_bytes):>11} "
                 f"{p.recompute_flops:>16,}  {fits}"
             )
         if self.best is not None:
