@@ -27,3 +27,8 @@ class RichDisplay:
 
     def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> MimeBundle | None:
         return _provider(self) if _provider is not None else None
+
+
+def in_kernel(shell: object) -> bool:
+    """A Jupyter kernel (which can draw widgets), as opposed to a terminal IPython."""
+    return shell is not None and getattr(shell, "kernel", None) is not None

@@ -18,6 +18,7 @@ OPERATIONS = {
     "graphnet_pass",
     "extractor",
     "studio",
+    "advisor",
     "examples",
     "batch",
     "requires_grad",

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..display_hook import in_kernel
 from ..studio import Sweep
 
 if TYPE_CHECKING:
-    from IPython.core.interactiveshell import InteractiveShell
+    pass
 
 
 def widget_bundle(obj: object) -> tuple[dict, dict] | None:
@@ -42,8 +43,3 @@ def widget_bundle(obj: object) -> tuple[dict, dict] | None:
     widget = show(obj)
     widget.publish(text=repr(obj))
     return widget.picture_bundle(text=repr(obj)), {}
-
-
-def in_kernel(shell: InteractiveShell | None) -> bool:
-    """A Jupyter kernel (which can draw widgets), as opposed to a terminal IPython."""
-    return shell is not None and getattr(shell, "kernel", None) is not None

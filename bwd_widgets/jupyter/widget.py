@@ -14,6 +14,7 @@ import traitlets
 from anywidget.experimental import command
 
 from ..core.errors import BwdWidgetsError
+from ..display_hook import in_kernel
 from ..extraction import BackwardExtraction
 from ..extractor import extract
 from ..studio import Comparison, Sweep, sweep
@@ -313,8 +314,6 @@ def extracting_status(target: object, mode: object) -> Iterator[None]:
     the widget can appear), removed when it ends; outside a kernel, nothing."""
     from IPython import get_ipython
     from IPython.display import display
-
-    from .display import in_kernel
 
     if not in_kernel(get_ipython()):
         yield
