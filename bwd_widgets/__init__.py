@@ -15,6 +15,7 @@ from .batch import extract_many
 from .core.analysis import GradientOutput, SavedTensor, TensorInfo
 from .core.compat import UntestedTorchWarning, check_torch_version
 from .core.errors import (
+    AdviceError,
     BatchError,
     BwdWidgetsError,
     CallError,
@@ -51,6 +52,7 @@ __all__ = [
     "BatchError",
     "BwdWidgetsError",
     "CallError",
+    "AdviceError",
     "Comparison",
     "ExtractionFailed",
     "GradientOutput",

@@ -7,13 +7,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..core.errors import BwdWidgetsError
+from ..core.errors import AdviceError
 from ..extraction import BackwardExtraction
-
-
-class AdviceError(BwdWidgetsError, ValueError):
-    """A memory target or an advisor option that cannot be read."""
-
 
 UNITS = {
     "": 1,

@@ -51,6 +51,10 @@ class SamplePassError(BwdWidgetsError, ValueError):
     """A sample pass config that cannot work, or a sample the pass could not extract."""
 
 
+class AdviceError(BwdWidgetsError, ValueError):
+    """`bw.advise`: a memory target or an advisor option that cannot be read."""
+
+
 class MeasureNeedsRealModeError(BwdWidgetsError, ValueError):
     """`g.measure()` on a fake-mode extraction: it has no real values to run."""
 
