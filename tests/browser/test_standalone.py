@@ -164,14 +164,14 @@ def test_search_collapse_expand_fit_pan_zoom(standalone, artifacts):
     # the results list under the box: every match by name, op, module and shape; a click goes there
     results = page.locator(".bwd-search-results li")
     assert page.locator(".bwd-search-results").is_visible() and results.count() == 7
-    assert results.nth(0).text_content().startswith(first + " \u00B7 ")
+    assert results.nth(0).text_content().startswith(first + " \u00b7 ")
     results.nth(4).click()
     assert page.locator(".bwd-match-count").text_content() == "5 of 7 matches"
-    assert page.evaluate("window.__model.get('selected')") == results.nth(4).text_content().split(" \u00B7 ")[0]
+    assert page.evaluate("window.__model.get('selected')") == results.nth(4).text_content().split(" \u00b7 ")[0]
     assert page.locator(".bwd-search-results li.bwd-current").count() == 1
     # a value found by its reason: the reference's forward inputs say they are "kept alive"
     page.fill(".bwd-search", "kept alive")
-    kept = [t.split(" \u00B7 ")[0] for t in results.all_text_contents()]
+    kept = [t.split(" \u00b7 ")[0] for t in results.all_text_contents()]
     assert kept and all(name.startswith("primals_") for name in kept)
     page.screenshot(path=str(artifacts / "standalone-search-results.png"))
     page.press(".bwd-search", "Escape")
