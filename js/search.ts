@@ -21,12 +21,15 @@ export function nodeMatches(node: GraphNode, needle: string, reason = ""): boole
 export function searchNodes(nodes: GraphNode[], query: string, reasons: ReadonlyMap<string, string> = new Map()): GraphNode[] {
   const needle = query.trim().toLowerCase();
   if (!needle) return [];
-  return nodes.filter((n) => nodeMatches(n, needle, reasons.get(n.id)));
+  const direct = nodes.filter((n) => nodeMatches(n, needle));
+  const found = new Set(direct);
+  return [...direct, ...nodes.filter((n) => !found.has(n) && nodeMatches(n, needle, reasons.get(n.id)))];
 }
 
 /** What the search can find in a node's reason: why it is saved (torch's phrase too) or recomputed. */
 export function searchReasons(nodes: readonly GraphNode[], saved: readonly SavedRow[]): Map<string, string> {
-  const reasons = new Map(saved.map((s) => [s.name, `${s.why} ${s.torch_reason}`]));
+  // the reason, not the readers it names ("read by mm_3 and others in backward"): those are found by name
+  const reasons = new Map(saved.map((s) => [s.name, `${s.why.replace(/read by .*? in backward/g, "")} ${s.torch_reason}`]));
   for (const n of nodes) if (n.why_recomputed) reasons.set(n.id, n.why_recomputed);
   return reasons;
 }

@@ -407,7 +407,7 @@ function bindInput(view: GraphView, { el, search, results, fit, collapseAll, col
     const match = view.stepSearch(1);
     listResults();
     if (match) select(match.id);
-  });
+  }, signal);
   search.addEventListener("input", () => {
     view.runSearch();
     listResults();

@@ -123,14 +123,14 @@ export function graphElements() {
 }
 
 /** The search's results under the box: the first RESULTS_SHOWN matches, each a button to go there. */
-export function renderResults(list: HTMLElement, found: readonly GraphNode[], current: number, pick: (index: number) => void): void {
+export function renderResults(list: HTMLElement, found: readonly GraphNode[], current: number, pick: (index: number) => void, signal: AbortSignal): void {
   list.replaceChildren();
   list.hidden = found.length === 0;
   found.slice(0, RESULTS_SHOWN).forEach((node, index) => {
     const item = element("li", index === current ? "bwd-current" : "", resultText(node));
     item.title = resultText(node);
-    item.addEventListener("mousedown", (event) => event.preventDefault()); // keep the focus in the box
-    item.addEventListener("click", () => pick(index));
+    item.addEventListener("mousedown", (event) => event.preventDefault(), { signal }); // keep the focus in the box
+    item.addEventListener("click", () => pick(index), { signal });
     list.appendChild(item);
   });
   if (found.length > RESULTS_SHOWN) list.appendChild(element("li", "bwd-hint", `and ${found.length - RESULTS_SHOWN} more: type more to narrow`));

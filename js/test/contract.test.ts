@@ -164,6 +164,9 @@ describe("the front end's pure modules on the reference payload", () => {
     expect(kept).toEqual(data.saved.filter((s) => s.why.includes("forward input kept alive")).map((s) => s.name).sort());
     expect(kept.length).toBeGreaterThan(0);
     expect(searchNodes(data.nodes, "forward input kept alive").length).toBe(0); // only through the reasons
+    // a node's name finds it first, not the values whose reason names it as a reader
+    expect(searchNodes(data.nodes, "convolution_backward", reasons)[0].id).toBe("convolution_backward");
+    expect(searchNodes(data.nodes, "convolution_backward", reasons).map((n) => n.id)).toEqual(searchNodes(data.nodes, "convolution_backward").map((n) => n.id));
     const conv = data.nodes.find((n) => n.id === "convolution")!;
     expect(resultText(conv)).toBe(`convolution \u00B7 ${conv.op} \u00B7 ${conv.module || "(top level)"} \u00B7 ${formatShape(conv.shape)}`);
   });
