@@ -170,3 +170,9 @@ def low_contrast(page, root_locator, minimum: float = 4.5) -> list[dict]:
     found = root_locator.evaluate(CONTRAST)
     assert len(found) > 20, "the check saw the widget's text"
     return [f for f in found if f["ratio"] < minimum]
+
+
+def notebook_url(url: str, name: str) -> str:
+    """A notebook in a JupyterLab workspace of its own: the default workspace reopens every notebook an
+    earlier test opened, and their widgets would count as this page's."""
+    return f"{url}/lab/workspaces/{name.removesuffix('.ipynb').replace('_', '-')}/tree/{name}"

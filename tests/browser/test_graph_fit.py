@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from jupyter_page import SETUP, open_and_run, set_theme, write_notebook
+from jupyter_page import SETUP, notebook_url, open_and_run, set_theme, write_notebook
 
 SEQUENTIAL = """from torch import nn
 from bwd_widgets.examples import Block
@@ -62,7 +62,7 @@ def fit_page(lab, browser, artifacts):
     page = browser.new_page(viewport={"width": 1500, "height": 1300})
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    open_and_run(page, f"{url}/lab/tree/graph_fit.ipynb", 2, artifacts / "graph-fit-timeout.png")
+    open_and_run(page, notebook_url(url, "graph_fit.ipynb"), 2, artifacts / "graph-fit-timeout.png")
     first_paint = [_widget(page, i).evaluate(GLYPHS) for i in range(2)]
     yield page, errors, first_paint
     page.close()

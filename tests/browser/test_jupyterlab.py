@@ -13,6 +13,7 @@ from jupyter_page import (
     SWEEP,
     assert_readable,
     low_contrast,
+    notebook_url,
     open_and_run,
     run_in_kernel,
     save_notebook,
@@ -69,7 +70,7 @@ def notebook_page(lab, browser, artifacts, conv_bn_dir, samples_dir):
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.on("console", lambda message: console.append(message) if message.type in ("warning", "error") else None)
-    open_and_run(page, f"{url}/lab/tree/widget_test.ipynb", 7, artifacts / "jupyterlab-timeout.png")
+    open_and_run(page, notebook_url(url, "widget_test.ipynb"), 7, artifacts / "jupyterlab-timeout.png")
     # first paint, before anything is clicked
     first_paint = [_widget(page, i).evaluate(FIRST_PAINT) for i in range(len(NAMES))]
     yield page, dialogs, errors, console, first_paint, root

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from jupyter_page import APP, KERNEL, SETUP, open_and_run, save_notebook, set_theme, write_notebook
+from jupyter_page import APP, KERNEL, SETUP, notebook_url, open_and_run, save_notebook, set_theme, write_notebook
 
 CELLS = [
     SETUP,
@@ -45,7 +45,7 @@ def saved_notebook(lab, browser, artifacts, conv_bn_dir):
     url, root = lab
     write_notebook(root / "offline.ipynb", CELLS, {"CONV_BN": conv_bn_dir})
     page = browser.new_page(viewport={"width": 1500, "height": 1300})
-    open_and_run(page, f"{url}/lab/tree/offline.ipynb", WIDGETS, artifacts / "offline-timeout.png")
+    open_and_run(page, notebook_url(url, "offline.ipynb"), WIDGETS, artifacts / "offline-timeout.png")
     page.wait_for_function(f"{APP}.shell.currentWidget.model.cells.get(3).outputs.length > 0", timeout=60_000)
     yield page, url, root
     page.close()
@@ -112,7 +112,7 @@ def test_an_untrusted_notebook_shows_pictures_not_text(saved_notebook, artifacts
     notebook = json.loads((root / "offline.ipynb").read_text())
     notebook["cells"].insert(0, {"cell_type": "markdown", "metadata": {}, "source": ["A copy: not signed."]})
     (root / "untrusted.ipynb").write_text(json.dumps(notebook))
-    page.goto(f"{url}/lab/tree/untrusted.ipynb")
+    page.goto(notebook_url(url, "untrusted.ipynb"))
     page.wait_for_function(
         f"{APP} && {APP}.shell.currentWidget && {APP}.shell.currentWidget.model"
         f" && {APP}.shell.currentWidget.model.cells.length === {len(CELLS) + 1}",
