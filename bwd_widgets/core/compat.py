@@ -102,6 +102,9 @@ try:
     # Fake tensors: counted FLOPs and lifted constants of fake-mode traces.
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
+    # CUDA's memory history and snapshot: g.measure() on CUDA records the run in the format memory_viz reads.
+    from torch.cuda.memory import _record_memory_history, _snapshot
+
     # A GraphModule whose Python code is generated only when read or run (cheap copies of big graphs).
     from torch.fx._lazy_graph_module import _LazyGraphModule
 
@@ -120,7 +123,9 @@ __all__ = [
     "TORCH_REQUIREMENT",
     "FakeTensor",
     "OptimizedModule",
+    "_record_memory_history",
     "_reparametrize_module",
+    "_snapshot",
     "aot_autograd",
     "aot_module_simplified",
     "dynamo",

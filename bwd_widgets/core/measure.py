@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
-import torch.utils._pytree as pytree
 
 from . import memory
+from .compat import _record_memory_history, _snapshot, pytree
 from .errors import MeasureNeedsRealModeError
 from .kinds import is_tangent
 
@@ -233,7 +233,7 @@ def measure(partitions: list[Partition]) -> MeasuredMemory:
     finally:
         tracker.close()
         if cuda is not None:
-            torch.cuda.memory._record_memory_history(enabled=None)  # stopped on failure too
+            _record_memory_history(enabled=None)  # stopped on failure too
     predicted = [s["live_bytes"] for s in memory.timeline(partitions)]
     device = str(cuda) if cuda is not None else "cpu"
     return MeasuredMemory(curve, predicted, device, list(tracker.events), allocator_peak, snapshot)
@@ -245,7 +245,7 @@ def _cuda_start(device: torch.device | None) -> int:
         return 0
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
-    torch.cuda.memory._record_memory_history(max_entries=1_000_000)
+    _record_memory_history(max_entries=1_000_000)
     return torch.cuda.memory_allocated(device)
 
 
@@ -254,7 +254,7 @@ def _cuda_end(device: torch.device | None, base: int) -> tuple[int | None, dict 
         return None, None
     torch.cuda.synchronize(device)
     peak = torch.cuda.max_memory_allocated(device) - base
-    return peak, torch.cuda.memory._snapshot()
+    return peak, _snapshot()
 
 
 def _frame(step: int, curve: list[dict], freed: bool) -> dict:
