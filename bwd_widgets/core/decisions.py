@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 
 from .compat import torch_partitioners
 
-_UNREACHABLE = "reason unknown on this torch"
-
 
 @dataclass(frozen=True)
 class MinCutRun:
