@@ -40,6 +40,18 @@ def widget_bundle(obj: object) -> tuple[dict, dict] | None:
         return None
     if isinstance(obj, Sweep) and not obj.points:
         return None
-    widget = show(obj)
-    widget.publish(text=repr(obj))
+    from IPython.display import display
+
+    from .progress import placeholder
+
+    # building a big model's widget takes seconds: a placeholder says so, then becomes the widget
+    title = f"Building the view of {getattr(obj, 'model_name', None) or type(obj).__name__}"
+    handle = display({"text/plain": f"{title}\u2026"}, raw=True, display_id=True)
+    with placeholder(handle, title):
+        widget = show(obj)
+        data, metadata = widget._repr_mimebundle_()
+    if handle is None:
+        widget.publish(text=repr(obj))
+    else:
+        handle.update({**data, "text/plain": repr(obj)}, metadata=metadata, raw=True)
     return widget.picture_bundle(text=repr(obj)), {}

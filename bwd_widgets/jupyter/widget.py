@@ -22,6 +22,7 @@ from ..views.html import fallback_html
 from ..views.payload import STATE_DEFAULTS, GraphData, WidgetState, comparison_rows, graph_payload, sweep_points
 from ..views.plot import timeline
 from ..views.static import Drawing, fallback_svg, first_view, headline
+from .progress import Ticker
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
 
@@ -327,9 +328,13 @@ def extracting_status(target: object, mode: object) -> Iterator[None]:
         raw=True,
         display_id=True,
     )
+    ticker = Ticker(handle, f"Extracting {name} ({mode} mode)")  # stages and time elapsed, while it runs
     try:
         yield
     finally:
+        stages = ticker.stop()
         seconds = time.perf_counter() - started
         if handle is not None:
-            handle.update({"text/plain": f"Extracted {name} in {seconds:.1f} s."}, raw=True)
+            handle.update(
+                {"text/plain": f"Extracted {name} in {seconds:.1f} s" + (f": {stages}." if stages else ".")}, raw=True
+            )

@@ -1,0 +1,122 @@
+"""A placeholder in the cell's output while the kernel works for long: a 48-layer model takes tens of
+seconds to extract and seconds more to become a widget, and the work is torch's, which reports nothing.
+
+So a thread looks, a few times a second, at where the kernel's main thread is (its Python stack: the
+innermost frame of a known module names the stage) and rewrites the placeholder with the stage now, the
+seconds each stage has taken so far and the time elapsed. The thread runs in a copy of the cell's
+context, so its updates go to the cell that started the work.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+# (module prefix, stage), the more specific first: the innermost frame of a module listed decides.
+STAGES = (
+    ("torch._functorch.partitioners", "partitioning forward and backward (torch's partitioner)"),
+    ("torch._functorch", "AOT Autograd tracing the joint forward and backward graph"),
+    ("torch._dynamo", "Dynamo tracing the forward"),
+    ("torch.fx", "torch.fx tracing the forward"),
+    ("bwd_widgets.views", "building the view (graph, saved table, code)"),
+    ("bwd_widgets.jupyter", "building the view (graph, saved table, code)"),
+    ("bwd_widgets", "recording the graphs, saved values and code"),
+)
+OTHER = "running the model"
+TICK_SECONDS = 0.5
+
+
+def stage_of(frame: object) -> str:
+    """The stage a thread whose innermost frame is `frame` is in."""
+    while frame is not None:
+        module = getattr(frame, "f_globals", {}).get("__name__", "")
+        for prefix, stage in STAGES:
+            if module == prefix or module.startswith(prefix + "."):
+                return stage
+        frame = getattr(frame, "f_back", None)
+    return OTHER
+
+
+class Stages:
+    """Seconds spent in each stage, in the order they were first seen, and the stage now."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.now = ""
+        self.started = time.perf_counter()
+        self._last = self.started
+
+    def note(self, stage: str) -> None:
+        moment = time.perf_counter()
+        # before the first look, the time since the start is the first stage's
+        before = self.now or stage
+        self.seconds[before] = self.seconds.get(before, 0.0) + moment - self._last
+        self.seconds.setdefault(stage, 0.0)
+        self.now, self._last = stage, moment
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def text(self, title: str) -> str:
+        """The placeholder: the title with the time elapsed, then each stage and its seconds, the one now
+        marked."""
+        lines = [f"{title} \u00b7 {int(self.elapsed())} s so far (interrupt the kernel to stop)"]
+        width = max((len(stage) for stage in self.seconds), default=0)
+        for stage, seconds in self.seconds.items():
+            mark = "\u25b6" if stage == self.now else "\u2713"
+            lines.append(f"  {mark} {stage.ljust(width)}  {seconds:5.1f} s")
+        return "\n".join(lines)
+
+    def summary(self) -> str:
+        """The stages that took at least a tenth of a second, with their seconds: "a 1.2 s, b 3.4 s"."""
+        return ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in self.seconds.items() if seconds >= 0.1)
+
+
+class Ticker:
+    """Rewrites display `handle` with `title` and the stages of the thread that made it, until stopped."""
+
+    def __init__(self, handle: object, title: str) -> None:
+        self.handle = handle
+        self.title = title
+        self.stages = Stages()
+        self._watched = threading.get_ident()
+        self._stop = threading.Event()
+        context = contextvars.copy_context()  # the cell's parent message: updates go to its output
+        self._thread = threading.Thread(target=context.run, args=(self._run,), name="bwd-progress", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(TICK_SECONDS):
+            frame = sys._current_frames().get(self._watched)
+            if frame is None:
+                return
+            self.stages.note(stage_of(frame))
+            del frame
+            self.show()
+
+    def show(self) -> None:
+        update = getattr(self.handle, "update", None)
+        if update is not None and not self._stop.is_set():
+            update({"text/plain": self.stages.text(self.title)}, raw=True)
+
+    def stop(self) -> str:
+        """Stop rewriting; returns the summary of the stages (empty when there is nothing to say)."""
+        self._stop.set()
+        self._thread.join(timeout=2)
+        if self.stages.now:
+            self.stages.note(self.stages.now)
+        return self.stages.summary()
+
+
+@contextmanager
+def placeholder(handle: object, title: str) -> Iterator[Ticker]:
+    """Keep display `handle` telling what the kernel does while the block runs."""
+    ticker = Ticker(handle, title)
+    try:
+        yield ticker
+    finally:
+        ticker.stop()
