@@ -2,6 +2,7 @@
 
 import { buildDot, clusterPaths } from "../dot";
 import { clearClass, element } from "../dom";
+import { download, exportFileName, pngOf, standaloneSvg } from "../export";
 import { bestDrawing, chooseFirstView, drawingSize, fitOf, minScaleOf, type Drawing } from "../firstview";
 import { firstViewCandidates, findRuns, runHolding, firstViews, foldedByMember, moduleTree, openPath, parentOf, representative, reveal, runBytes, toggle, unfoldAround, visibleGraph, visibleRuns, GROUP_PREFIX, type Run, type VisibleGraph } from "../grouping";
 import { StaleLayout, type LayoutClient } from "../layout";
@@ -12,7 +13,7 @@ import { resized, unionBox, type View } from "../panzoom";
 import { matchCountText, searchNodes, searchReasons, stepMatch } from "../search";
 import type { GraphData, GraphNode } from "../types";
 import { createViewport, type Viewport } from "../viewport";
-import { decorateSvg, graphElements, onKeys, renderCrumbs, renderLegend, renderResults } from "./graph_parts";
+import { decorateSvg, graphElements, onKeys, renderCrumbs, renderLegend, renderResults, type HeatScales } from "./graph_parts";
 import type { Pane } from "./pane";
 
 /** After a relayout: fit the whole drawing, show a module's cluster, show the members of an unfolded
@@ -50,6 +51,7 @@ class GraphView {
   focus = "";
   generation = 0; // a newer drawing request makes older ones stale
   waiting = false; // the first view waits for the pane to have a size
+  heat: HeatScales = { tensors: 0, modules: 0 }; // the drawing's bytes scales, for the legend's values
 
   constructor(private readonly ctx: PaneContext, readonly parts: Elements) {
     this.viewport = createViewport(parts.host, ctx.signal);
@@ -88,6 +90,13 @@ class GraphView {
     this.focus = path;
     renderCrumbs(this.parts.crumbs, this.data?.model ?? "", path, (crumb) => this.showModule(crumb), this.ctx.signal);
     this.ctx.setFocus(path);
+  }
+
+  /** The legend for the colouring chosen, with the drawing's bytes scales. */
+  showLegend(): void {
+    const byBytes = this.parts.colour.value === "bytes";
+    this.parts.el.classList.toggle("bwd-colour-bytes", byBytes);
+    renderLegend(this.parts.legend, byBytes, this.heat);
   }
 
   markCursor(): void {
@@ -144,7 +153,8 @@ class GraphView {
     this.clusters = clusterPaths(this.visible);
     const parsed = new DOMParser().parseFromString(drawing.svg, "image/svg+xml");
     const svg = document.importNode(parsed.documentElement, true) as unknown as SVGSVGElement;
-    decorateSvg(svg, this.visible, this.savedBytes, new Set(this.data!.diff?.recomputed_now ?? []));
+    this.heat = decorateSvg(svg, this.visible, this.savedBytes, new Set(this.data!.diff?.recomputed_now ?? []));
+    this.showLegend();
     const first: View | null = "fit" in then ? drawing.fit.view : null;
     this.viewport.show(svg, first);
     this.laidOut = true;
@@ -368,7 +378,7 @@ class GraphView {
 }
 
 /** Keys, clicks on nodes and clusters, search, and the toolbar's buttons. */
-function bindInput(view: GraphView, { el, search, results, fit, collapseAll, colour, host, legend }: Elements, { select, signal }: PaneContext): void {
+function bindInput(view: GraphView, { search, results, fit, collapseAll, colour, exportSvg, exportPng, exportNote, host }: Elements, { select, signal, root }: PaneContext): void {
   const on = { signal };
   onKeys(host, {
     move(direction) {
@@ -430,10 +440,24 @@ function bindInput(view: GraphView, { el, search, results, fit, collapseAll, col
     view.folded = visibleRuns(view.runs, new Set());
     void view.relayout(new Set(), { fit: true });
   }, on);
-  colour.addEventListener("change", () => {
-    el.classList.toggle("bwd-colour-bytes", colour.value === "bytes");
-    renderLegend(legend, colour.value === "bytes");
-  }, on);
+  colour.addEventListener("change", () => view.showLegend(), on);
+  /** The view on screen as a file; what fails is said where the drawing is, in one sentence. */
+  const exportAs = async (extension: "svg" | "png") => {
+    const svg = view.viewport.svg;
+    if (!svg || !view.data) return;
+    const [width, height] = [host.clientWidth, host.clientHeight];
+    const text = standaloneSvg(svg, width, height, getComputedStyle(root).backgroundColor);
+    const name = exportFileName(view.data.model, view.data.graph_index, view.data.graph_count, extension);
+    try {
+      download(extension === "svg" ? new Blob([text], { type: "image/svg+xml" }) : await pngOf(text, width, height, window.devicePixelRatio || 1), name);
+      exportNote.textContent = "";
+      root.dataset.exported = name;
+    } catch (e) {
+      exportNote.textContent = `The ${extension.toUpperCase()} could not be made: ${e instanceof Error ? e.message : String(e)}.`;
+    }
+  };
+  exportSvg.addEventListener("click", () => void exportAs("svg"), on);
+  exportPng.addEventListener("click", () => void exportAs("png"), on);
 }
 
 export function graphPane(ctx: PaneContext): Pane {

@@ -29,22 +29,40 @@ export function bytesOf(v: VisibleNode, savedBytes: ReadonlyMap<string, number>)
   return v.path !== undefined ? savedBytes.get(v.path) ?? 0 : v.node!.bytes;
 }
 
-/** Classes the CSS colours by, a useful <title>, and heat levels for colouring by bytes. */
-export function decorateSvg(svg: SVGSVGElement, shown: VisibleGraph, savedBytes: ReadonlyMap<string, number>, recomputedNow: Set<string>): void {
+/** The largest bytes of each colour scale in a drawing: tensors by their own bytes, modules by the saved
+ *  activations inside them (two scales: a module's total would make every tensor look small). */
+export interface HeatScales {
+  tensors: number;
+  modules: number;
+}
+
+/** Classes the CSS colours by, a useful <title>, and heat levels for colouring by bytes; returns the scales. */
+export function decorateSvg(svg: SVGSVGElement, shown: VisibleGraph, savedBytes: ReadonlyMap<string, number>, recomputedNow: Set<string>): HeatScales {
   svg.classList.add("bwd-svg");
-  const largest = Math.max(1, ...shown.nodes.map((v) => bytesOf(v, savedBytes)));
+  const scales = heatScales(shown, savedBytes);
   svg.querySelectorAll("g.node").forEach((g) => {
     const v = shown.nodes[Number(g.id.slice(1))];
     if (!v) return;
     g.setAttribute("data-visible-id", v.id);
     g.classList.add(v.path !== undefined ? "bwd-group" : `bwd-node-${v.node!.kind}`);
     if (v.run) g.classList.add("bwd-run");
-    g.classList.add(`bwd-heat-${heatLevel(bytesOf(v, savedBytes), largest)}`);
+    g.classList.add(`bwd-heat-${heatLevel(bytesOf(v, savedBytes), v.path !== undefined ? scales.modules : scales.tensors)}`);
     if (v.node && recomputedNow.has(v.node.id)) g.classList.add("bwd-diff-recomputed");
     const title = g.querySelector("title");
     if (title) title.textContent = titleOf(v, savedBytes);
   });
   svg.querySelectorAll("g.cluster > title, g.edge > title, g.graph > title").forEach((title) => title.remove());
+  return scales;
+}
+
+export function heatScales(shown: VisibleGraph, savedBytes: ReadonlyMap<string, number>): HeatScales {
+  const largest = (modules: boolean) => Math.max(0, ...shown.nodes.filter((v) => (v.path !== undefined) === modules).map((v) => bytesOf(v, savedBytes)));
+  return { tensors: largest(false), modules: largest(true) };
+}
+
+/** Each heat level's bytes, level 1 first: level L holds up to largest / 4^(HEAT_LEVELS - L) (memory.ts heatLevel). */
+export function heatBounds(largest: number): number[] {
+  return Array.from({ length: HEAT_LEVELS }, (_, i) => largest / 4 ** (HEAT_LEVELS - 1 - i));
 }
 
 /** root › blocks › blocks.3 › attn: each crumb a button that shows that module. */
@@ -70,17 +88,31 @@ const EDGE_LEGEND: [string, string][] = [
   ["e-flow", "backward data flow"], ["e-saved", "saved value read"], ["e-gradient", "into a gradient"],
 ];
 
-/** The legend for the colouring in use: kinds, or bytes from small to large. */
-export function renderLegend(host: HTMLElement, byBytes: boolean): void {
+/** The legend for the colouring in use: kinds, or bytes from small to large on each scale the drawing
+ *  uses, every swatch with the most bytes it stands for. */
+export function renderLegend(host: HTMLElement, byBytes: boolean, scales: HeatScales = { tensors: 0, modules: 0 }): void {
   if (!byBytes) {
     const kinds = KIND_LEGEND.map(([kind, text]) => element("span", `bwd-legend-item bwd-kind-${kind}`, text));
     const edges = EDGE_LEGEND.map(([kind, text]) => element("span", `bwd-legend-edge ${kind}`, text));
     host.replaceChildren(...kinds, ...edges);
     return;
   }
-  const items = [element("span", "bwd-legend-text", "bytes (each step 4\u00D7 more):")];
-  for (let level = 1; level <= HEAT_LEVELS; level++) items.push(element("span", `bwd-legend-item bwd-heat-${level}`, level === HEAT_LEVELS ? "largest" : "\u00A0\u00A0"));
-  host.replaceChildren(...items);
+  const rows: HTMLElement[] = [];
+  const scale = (name: string, title: string, largest: number) => {
+    if (!(largest > 0)) return;
+    const row = element("span", `bwd-legend-scale bwd-scale-${name}`);
+    row.append(element("span", "bwd-legend-text", title));
+    heatBounds(largest).forEach((bound, i) => {
+      const swatch = element("span", `bwd-legend-item bwd-heat-${i + 1}`, `\u2264 ${formatBytes(Math.round(bound))}`);
+      swatch.title = i ? `${formatBytes(Math.round(heatBounds(largest)[i - 1]))} to ${formatBytes(Math.round(bound))}` : `up to ${formatBytes(Math.round(bound))}`;
+      row.append(swatch);
+    });
+    rows.push(row);
+  };
+  scale("tensors", "tensor bytes:", scales.tensors);
+  scale("modules", "saved activations in a module:", scales.modules);
+  if (!rows.length) rows.push(element("span", "bwd-legend-text", "no bytes to colour by in this view"));
+  host.replaceChildren(...rows);
 }
 
 /** Arrows, Enter and Esc on the focused graph; handled keys go no further (not to the notebook). */
@@ -96,7 +128,7 @@ export function onKeys(host: HTMLElement, keys: { move(direction: Direction): vo
   }, { signal });
 }
 
-/** The pane's elements: toolbar (search, Fit, Collapse all, colouring), breadcrumbs, drawing, legend. */
+/** The pane's elements: toolbar (search, Fit, Collapse all, colouring, export), breadcrumbs, drawing, legend. */
 export function graphElements() {
   const el = element("div", "bwd-graph");
   const toolbar = element("div", "bwd-toolbar");
@@ -108,9 +140,14 @@ export function graphElements() {
   const collapseAll = element("button", "bwd-collapse", "Collapse all");
   const colour = element("select", "bwd-colour");
   colour.append(new Option("colour by kind", "kind"), new Option("colour by bytes", "bytes"));
+  const exportSvg = element("button", "bwd-export bwd-export-svg", "SVG");
+  exportSvg.title = "download the view on screen as an SVG file";
+  const exportPng = element("button", "bwd-export bwd-export-png", "PNG");
+  exportPng.title = "download the view on screen as a PNG picture";
+  const exportNote = element("span", "bwd-export-note");
   const results = element("ol", "bwd-search-results");
   results.hidden = true;
-  toolbar.append(search, matchCount, fit, collapseAll, colour, results);
+  toolbar.append(search, matchCount, fit, collapseAll, colour, exportSvg, exportPng, exportNote, results);
   const crumbs = element("nav", "bwd-crumbs");
   const host = element("div", "bwd-svg-host");
   host.tabIndex = 0;
@@ -119,7 +156,7 @@ export function graphElements() {
   const legend = element("div", "bwd-legend");
   el.append(toolbar, crumbs, host, legend);
   renderLegend(legend, false);
-  return { el, search, matchCount, results, fit, collapseAll, colour, crumbs, host, legend };
+  return { el, search, matchCount, results, fit, collapseAll, colour, exportSvg, exportPng, exportNote, crumbs, host, legend };
 }
 
 /** The search's results under the box: the first RESULTS_SHOWN matches, each a button to go there. */
