@@ -8,9 +8,11 @@ each, on the course's models and the 16 shared GraphNet samples.
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
@@ -24,12 +26,23 @@ from bwd_widgets.examples import Transformer
 
 
 @dataclass
+class TorchSplit:
+    """What torch's partitioner logged at the end of one split: each saved value and its size, and the ops it
+    rematerialized (a forward op in both the forward and the backward graph), counted by op."""
+
+    saved_sizes: dict[str, int]
+    remat: int = -1
+    remat_ops: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
 class TorchDebug:
     """What torch's partitioner logged while it ran."""
 
     materialized: set[str] = field(default_factory=set)
     banned_ops: set[str] = field(default_factory=set)
     min_cut_information: list[dict] = field(default_factory=list)
+    splits: list[TorchSplit] = field(default_factory=list)
 
 
 class _Collect(logging.Handler):
@@ -43,6 +56,13 @@ class _Collect(logging.Handler):
             self.debug.materialized.add(message.split()[2])
         elif message.startswith("Ops banned from re-materialization: "):
             self.debug.banned_ops.update(re.findall(r"'([^']+)'", message))
+        elif message.startswith("Theoretical Per Activation Storage Sizes: "):
+            sizes = ast.literal_eval(message.partition(": ")[2])
+            self.debug.splits.append(TorchSplit({name: size for size, name in sizes}))
+        elif message.startswith("# remat/fw/bw: "):
+            self.debug.splits[-1].remat = int(message.split()[2].split("/")[0])
+        elif message.startswith("Count of Ops Rematerialized: "):
+            self.debug.splits[-1].remat_ops = dict(ast.literal_eval(message.partition(": ")[2]))
         metadata = getattr(record, "metadata", {})
         if isinstance(metadata, dict) and metadata.get("artifact", {}).get("name") == "min_cut_information":
             self.debug.min_cut_information.append(json.loads(record.payload))
@@ -94,10 +114,47 @@ def _check_against_torch(partition, debug: TorchDebug) -> None:
             assert f"\u201ccannot recompute: {ban}\u201d" in saved.why, saved.why
 
 
+def _check_split_against_torch(partition, split: TorchSplit) -> None:
+    """The saved values and their sizes are torch's own list; the recomputed ops torch's own count; and each
+    recomputed value's reason is the decision torch recorded for it."""
+    assert {s.name: s.bytes for s in partition.saved_tensors} == split.saved_sizes
+    forward = {n.name: n for n in partition.forward.graph.nodes if n.op == "call_function"}
+    rerun = [forward[name] for name, _ in partition.recomputed if name in forward]
+    assert len(rerun) == split.remat
+    counted = Counter(str(n.target._overloadpacket) for n in rerun if hasattr(n.target, "_overloadpacket"))
+    assert dict(counted) == split.remat_ops
+    decisions, run = partition.decisions, partition.decisions.chosen
+    for node in partition.nodes:
+        if not node.recomputed:
+            continue
+        if node.name not in forward:
+            assert "computed only here" in node.why or "computes it once, here" in node.why, node
+        elif decisions.route == "knapsack" and node.name in decisions.knapsack.recomputed:
+            assert "knapsack chose to recompute it" in node.why, node
+        elif decisions.route == "inputs":
+            assert "saves only the forward inputs" in node.why, node
+        elif run is not None and node.name in run.must_recompute:
+            assert "\u201cmust recompute: marked by checkpoint policy\u201d" in node.why, node
+        elif run is not None and node.name in decisions.runs[0].cannot_recompute:
+            assert "plain min-cut would not" in node.why and node.name not in run.cannot_recompute, node
+        elif run is not None:
+            assert node.name not in run.saved and "by torch's minimum cut" in node.why, node
+
+
+def _check_splits(extraction, debug: TorchDebug, since: int) -> None:
+    """Each partition of an extraction against the split torch logged for it, in order."""
+    splits = debug.splits[since:]
+    assert len(splits) == len(extraction.partitions)
+    for partition, split in zip(extraction.partitions, splits):
+        _check_split_against_torch(partition, split)
+
+
 def test_chain_layer_outputs_are_banned_as_materialized_in_backward(torch_debug):
     """Notebook 4's chain: torch bans the layer outputs as materialized in backward, not as part of a cut."""
     chain = Chain(width=256, depth=3)
-    partition = bw.extract(chain, torch.randn(256, 256), partitioner="min_cut").partitions[0]
+    extraction = bw.extract(chain, torch.randn(256, 256), partitioner="min_cut")
+    _check_splits(extraction, torch_debug, since=0)
+    partition = extraction.partitions[0]
     _check_against_torch(partition, torch_debug)
     layer_outputs = {s.alias_of for s in partition.saved_tensors if "materialized in backward" in s.why}
     assert len(layer_outputs) >= 2 and layer_outputs <= torch_debug.materialized, partition.saved_tensors
@@ -109,13 +166,20 @@ def test_transformer_reasons_and_knapsack_match_torch(torch_debug):
     budget ratio equal torch's own `min_cut_information` trace."""
     model = Transformer(width=64, depth=2, heads=4, vocab=128)
     extraction = bw.extract(model, torch.randint(0, 128, (4, 32)), partitioner="min_cut")
+    _check_splits(extraction, torch_debug, since=0)
     _check_against_torch(extraction.partitions[0], torch_debug)
-    lifted = extraction.rerun("min_cut", 0.8).partitions[0]
+    since = len(torch_debug.splits)
+    lifted_extraction = extraction.rerun("min_cut", 0.8)
+    _check_splits(lifted_extraction, torch_debug, since)
+    lifted = lifted_extraction.partitions[0]
     assert lifted.decisions.route == "more_aggressive" and lifted.decisions.budget_ratio <= 0.8
     gelus = {n.name: n.why for n in lifted.nodes if n.recomputed and n.op == "aten.gelu"}
     assert len(gelus) == 2 and all("ban_if_materialized_backward" in why for why in gelus.values()), gelus
     assert all("\u201ccannot recompute: materialized in backward\u201d" in why for why in gelus.values())
-    budgeted = extraction.rerun("min_cut", 0.3).partitions[0]
+    since = len(torch_debug.splits)
+    budgeted_extraction = extraction.rerun("min_cut", 0.3)
+    _check_splits(budgeted_extraction, torch_debug, since)
+    budgeted = budgeted_extraction.partitions[0]
     decisions = budgeted.decisions
     assert decisions.route == "knapsack" and decisions.knapsack is not None
     info = torch_debug.min_cut_information[-1]
@@ -133,8 +197,9 @@ def test_transformer_reasons_and_knapsack_match_torch(torch_debug):
     assert chosen and all("knapsack chose to recompute it" in recomputed[name] for name in chosen)
 
 
-def test_budget_zero_and_default_say_what_torch_did():
+def test_budget_zero_and_default_say_what_torch_did(torch_debug):
     extraction = bw.extract(Chain(width=64, depth=2), torch.randn(64, 64), partitioner="min_cut", memory_budget=0.0)
+    _check_splits(extraction, torch_debug, since=0)
     decisions = extraction.partitions[0].decisions
     assert decisions.route == "inputs" and decisions.budget_ratio == 0.0
     assert all("saves only the forward inputs" in n.why for n in extraction.partitions[0].nodes if n.recomputed)
@@ -155,6 +220,7 @@ def test_a_torch_without_the_decision_functions_says_reason_unknown(monkeypatch)
 def test_shared_sample_reasons_match_torch(name, samples_dir, torch_debug):
     sample = bw.load_graphnet_sample(samples_dir / name)
     extraction = bw.extract(sample, name=name, partitioner="min_cut")
+    _check_splits(extraction, torch_debug, since=0)
     for partition in extraction.partitions:
         _check_against_torch(partition, torch_debug)
 
@@ -166,7 +232,9 @@ def test_the_sweep_carries_torchs_ratio_and_flags_peaks_a_larger_budget_beats(to
     model = Transformer(width=64, depth=2, heads=4, vocab=128)
     result = bw.sweep(model, torch.randint(0, 128, (4, 32)), budgets=[0.1, 0.2, 0.3, 0.5], progress=False)
     traces = iter(torch_debug.min_cut_information)
-    for point in result.points:
+    assert len(torch_debug.splits) == len(result.points)
+    for point, split in zip(result.points, torch_debug.splits):
+        _check_split_against_torch(point.extraction.partitions[0], split)
         assert point.torch_budget_ratio is not None and point.torch_budget_ratio <= point.budget
         if point.extraction.partitions[0].decisions.route == "knapsack":
             info = next(traces)

@@ -65,8 +65,10 @@ def backward_nodes(partition: Partition) -> list[BackwardNode]:
     lines = definition_lines(partition.backward_code)
     recomputed = {name for name, _ in partition.recomputed}
     joint_nodes = {n.name: n for n in partition.joint.graph.nodes}
+    in_forward = {n.name for n in partition.forward.graph.nodes}
     recomputed_why = {
-        name: why_recomputed(name, partition.partitioner, joint_nodes, partition.decisions) for name in recomputed
+        name: why_recomputed(name, partition.partitioner, joint_nodes, partition.decisions, name in in_forward)
+        for name in recomputed
     }
     nodes = [n for n in partition.backward.graph.nodes if n.op != "output"]
     modules = _modules(nodes, saved, partition)

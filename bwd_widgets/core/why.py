@@ -133,8 +133,20 @@ def why_saved(
     return Reason(f"{read}; {reason.text}{policy}.", reason.torch)
 
 
-def why_recomputed(name: str, partitioner: Partitioner, joint_nodes: dict, decisions: Decisions) -> str:
-    """One sentence: why torch's partitioner computes this forward value again in backward."""
+def why_recomputed(
+    name: str, partitioner: Partitioner, joint_nodes: dict, decisions: Decisions, in_forward: bool = True
+) -> str:
+    """One sentence: why torch's partitioner computes this forward value again in backward.
+
+    A forward op the forward graph never runs (a `detach` only backward reads, an output of a recomputed
+    op that forward never picked) is computed once, in backward: torch's own count of rematerialized ops
+    (`AOT_PARTITIONER_DEBUG`) leaves it out, and so does this sentence."""
+    if not in_forward:
+        joint = joint_nodes.get(name)
+        source = joint.args[0] if joint is not None and joint.target is operator.getitem else None
+        if isinstance(source, torch.fx.Node):
+            return f"an output of {source.name}, which backward recomputes; forward never picked this output, so it is computed only here."
+        return "forward never computes it: only backward reads it, so torch computes it once, here, not again."
     tag = checkpoint_tag(joint_nodes.get(name))
     if partitioner.why_saved == "default":
         return (
