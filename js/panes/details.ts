@@ -67,6 +67,22 @@ export function splitSource(source: string): { place: string; code: string } {
   return match ? { place: match[1], code: match[2] ?? "" } : { place: "", code: source };
 }
 
+/** `text` cut after each `(`, `[`, `,`, `.` and `/`: where a long code line or path may wrap without
+ *  breaking a name. Together the pieces are `text`. */
+export function wrapPoints(text: string): string[] {
+  return text.match(/[^([,./]*[([,./]?/g)?.filter((piece) => piece !== "") ?? [];
+}
+
+/** Text whose lines may wrap at the points `wrapPoints` finds (<wbr> between the pieces). */
+function wrappable(className: string, tag: "div" | "code", text: string): HTMLElement {
+  const el = element(tag, className);
+  wrapPoints(text).forEach((piece, i) => {
+    if (i) el.append(element("wbr"));
+    el.append(document.createTextNode(piece));
+  });
+  return el;
+}
+
 export function detailsPane({ model, select, signal }: PaneContext): Pane {
   const el = element("div", "bwd-details");
   let data: GraphData | null = null;
@@ -88,8 +104,8 @@ export function detailsPane({ model, select, signal }: PaneContext): Pane {
     } else if (label === "source") {
       const { place, code } = splitSource(text);
       dd.classList.add("bwd-source");
-      if (place) dd.append(element("div", "bwd-source-place", place));
-      if (code) dd.append(element("code", "bwd-source-code", code));
+      if (place) dd.append(wrappable("bwd-source-place", "div", place));
+      if (code) dd.append(wrappable("bwd-source-code", "code", code));
     } else {
       dd.textContent = text;
     }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { exportFileName, styleText } from "../export";
 import { heatLevel, HEAT_LEVELS } from "../memory";
-import { argParts, neighboursOf, splitSource } from "../panes/details";
+import { argParts, neighboursOf, splitSource, wrapPoints } from "../panes/details";
 import { heatBounds } from "../panes/graph_parts";
 import { transformerData } from "./synthetic";
 
@@ -23,6 +23,17 @@ describe("details pane", () => {
     expect(splitSource("/home/me/model.py:42: return self.fc(x).relu()")).toEqual({ place: "/home/me/model.py:42", code: "return self.fc(x).relu()" });
     expect(splitSource("/home/me/model.py:42")).toEqual({ place: "/home/me/model.py:42", code: "" });
     expect(splitSource("something else")).toEqual({ place: "", code: "something else" });
+  });
+});
+
+describe("source lines", () => {
+  it("wrap after brackets, commas, dots and slashes, never inside a name", () => {
+    const code = "return torch.relu(self.bn2(x) + x)  # a comment, long";
+    const pieces = wrapPoints(code);
+    expect(pieces.join("")).toBe(code);
+    expect(pieces).toEqual(["return torch.", "relu(", "self.", "bn2(", "x) + x)  # a comment,", " long"]);
+    expect(wrapPoints("/tmp/ipykernel_1/2.py:10")).toEqual(["/", "tmp/", "ipykernel_1/", "2.", "py:10"]);
+    expect(wrapPoints("")).toEqual([]);
   });
 });
 

@@ -48,12 +48,12 @@ DETAILS = """(root) => {
   const style = getComputedStyle(pane);
   const cut = [...pane.querySelectorAll('dt, dd, dd *, .bwd-details-title')]
     .filter((e) => e.scrollWidth > e.clientWidth + 1 && e.clientWidth > 0).map((e) => e.textContent.slice(0, 60));
-  // a word the width of a line or less that the browser still broke over two lines
+  // a name or number (shorter than a line) that the browser still broke over two lines
   const broken = [];
   for (const dd of pane.querySelectorAll('dd')) {
     const walker = document.createTreeWalker(dd, NodeFilter.SHOW_TEXT);
     for (let text = walker.nextNode(); text; text = walker.nextNode()) {
-      for (const match of text.textContent.matchAll(/\\S+/g)) {
+      for (const match of text.textContent.matchAll(/\\w+/g)) {
         const range = document.createRange();
         range.setStart(text, match.index);
         range.setEnd(text, match.index + match[0].length);
