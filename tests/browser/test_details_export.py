@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from jupyter_page import SETUP, notebook_url, open_and_run, set_theme, write_notebook
+from jupyter_page import SETUP, low_contrast, notebook_url, open_and_run, set_theme, write_notebook
 
 # A ResNet-like CNN written in the notebook, so its source lines (long ones too) are the user's own.
 RESNET = """from torch import nn
@@ -216,6 +216,13 @@ def test_bytes_legend_gives_each_swatch_its_bytes(details_page, artifacts):
         groups = [n for n in shown["nodes"] if n["group"] and n["level"] > 0]
         assert bool(groups) == bool(shown["modules"]), "a scale for modules exactly when modules are heated"
         widget.screenshot(path=str(artifacts / f"details-bytes-legend-{name}.png"))
+        set_theme(page, "JupyterLab Dark")
+        try:
+            assert low_contrast(page, widget) == [], "the swatches' values stay readable"
+            widget.screenshot(path=str(artifacts / f"details-bytes-legend-{name}-dark.png"))
+        finally:
+            set_theme(page, "JupyterLab Light")
+        assert low_contrast(page, widget) == []
         widget.locator("select.bwd-colour").select_option("kind")
 
 

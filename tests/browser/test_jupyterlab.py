@@ -269,7 +269,7 @@ def test_colour_by_bytes(notebook_page):
     page, *_ = notebook_page
     widget = _widget(page, BIG)
     widget.locator("select.bwd-colour").select_option("bytes")
-    assert widget.locator(".bwd-legend-item.bwd-heat-5").count() == 1
+    assert widget.locator(".bwd-scale-tensors .bwd-legend-item.bwd-heat-5").count() == 1
     hottest = widget.locator(".bwd-svg g.node.bwd-heat-5 > polygon").first.evaluate("(e) => getComputedStyle(e).fill")
     coolest = widget.locator(".bwd-svg g.node.bwd-heat-0 > polygon, .bwd-svg g.node.bwd-heat-0 > path")
     assert coolest.count() == 0 or coolest.first.evaluate("(e) => getComputedStyle(e).fill") != hottest
