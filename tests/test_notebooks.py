@@ -114,25 +114,62 @@ def test_notebook_teaches_its_topics(path):
     assert not missing, f"{path.name} no longer teaches {missing}"
 
 
+def reveal_blocks(notebook: list) -> list[tuple[list, object]]:
+    """Each prediction's reveal: the code cells after a `my_guess = ...` cell, up to the markdown that follows."""
+    blocks = []
+    for i, cell in enumerate(notebook):
+        if cell.cell_type == "code" and cell.source.startswith("my_guess = ..."):
+            end = next(k for k in range(i + 1, len(notebook)) if notebook[k].cell_type == "markdown")
+            blocks.append((notebook[i + 1 : end], notebook[end]))
+    return blocks
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_predictions_come_before_the_reveal(path):
     """A guess cell, then a cell that checks it with `check` (an assert with a hint)."""
     code = cells(path, "code")
     assert "assert guess == answer" in code[0].source, "the first code cell defines check()"
-    guesses = [i for i, c in enumerate(code) if c.source.startswith("my_guess = ...")]
-    assert guesses, "at least one prediction"
-    for i in guesses:
-        assert re.search(r"check\(\s*my_guess,", code[i + 1].source)
+    blocks = reveal_blocks(cells(path))
+    assert blocks, "at least one prediction"
+    for reveal, _ in blocks:
+        assert re.search(r"check\(\s*my_guess,", reveal[0].source)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_a_reader_on_github_sees_no_answer_before_running_its_cell(path):
+    """The cells that reveal a prediction are saved without outputs (so none is pinned), and the
+    explanation after them is collapsed: the answer shows only once the reader runs or opens it."""
+    for reveal, explanation in reveal_blocks(cells(path)):
+        for cell in reveal:
+            assert not cell.outputs, f"a saved answer under a prediction: {cell.source[:80]!r}"
+            assert not cell.source.startswith("# NBVAL_CHECK_OUTPUT"), "a pinned cell would need its answer saved"
+        assert explanation.source.startswith("<details>") and explanation.source.rstrip().endswith("</details>")
+
+
+def worked_answers(path: Path) -> list:
+    notebook = cells(path)
+    headings = [i for i, c in enumerate(notebook) if c.cell_type == "markdown" and "### Worked answers" in c.source]
+    assert len(headings) == 1 and "## Exercises" in notebook[headings[0]].source
+    return notebook[headings[0] + 1 :]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_exercises_have_worked_answers_each_interpreted(path):
-    notebook = cells(path)
-    headings = [i for i, c in enumerate(notebook) if c.cell_type == "markdown" and "### Worked answers" in c.source]
-    assert len(headings) == 1 and "## Exercises" in notebook[headings[0]].source
-    answers = notebook[headings[0] + 1 :]
+    answers = worked_answers(path)
     worked = [i for i, c in enumerate(answers) if c.cell_type == "code"]
     assert len(worked) >= 2
     for i in worked:
         follower = answers[i + 1] if i + 1 < len(answers) else None
         assert follower is not None and follower.cell_type == "markdown", "each worked answer ends with what it means"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_worked_answers_are_hidden(path):
+    """Worked answers run under nbval but are saved without outputs, their code collapsed in
+    JupyterLab and what they mean collapsed in markdown."""
+    for cell in worked_answers(path):
+        if cell.cell_type == "code":
+            assert not cell.outputs and not cell.source.startswith("# NBVAL_CHECK_OUTPUT"), cell.source[:80]
+            assert cell.metadata.get("jupyter", {}).get("source_hidden") is True
+        else:
+            assert cell.source.startswith("<details>") and cell.source.rstrip().endswith("</details>")
