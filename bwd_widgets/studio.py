@@ -204,13 +204,16 @@ def sweep(
     budgets: Sequence[float] | None = None,
     progress: bool = True,
     on_point: Callable[[SweepPoint, int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
     **extract_kwargs: object,
 ) -> Sweep:
-    """Min-cut across memory budgets (default 0, 0.1, ..., 1), tracing once.
+    """Min-cut across memory budgets (default 0, 0.1, ..., 1), tracing once; the budgets share what
+    torch computes alike for each (the flow graphs it cuts, FLOP counts of alike ops: `core/reuse.py`).
 
     Shows a progress bar; Ctrl-C (or the notebook's interrupt) stops the sweep and
     returns the points done so far. torch's budget is restored after every point.
-    `on_point(point, done, total)` is called after each point (the widget's progress).
+    `on_point(point, done, total)` is called after each point (the widget draws it), and
+    `should_stop()` before each: true stops there, as Ctrl-C does (the widget's cancel button).
     """
     from tqdm.auto import tqdm
 
@@ -222,6 +225,9 @@ def sweep(
     bar = tqdm(budgets, desc="memory budget sweep", unit="budget", disable=not progress)
     try:
         for budget in bar:
+            if should_stop is not None and should_stop():
+                interrupted = True
+                break
             e = base.rerun("min_cut", budget)
             points.append(_point(budget, e))
             flag_peaks(points)

@@ -213,3 +213,55 @@ def test_extract_traces_once_per_model_inputs_and_mode(monkeypatch):
         model.head.weight.add_(1.0)
     bw.extract(model, x)
     assert len(compiles) == 3, "a new shape, another mode, and changed weights each trace again"
+
+
+def test_a_sweep_shares_torchs_cuts_and_flop_counts_yet_equals_independent_partitions(transformer):
+    """Budgets share the flow graphs torch cuts alike and the FLOP counts of alike ops (core/reuse.py):
+    every point is, node for node, what a fresh extraction at its budget gives, with torch's reasons."""
+    from bwd_widgets.core.flops import node_flops
+
+    torch.manual_seed(0)
+    model, tokens = Transformer(width=64, depth=2), torch.randint(0, 64, (4, 32))
+    base = bw.extract(model, tokens, cache=False)
+    trace = base.partitions[0].trace
+    budgets = (0.0, 0.2, 0.5, 0.8, 1.0)
+    result = bw.sweep(base, budgets=budgets, progress=False)
+    assert trace._cuts.hits > 0, "the budgets below 1 cut the same three flow graphs: each cut once"
+    calls = sum(1 for n in result.points[0].extraction.backward.graph.nodes if n.op == "call_function")
+    assert 0 < len(trace._flops) < calls, "two alike layers: fewer distinct ops counted than nodes"
+    for point in result.points:
+        shared = point.extraction.partitions[0]
+        fresh = bw.extract(model, tokens, partitioner="min_cut", memory_budget=point.budget, cache=False)
+        alone = fresh.partitions[0]
+        assert str(shared.backward_with_nones.graph) == str(alone.backward_with_nones.graph), point.budget
+        assert str(shared.forward.graph) == str(alone.forward.graph), point.budget
+        assert [s.name for s in shared.saved_tensors] == [s.name for s in alone.saved_tensors]
+        assert shared.decisions == alone.decisions and (shared.decisions.runs or point.budget == 0.0), point.budget
+        assert shared.node_flops == node_flops(alone.backward_with_nones), point.budget
+        assert point.recompute_flops == fresh.recompute_flops and point.backward_flops == fresh.backward_flops
+
+
+def test_shared_flop_counts_step_aside_for_an_op_that_writes_its_input():
+    from bwd_widgets.core.reuse import counted_flops
+
+    def f(x, w):
+        return torch.ops.aten.add_.Tensor(torch.ops.aten.mm.default(x, w), 1.0)
+
+    gm = torch.fx.experimental.proxy_tensor.make_fx(f, tracing_mode="fake")(torch.randn(4, 8), torch.randn(8, 2))
+    assert counted_flops(gm, {}) is None, "run on its recorded values it would change them: counted whole instead"
+    plain = torch.fx.experimental.proxy_tensor.make_fx(torch.mm, tracing_mode="fake")(
+        torch.randn(4, 8), torch.randn(8, 2)
+    )
+    assert sum(counted_flops(plain, {}).values()) == 2 * 4 * 8 * 2
+
+
+def test_sweep_stops_between_points_when_asked(transformer):
+    asked = []
+
+    def stop_after_two():
+        asked.append(1)
+        return len(asked) > 2
+
+    result = bw.sweep(transformer, budgets=[0.0, 0.5, 1.0, 0.3], progress=False, should_stop=stop_after_two)
+    assert result.interrupted and [p.budget for p in result.points] == [0.0, 0.5]
+    assert torch._functorch.config.activation_memory_budget == 1.0

@@ -7,7 +7,8 @@ and `build_partition` the only place a `Partition` is made; partitions do not ch
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple
 
@@ -22,6 +23,11 @@ from .kinds import InputKind
 from .memory import MemoryProfile, profile
 from .nodes import BackwardNode, backward_nodes
 from .partitioners import Partitioner, resolve_partitioner
+from .reuse import MinCuts, counted_flops
+
+_splitting = threading.RLock()
+"""Held for each split: torch's budget is a process-wide setting, and so are the functions the recording
+and the shared cuts put in torch's path; two threads splitting at once would read each other's."""
 
 
 class Split(NamedTuple):
@@ -80,6 +86,10 @@ class Trace:
     """What the capture has to say about this region (set once, by `record`)."""
     _work: torch.fx.GraphModule | None = None
     _recorded: bool = False
+    _cuts: MinCuts = field(default_factory=MinCuts, repr=False)
+    """Flow-graph cuts torch's min-cut makes again at every budget below 1 (`core/reuse.py`)."""
+    _flops: dict = field(default_factory=dict, repr=False)
+    """FLOP counts by op and arguments, shared by every partition of this joint graph."""
 
     def record(self, real: RealValues | None, notes: list[str]) -> None:
         """Keep the real run's values and the capture's notes; a trace is recorded once."""
@@ -133,8 +143,12 @@ class Trace:
         Partitioners (min-cut) rewrite node metadata and add attributes such as `dist_from_bw`,
         but not the graph: restoring the metadata is far cheaper than copying the graph for every
         partition. If the structure changed, the working copy is dropped and the next split copies
-        the untouched joint again.
+        the untouched joint again. The cuts of flow graphs an earlier split built alike are shared.
         """
+        with _splitting:
+            return self._split(resolved)
+
+    def _split(self, resolved: Partitioner) -> Split:
         work = self._work if self._work is not None else copy_graph_module(self.joint)
         self._work = None
         nodes = list(work.graph.nodes)
@@ -142,7 +156,7 @@ class Trace:
         attributes = [set(vars(n)) for n in nodes]
         fingerprint = _fingerprint(work)
         try:
-            with resolved.config(), recording() as record:
+            with resolved.config(), self._cuts.sharing(), recording() as record:
                 forward, backward = resolved.partition_fn(work, self.joint_inputs, **self.partition_kwargs)
             return Split(forward, backward, record.decisions)
         except Exception as error:  # torch's own partitioner failing on this graph: say which, in one line
@@ -308,7 +322,8 @@ class Partition:
         """FLOPs of each backward node, by torch's FLOP counter on fake tensors (the same nodes as `backward`)."""
         from .flops import node_flops
 
-        return node_flops(self.backward_with_nones)
+        shared = counted_flops(self.backward_with_nones, self.trace._flops)
+        return shared if shared is not None else node_flops(self.backward_with_nones)
 
     @cached_property
     def memory(self) -> MemoryProfile:

@@ -1,0 +1,147 @@
+"""Work the partitions of one joint graph share, done once per distinct input.
+
+Each answer kept here is a pure function of an input compared whole, so a kept answer is the one a fresh
+call would give:
+
+- `networkx.minimum_cut` on a flow graph torch's min-cut builds again: below budget 1, torch cuts the same
+  three flow graphs for every budget before its knapsack. Keyed by the graph's nodes and edges with their
+  capacities, in order (preflow-push is deterministic on them); torch sorts the cut it reads back.
+- torch's FLOP counter on one op: keyed by the op and its arguments, tensors by shape, stride, offset,
+  dtype and device (all a fake run of the op reads), so the twelve alike layers of a transformer and the
+  backward graphs of eleven budgets count each distinct op once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import operator
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+import torch
+import torch.fx
+
+from .compat import FakeTensorMode, detect_fake_mode
+
+_SCALARS = (type(None), bool, int, float, str, torch.dtype, torch.device, torch.layout, torch.memory_format)
+
+
+class _Unkeyable(Exception):
+    """An argument the key cannot take whole (a symbolic size, an opaque object): count it as before."""
+
+
+class MinCuts:
+    """The cuts of the flow graphs one trace's partitions built, the most recent `size` kept."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self.cuts: OrderedDict[str, tuple] = OrderedDict()
+        self.hits = 0
+
+    @contextlib.contextmanager
+    def sharing(self) -> Iterator[None]:
+        """Answer `networkx.minimum_cut` from the kept cuts for the duration of one split (the caller holds
+        the split lock: torch's partitioner reads `networkx.minimum_cut` where this puts it)."""
+        import networkx
+
+        original = networkx.minimum_cut
+
+        def minimum_cut(flow_graph: Any, s: object, t: object, *args: object, **kwargs: object) -> tuple:
+            if args or kwargs:
+                return original(flow_graph, s, t, *args, **kwargs)
+            key = flow_key(flow_graph, s, t)
+            kept = self.cuts.get(key)
+            if kept is None:
+                value, (reachable, non_reachable) = original(flow_graph, s, t)
+                kept = (value, frozenset(reachable), frozenset(non_reachable))
+                self.cuts[key] = kept
+                while len(self.cuts) > self.size:
+                    self.cuts.popitem(last=False)
+            else:
+                self.hits += 1
+                self.cuts.move_to_end(key)
+            value, reachable, non_reachable = kept
+            return value, (set(reachable), set(non_reachable))
+
+        networkx.minimum_cut = minimum_cut
+        try:
+            yield
+        finally:
+            networkx.minimum_cut = original
+
+
+def flow_key(flow_graph: Any, s: object, t: object) -> str:
+    """A digest of everything preflow-push reads: nodes and edges in order, with their capacities."""
+    text = repr((s, t, tuple(flow_graph.nodes), tuple(flow_graph.edges(data="capacity"))))
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def counted_flops(gm: torch.fx.GraphModule, kept: dict) -> dict[str, int] | None:
+    """FLOPs of each node of `gm` by torch's counter, run once per distinct op and arguments (`kept` holds
+    the counts across calls); None where a node is not a plain aten op on values its graph recorded: the
+    caller runs the whole graph then."""
+    plan: list[tuple[str, tuple | None, torch.fx.Node]] = []
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output") or _getitem_of_tuple(node):
+            plan.append((node.name, None, node))
+            continue
+        schema = getattr(node.target, "_schema", None)  # an aten op (OpOverload) carries its schema
+        if node.op != "call_function" or not isinstance(schema, torch.FunctionSchema):
+            return None
+        if schema.is_mutable:
+            return None  # run on the recorded values, it would change them
+        try:
+            plan.append((node.name, _op_key(node), node))
+        except _Unkeyable:
+            return None
+    missing = {key: node for _, key, node in plan if key is not None and key not in kept}
+    if missing:
+        _count(missing, kept)
+    return {name: 0 if key is None else kept[key] for name, key, _ in plan}
+
+
+def _count(missing: dict[tuple, torch.fx.Node], kept: dict) -> None:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    values = [n.meta["val"] for node in missing.values() for n in node.all_input_nodes]
+    fake_mode = detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)]) or FakeTensorMode()
+    counter = FlopCounterMode(display=False)
+    with fake_mode, counter, torch.no_grad():
+        for key, node in missing.items():
+            args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta["val"])
+            op = cast(Callable, node.target)  # an aten op: counted_flops planned no other
+            before = counter.get_total_flops()
+            op(*args, **kwargs)
+            kept[key] = counter.get_total_flops() - before
+
+
+def _getitem_of_tuple(node: torch.fx.Node) -> bool:
+    """`operator.getitem` on a multi-output op's tuple: it dispatches nothing, so it counts nothing."""
+    if node.op != "call_function" or node.target is not operator.getitem:
+        return False
+    source = node.args[0]
+    return isinstance(source, torch.fx.Node) and isinstance(source.meta.get("val"), (tuple, list))
+
+
+def _op_key(node: torch.fx.Node) -> tuple:
+    return (node.target, _value_key(node.args), _value_key(tuple(sorted(node.kwargs.items()))))
+
+
+def _value_key(value: object) -> object:
+    if isinstance(value, torch.fx.Node):
+        val = value.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            sizes = (*val.shape, *val.stride(), val.storage_offset())
+            if not all(type(s) is int for s in sizes):
+                raise _Unkeyable("a symbolic size")
+            return ("tensor", tuple(val.shape), val.stride(), val.storage_offset(), val.dtype, val.device)
+        if type(val) in (bool, int, float):
+            return (type(val).__name__, val)
+        raise _Unkeyable("a node without a plain recorded value")
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_value_key(v) for v in value))
+    if isinstance(value, _SCALARS):
+        return (type(value).__name__, value)
+    raise _Unkeyable(type(value).__name__)
