@@ -15,24 +15,11 @@ from torch import nn
 from torch.cuda import _memory_viz
 
 import bwd_widgets as bw
-from bwd_widgets.examples import MLP, Block, ConvBN, Transformer
+from bwd_widgets.examples import MLP
 
-from models import GraphBreak
 from shared_data import shared_path
 
 PARTITIONS = [("default", None), ("min_cut", 1.0), ("min_cut", 0.5), ("min_cut", 0.0)]
-
-
-@pytest.fixture(scope="module")
-def course_models():
-    torch.manual_seed(0)
-    return {
-        "MLP": bw.extract(MLP(width=16, depth=4), torch.randn(8, 16)),
-        "Block": bw.extract(Block(width=32), torch.randn(2, 16, 32)),
-        "Transformer": bw.extract(Transformer(width=32, depth=2), torch.randint(0, 64, (4, 32))),
-        "ConvBN": bw.extract(ConvBN(), torch.randn(2, 3, 16, 16)),
-        "GraphBreak": bw.extract(GraphBreak(), torch.randn(3, 4)),
-    }
 
 
 def _steps(points: list[dict]) -> list[tuple]:

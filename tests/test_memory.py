@@ -15,7 +15,7 @@ from torch.fx.graph import _BoxedCodeGen
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import bwd_widgets as bw
-from bwd_widgets.examples import MLP, Block, Transformer
+from bwd_widgets.examples import MLP
 
 from shared_data import shared_path
 
@@ -111,16 +111,6 @@ def _check(extraction: bw.BackwardExtraction) -> None:
     by_module = extraction.memory_by_module()
     assert sum(by_module.values()) == extraction.saved_activation_bytes
     assert list(by_module.values()) == sorted(by_module.values(), reverse=True)
-
-
-@pytest.fixture(scope="module")
-def course_models():
-    torch.manual_seed(0)
-    return {
-        "MLP": bw.extract(MLP(width=16, depth=4), torch.randn(8, 16)),
-        "Block": bw.extract(Block(width=32), torch.randn(2, 16, 32)),
-        "Transformer": bw.extract(Transformer(width=32, depth=2), torch.randint(0, 64, (4, 32))),
-    }
 
 
 @pytest.mark.parametrize("partitioner, budget", PARTITIONS)
