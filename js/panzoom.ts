@@ -141,3 +141,12 @@ export function unionBox(boxes: readonly View[]): View {
   const bottom = Math.max(...boxes.map((b) => b.y + b.h));
   return { x, y, w: right - x, h: bottom - y };
 }
+
+/** The view of a second drawing that follows `view` of a first: the same scale, and the anchor (a node
+ *  drawn in both, at `from` in the first and `to` in the second) at the same place in its pane. */
+export function followView(view: View, from: { x: number; y: number }, to: { x: number; y: number }, source: Size, target: Size): View {
+  const scale = scaleOf(view, source.width, source.height);
+  if (!(scale > 0)) return { ...view };
+  const [dx, dy] = [from.x - (view.x + view.w / 2), from.y - (view.y + view.h / 2)];
+  return centred(to.x - dx, to.y - dy, target.width, target.height, scale);
+}

@@ -13,6 +13,7 @@ import { resized, unionBox, type View } from "../panzoom";
 import { matchCountText, searchNodes, searchReasons, stepMatch } from "../search";
 import type { GraphData, GraphNode } from "../types";
 import { createViewport, type Viewport } from "../viewport";
+import { sideBySide } from "./graph_compare";
 import { decorateSvg, graphElements, onKeys, renderCrumbs, renderLegend, renderResults, type HeatScales } from "./graph_parts";
 import type { Pane } from "./pane";
 
@@ -464,10 +465,29 @@ export function graphPane(ctx: PaneContext): Pane {
   const parts = graphElements();
   const view = new GraphView(ctx, parts);
   bindInput(view, parts, ctx);
+  const compared = sideBySide(view, parts.el, parts.sideBySide, () => beforeView(ctx), () => ctx.model.get("selected"), ctx.signal);
   return {
     el: parts.el,
-    update: (next) => view.load(next),
-    highlight: (id, pan) => view.highlight(id, pan),
+    update: (next) => {
+      compared.update(next);
+      view.load(next);
+    },
+    highlight: (id, pan) => {
+      view.highlight(id, pan);
+      compared.highlight(id, pan);
+    },
     open: (path) => view.openModule(path),
   };
+}
+
+/** The graph of the partition shown before, for the side-by-side comparison: a view of its own whose
+ *  clicks select in the whole widget; its timings go on its own element, not the widget's root. */
+function beforeView(ctx: PaneContext): { view: GraphView; el: HTMLElement } {
+  const parts = graphElements();
+  parts.el.classList.add("bwd-graph-before");
+  parts.sideBySide.remove();
+  const own: PaneContext = { ...ctx, root: parts.el, setFocus: () => {}, openModule: () => {} };
+  const view = new GraphView(own, parts);
+  bindInput(view, parts, own);
+  return { view, el: parts.el };
 }

@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from jupyter_page import SETUP, low_contrast, notebook_url, open_and_run, set_theme, write_notebook
+from jupyter_page import COMPARISON, SETUP, low_contrast, notebook_url, open_and_run, set_theme, write_notebook
 
 # A ResNet-like CNN written in the notebook, so its source lines (long ones too) are the user's own.
 RESNET = """from torch import nn
@@ -38,7 +38,7 @@ class ResNetLike(nn.Module):
 resnet = bw.extract(ResNetLike(), torch.randn(2, 3, 16, 16))
 resnet"""
 TRANSFORMER = "transformer = bw.extract(model, tokens)\ntransformer"
-WIDGETS = {"transformer": 0, "resnet_like": 1}
+WIDGETS = {"transformer": 0, "resnet_like": 1, "compared": 2}
 
 # The details pane of `root` for the node selected now: what is cut off, hidden or broken mid-word.
 DETAILS = """(root) => {
@@ -92,7 +92,7 @@ EVERY_SAVED = f"""(root) => {{
 @pytest.fixture(scope="module")
 def details_page(lab, browser, artifacts):
     url, root = lab
-    write_notebook(root / "details_export.ipynb", [SETUP, TRANSFORMER, RESNET], {})
+    write_notebook(root / "details_export.ipynb", [SETUP, TRANSFORMER, RESNET, COMPARISON], {})
     page = browser.new_page(viewport={"width": 1000, "height": 1100}, accept_downloads=True)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
@@ -115,7 +115,7 @@ def _assert_whole(measured: dict, what: str) -> None:
         assert measured["height"] > 150, f"{what}: cramped at {measured['height']} px while the text needs more"
 
 
-@pytest.mark.parametrize("name", list(WIDGETS))
+@pytest.mark.parametrize("name", ["transformer", "resnet_like"])
 def test_details_pane_shows_every_saved_value_whole(details_page, artifacts, name):
     page, errors = details_page
     widget = _widget(page, name)
@@ -197,7 +197,7 @@ def _bytes(text: str) -> float:
 
 def test_bytes_legend_gives_each_swatch_its_bytes(details_page, artifacts):
     page, _ = details_page
-    for name in WIDGETS:
+    for name in ("transformer", "resnet_like"):
         widget = _widget(page, name)
         widget.scroll_into_view_if_needed()
         widget.locator("select.bwd-colour").select_option("bytes")
@@ -291,4 +291,77 @@ def test_export_downloads_the_view_as_svg_and_png(details_page, browser, artifac
     assert inked > 0.01, f"only {inked:.3%} of the PNG is drawn"
     widget.screenshot(path=str(artifacts / f"details-export-{theme.split()[-1].lower()}.png"))
     set_theme(page, "JupyterLab Light")
+    assert not errors
+
+
+# Where a node is drawn in each of the two views, against its own pane, and each view's scale.
+BOTH_VIEWS = """([root, id]) => root.querySelectorAll('.bwd-graph').length === 2 && [...root.querySelectorAll('.bwd-graph')].map((graph) => {
+  const host = graph.querySelector('.bwd-svg-host');
+  const pane = host.getBoundingClientRect();
+  const node = graph.querySelector(`.bwd-svg g.node[data-visible-id="${id}"]`);
+  const box = node?.getBoundingClientRect();
+  const view = graph.querySelector('.bwd-svg').getAttribute('viewBox').split(' ').map(Number);
+  return {
+    caption: graph.querySelector('.bwd-compare-caption')?.textContent ?? '',
+    selected: graph.querySelector('.bwd-svg g.node.bwd-selected')?.dataset.visibleId ?? '',
+    at: box ? [box.left + box.width / 2 - pane.left, box.top + box.height / 2 - pane.top] : null,
+    scale: Math.min(host.clientWidth / view[2], host.clientHeight / view[3]),
+  };
+})"""
+
+
+def test_two_partitions_side_by_side_follow_each_other(details_page, artifacts):
+    page, errors = details_page
+    widget = _widget(page, "compared")
+    widget.scroll_into_view_if_needed()
+    toggle = widget.locator("button.bwd-side-by-side")
+    assert toggle.is_hidden(), "nothing to compare with before a switch"
+    before = int(widget.get_attribute("data-rendered"))
+    widget.locator("tr.bwd-compare-row").nth(1).click()
+    page.wait_for_function(
+        f"Number(document.querySelectorAll('.bwd-root')[{WIDGETS['compared']}].dataset.rendered) > {before}",
+        timeout=60_000,
+    )
+    toggle.click()
+    widget.locator(".bwd-graph-before[data-rendered]").wait_for(timeout=30_000)
+    # a selection in the graph of now selects in the graph of before too
+    search = widget.locator(".bwd-graph:not(.bwd-graph-before) input.bwd-search")
+    search.fill("tangents_1")
+    search.press("Enter")
+    page.wait_for_function(
+        f"({BOTH_VIEWS})([document.querySelectorAll('.bwd-root')[{WIDGETS['compared']}], 'tangents_1']).every((v) => v.selected === 'tangents_1')",
+        timeout=30_000,
+    )
+    views = widget.evaluate(f"(root) => ({BOTH_VIEWS})([root, 'tangents_1'])")
+    assert [v["caption"] for v in views] == ["now: min_cut (budget 0)", "before: default"], views
+    # a node clicked in the graph of before selects it everywhere
+    widget.locator(".bwd-graph-before button.bwd-fit").click()
+    picked = widget.evaluate(
+        "(root) => { const pane = root.querySelector('.bwd-graph-before .bwd-svg-host').getBoundingClientRect();"
+        " return [...root.querySelectorAll('.bwd-graph-before .bwd-svg g.node:not(.bwd-group):not(.bwd-selected)')].find((g) => {"
+        " const b = g.getBoundingClientRect(), x = b.left + b.width / 2, y = b.top + b.height / 2;"
+        " return x > pane.left + 5 && x < pane.right - 5 && y > pane.top + 5 && y < pane.bottom - 5; })?.dataset.visibleId; }"
+    )
+    assert picked, "a node of the graph of before is on screen"
+    widget.locator(f'.bwd-graph-before .bwd-svg g.node[data-visible-id="{picked}"]').click()
+    assert widget.locator(".bwd-details-title").text_content() == picked
+    # a zoom in one moves the other to the same scale, the selection at the same place in its pane
+    search.fill("tangents_1")
+    search.press("Enter")
+    host = widget.locator(".bwd-graph:not(.bwd-graph-before) .bwd-svg-host")
+    host.click(position={"x": 5, "y": 5})  # focus, so the wheel zooms
+    box = host.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 3, box["y"] + box["height"] / 3)
+    scale_before = widget.evaluate(f"(root) => ({BOTH_VIEWS})([root, 'tangents_1'])")[0]["scale"]
+    for _ in range(3):
+        page.mouse.wheel(0, -240)
+    page.wait_for_timeout(300)
+    views = widget.evaluate(f"(root) => ({BOTH_VIEWS})([root, 'tangents_1'])")
+    now, then = views
+    assert now["scale"] > scale_before * 1.1, "the wheel zoomed the graph of now"
+    assert then["scale"] == pytest.approx(now["scale"], rel=0.02), views
+    assert then["at"] and now["at"] and all(abs(a - b) < 3 for a, b in zip(then["at"], now["at"])), views
+    widget.screenshot(path=str(artifacts / "compare-side-by-side.png"))
+    toggle.click()
+    assert widget.locator(".bwd-graph").count() == 1
     assert not errors
