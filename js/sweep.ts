@@ -82,3 +82,9 @@ export function peakOrderText(points: readonly SweepPoint[]): string {
   const parts = [...byWinner].map(([winner, losers]) => `budget${losers.length > 1 ? "s" : ""} ${losers.join(", ")} peak${losers.length > 1 ? "" : "s"} above budget ${winner}`);
   return `Peak memory does not fall with the budget here: ${parts.join("; ")} (\u25C7 flagged). Saved is not peak: a lower budget can recompute more and still peak higher.`;
 }
+
+/** Whether a sweep is under way: the kernel is busy and its progress (`done/total`) has budgets left. */
+export function sweepRunning(progress: string, busy: boolean): boolean {
+  const counted = /^(\d+)\/(\d+)$/.exec(progress);
+  return busy && counted !== null && Number(counted[1]) < Number(counted[2]);
+}

@@ -280,3 +280,44 @@ def test_static_picture_keeps_hostile_names_as_text(tmp_path):
 
     svg = fallback_svg(graph_payload(bw.extract(Hostile(), torch.randn(2, 3))))
     assert "<script" not in svg and "&lt;script&gt;" in svg
+
+
+def test_the_sweep_button_streams_points_in_a_thread_and_cancel_stops_it_between_points(monkeypatch):
+    """The `_sweep` command answers at once (the kernel stays free for Cancel); each point is drawn as it
+    comes; Cancel stops before the next budget and leaves a widget that partitions as before."""
+    import threading
+
+    torch.manual_seed(0)
+    widget = bw.show(Transformer(width=32, depth=2), torch.randint(0, 64, (2, 16)))
+    drawn = []
+    widget.observe(lambda change: drawn.append([p["budget"] for p in change["new"]]), "sweep_points")
+    gate, real = threading.Event(), bw.BackwardExtraction.rerun
+
+    def second_waits(extraction, partitioner="default", memory_budget=None):
+        if memory_budget == 0.5 and threading.current_thread().name == "bwd-widgets-sweep":
+            assert gate.wait(60), "the test never opened the gate"
+        return real(extraction, partitioner, memory_budget)
+
+    monkeypatch.setattr(bw.BackwardExtraction, "rerun", second_waits)
+    reply, _ = widget._sweep({"budgets": [0.0, 0.5, 1.0, 0.2]}, [])
+    assert reply == {"started": True, "error": ""} and widget.busy
+    assert widget.start_sweep() is None, "one sweep at a time"
+    while not drawn:
+        threading.Event().wait(0.01)
+    assert drawn == [[0.0]] and widget.sweep_progress == "1/4"
+    widget.partitioner = "min_cut"  # the controls, while the sweep waits: partitioned at once
+    widget.memory_budget = 0.05
+    assert widget.data["memory_budget"] == 0.05 and widget.busy, "the sweep still runs"
+    assert widget._cancel_sweep({}, []) == ({"cancelled": True}, [])
+    gate.set()
+    while widget.busy:
+        threading.Event().wait(0.01)
+    assert drawn[:2] == [[0.0], [0.0, 0.5]] and [p["budget"] for p in widget.sweep_points] == [0.0, 0.5]
+    assert widget.sweep_progress == "2/4 (cancelled)" and widget.error == ""
+    assert torch._functorch.config.activation_memory_budget == 1.0
+    monkeypatch.undo()
+    fresh = widget.extraction.rerun("min_cut", 0.05)
+    assert str(widget.extraction.backward.graph) == str(fresh.backward.graph)
+    widget.memory_budget = 0.5  # the swept budget: the sweep's own partition, marked current
+    assert widget.extraction is widget._swept.points[1].extraction and widget.sweep_index == 1
+    assert widget.cancel_sweep() is False, "nothing runs to cancel"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -13,11 +14,11 @@ import anywidget
 import traitlets
 from anywidget.experimental import command
 
-from ..core.errors import BwdWidgetsError
+from ..core.errors import BwdWidgetsError, one_line
 from ..display_hook import in_kernel
 from ..extraction import BackwardExtraction
 from ..extractor import extract
-from ..studio import Comparison, Sweep, sweep
+from ..studio import DEFAULT_BUDGETS, Comparison, Sweep, SweepPoint, sweep
 from ..views.html import fallback_html
 from ..views.payload import STATE_DEFAULTS, GraphData, WidgetState, comparison_rows, graph_payload, sweep_points
 from ..views.plot import timeline
@@ -112,6 +113,9 @@ class BackwardGraphWidget(anywidget.AnyWidget):
         super().__init__(**kwargs)
         self._comparison = comparison
         self._swept = sweep
+        self._sweep_lock = threading.Lock()
+        self._sweeping = False
+        self._cancel = threading.Event()
         if comparison is not None:
             self.comparison_rows = comparison_rows(comparison)
             self.compare_index = 0
@@ -169,7 +173,7 @@ class BackwardGraphWidget(anywidget.AnyWidget):
         except BwdWidgetsError as error:
             self.error = str(error)
         finally:
-            self.busy = False
+            self.busy = self._sweeping
 
     @traitlets.observe("partitioner", "memory_budget")
     def _rerun(self, change: traitlets.Bunch) -> None:
@@ -198,7 +202,9 @@ class BackwardGraphWidget(anywidget.AnyWidget):
     @traitlets.observe("sweep_index")
     def _pick_sweep_point(self, change: traitlets.Bunch) -> None:
         swept, index = self._swept, change["new"]
-        if not self._updating and swept is not None and 0 <= index < len(swept.points):
+        if self._updating or index == self._sweep_point_of(self.extraction):
+            return  # the plan shown already (a sweep point arriving marks it current)
+        if swept is not None and 0 <= index < len(swept.points):
             extraction = swept.points[index].extraction
             if extraction is not None:
                 self._switch(lambda: extraction)
@@ -210,40 +216,74 @@ class BackwardGraphWidget(anywidget.AnyWidget):
 
     @command
     def _sweep(self, message: dict, buffers: list) -> tuple[dict, list]:
-        """The front end's Sweep button: `{"budgets": [...] | null}` -> `{"points": n, "interrupted": bool}`."""
-        result = self.run_sweep(message.get("budgets") if isinstance(message, dict) else None)
-        if result is None:
-            return {"points": 0, "interrupted": False, "error": self.error}, []
-        return {"points": len(result.points), "interrupted": result.interrupted, "error": ""}, []
+        """The front end's Sweep button: `{"budgets": [...] | null}` starts the sweep in a thread and answers at
+        once (`{"started": bool, "error": str}`): the kernel stays free for the cancel button, and the points
+        arrive one by one as the sweep_* traits."""
+        budgets = message.get("budgets") if isinstance(message, dict) else None
+        started = self.start_sweep(budgets)
+        return {"started": started is not None, "error": self.error}, []
+
+    @command
+    def _cancel_sweep(self, message: dict, buffers: list) -> tuple[dict, list]:
+        """The front end's Cancel button: the sweep stops before its next budget (`{"cancelled": bool}`)."""
+        return {"cancelled": self.cancel_sweep()}, []
+
+    def start_sweep(self, budgets: list[float] | None = None) -> threading.Thread | None:
+        """`run_sweep` in a thread of its own (None when a sweep already runs): the busy flag is up before
+        this returns."""
+        with self._sweep_lock:
+            if self._sweeping:
+                return None
+            self._sweeping, self.busy = True, True
+        thread = threading.Thread(target=self.run_sweep, args=(budgets,), name="bwd-widgets-sweep", daemon=True)
+        thread.start()
+        return thread
+
+    def cancel_sweep(self) -> bool:
+        """Stop the running sweep before its next budget; the points done stay. False when none runs."""
+        if not self._sweeping:
+            return False
+        self._cancel.set()
+        return True
 
     def run_sweep(self, budgets: list[float] | None = None) -> Sweep | None:
-        """Sweep min-cut's memory budget from this extraction's joint graph; the chart fills in."""
-        self.busy = True
+        """Sweep min-cut's memory budget from this extraction's joint graph; each point is drawn as it comes."""
+        self._sweeping, self.busy = True, True
+        self._cancel.clear()
         self.error = ""
+        listed = DEFAULT_BUDGETS if budgets is None else budgets if isinstance(budgets, (list, tuple)) else ()
+        self.sweep_progress = f"0/{len(listed)}"  # the Cancel button shows from now on
+        done: list = []
 
-        def progress(point: object, done: int, total: int) -> None:
-            self.sweep_progress = f"{done}/{total}"
+        def progress(point: SweepPoint, count: int, total: int) -> None:
+            done.append(point)
+            self._set_sweep(Sweep(list(done)))
+            self.sweep_progress = f"{count}/{total}"
 
         try:
-            result = sweep(self.extraction, budgets=budgets, progress=False, on_point=progress)
+            result = sweep(
+                self.extraction, budgets=budgets, progress=False, on_point=progress, should_stop=self._cancel.is_set
+            )
         except BwdWidgetsError as error:
-            self.error = str(error)
+            self.error, self.sweep_progress = str(error), ""
+            return None
+        except Exception as error:  # in the sweep's thread nothing else would say it
+            self.error, self.sweep_progress = f"the sweep failed: {one_line(error)}", ""
             return None
         finally:
+            self._sweeping = False
             self.busy = False
         if result.interrupted:
-            self.sweep_progress += " (interrupted)"
-        self._set_sweep(result)
+            self.sweep_progress += " (cancelled)" if self._cancel.is_set() else " (interrupted)"
+        if result.points:
+            self._set_sweep(result)
         return result
 
-    def _set_sweep(self, result: Sweep, index: int = -1) -> None:
+    def _set_sweep(self, result: Sweep, index: int | None = None) -> None:
+        """Show `result` in the chart, its current point the partition shown (or `index`)."""
         self._swept = result
-        updating, self._updating = self._updating, True
-        try:
-            self.sweep_index = index
-            self.sweep_points = sweep_points(result)
-        finally:
-            self._updating = updating
+        self.sweep_points = sweep_points(result)
+        self.sweep_index = self._sweep_point_of(self.extraction) if index is None else index
 
     def first_view(self) -> Drawing | None:
         """The static drawing of the first view of the partition shown (laid out once per payload)."""

@@ -4,8 +4,8 @@
 import { formatFlops } from "../chart";
 import { element, show, svgElement } from "../dom";
 import { formatBytes } from "../format";
-import { setTrait, type Model, type PaneContext, type SweepReply } from "../model";
-import { chartGeometry, emptyStudioText, paretoPoints, peakOrderText, pointText } from "../sweep";
+import { setTrait, type Model, type PaneContext } from "../model";
+import { chartGeometry, emptyStudioText, paretoPoints, peakOrderText, pointText, sweepRunning } from "../sweep";
 import type { ComparisonRow, SweepPoint } from "../types";
 import { chartAxes } from "./axes";
 import type { Pane } from "./pane";
@@ -102,48 +102,76 @@ function renderPareto(table: HTMLTableElement, model: Model, signal: AbortSignal
   }
 }
 
+/** The kernel's answers: `_sweep` starts the sweep in a thread and answers at once (its points arrive as
+ *  the sweep_* traits); `_cancel_sweep` stops it before its next budget. */
+interface SweepStarted {
+  started: boolean;
+  error: string;
+}
+
 export function studioPane({ model, signal, experimental, showTab }: PaneContext): Pane {
   const el = element("div", "bwd-studio");
   const bar = element("div", "bwd-studio-bar");
   const sweepButton = element("button", "bwd-sweep-button", "Sweep budgets");
-  sweepButton.title = "min-cut at memory budgets 0, 0.1, \u2026, 1 on this joint graph";
+  sweepButton.title = "min-cut at memory budgets 0, 0.1, \u2026, 1 on this joint graph; each point is drawn as it is done";
+  const cancelButton = element("button", "bwd-sweep-cancel", "Cancel");
+  cancelButton.title = "stop the sweep before its next budget (the points done stay)";
   const progress = element("span", "bwd-sweep-progress");
   const failure = element("span", "bwd-error");
-  bar.append(sweepButton, progress, failure);
+  bar.append(sweepButton, cancelButton, progress, failure);
   const compare = element("table", "bwd-compare");
   const chart = element("div", "bwd-sweep-chart");
   const readout = element("div", "bwd-readout", "Hover a point for its numbers; click it to show that partition.");
   const pareto = element("table", "bwd-pareto");
   const empty = element("div", "bwd-hint bwd-studio-empty");
   el.append(bar, empty, compare, chart, readout, pareto);
-  let sweeping = false; // a _sweep command is in flight
+  let starting = false; // a _sweep command is in flight
+  let cancelling = false; // Cancel was pressed for the sweep running now
   let shownOnce = false; // comparisons and sweeps open on this tab
 
   function renderBar(): void {
     const canSweep = model.get("can_rerun") && experimental !== undefined;
+    const running = sweepRunning(model.get("sweep_progress") || "", Boolean(model.get("busy")));
+    if (!running) cancelling = false;
     show(sweepButton, canSweep);
-    sweepButton.disabled = sweeping || model.get("busy");
+    sweepButton.disabled = starting || model.get("busy");
+    show(cancelButton, canSweep && running);
+    cancelButton.disabled = cancelling;
+    cancelButton.textContent = cancelling ? "Cancelling\u2026" : "Cancel";
     progress.textContent = model.get("sweep_progress") || "";
     show(bar, canSweep || progress.textContent !== "" || failure.textContent !== "");
   }
 
   /** Ask the kernel to sweep; progress and points come back as the sweep_* traits. */
   async function sweep(): Promise<void> {
-    if (!experimental || sweeping) return;
-    sweeping = true;
+    if (!experimental || starting) return;
+    starting = true;
     failure.textContent = "";
     renderBar();
     try {
-      await experimental.invoke<SweepReply>("_sweep", { budgets: null }, { signal });
+      const [reply] = await experimental.invoke<SweepStarted>("_sweep", { budgets: null }, { signal });
+      if (reply?.error) failure.textContent = reply.error;
     } catch (e) {
       if (!signal.aborted) failure.textContent = `sweep failed: ${String(e)}`;
     } finally {
-      sweeping = false;
+      starting = false;
       if (!signal.aborted) renderBar();
     }
   }
 
+  async function cancel(): Promise<void> {
+    if (!experimental || cancelling) return;
+    cancelling = true;
+    renderBar();
+    try {
+      await experimental.invoke<{ cancelled: boolean }>("_cancel_sweep", {}, { signal });
+    } catch (e) {
+      if (!signal.aborted) failure.textContent = `cancel failed: ${String(e)}`;
+    }
+  }
+
   sweepButton.addEventListener("click", () => void sweep(), { signal });
+  cancelButton.addEventListener("click", () => void cancel(), { signal });
 
   return {
     el,

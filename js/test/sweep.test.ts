@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { chartGeometry, emptyStudioText, paretoPoints, peakOrderText, pointText } from "../sweep";
+import { chartGeometry, emptyStudioText, paretoPoints, peakOrderText, pointText, sweepRunning } from "../sweep";
 import type { SweepPoint } from "../types";
 
 const point = (budget: number, saved: number, flops: number, pareto: boolean): SweepPoint => ({
@@ -71,5 +71,16 @@ describe("peaks across budgets", () => {
     expect(pointText(pinned[2])).toContain("budget 0.3 (torch's ratio 0.270)");
     expect(pointText(pinned[0])).toContain("budget 0.3 peaks lower");
     expect(pointText({ ...pinned[2], torch_budget_ratio: null })).not.toContain("torch's ratio");
+  });
+});
+
+describe("sweep progress", () => {
+  it("counts a sweep as running while the kernel is busy with budgets left: Cancel shows then", () => {
+    expect(sweepRunning("0/11", true)).toBe(true);
+    expect(sweepRunning("10/11", true)).toBe(true);
+    expect(sweepRunning("11/11", true)).toBe(false);
+    expect(sweepRunning("4/11 (cancelled)", false)).toBe(false);
+    expect(sweepRunning("4/11", false)).toBe(false); // busy gone: the sweep ended (an error)
+    expect(sweepRunning("", true)).toBe(false); // busy partitioning, no sweep
   });
 });
