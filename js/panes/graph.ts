@@ -447,7 +447,7 @@ function bindInput(view: GraphView, { search, results, fit, collapseAll, colour,
     const svg = view.viewport.svg;
     if (!svg || !view.data) return;
     const [width, height] = [host.clientWidth, host.clientHeight];
-    const text = standaloneSvg(svg, width, height, getComputedStyle(root).backgroundColor);
+    const text = standaloneSvg(svg, width, height, getComputedStyle(host.closest(".bwd-root") ?? root).backgroundColor); // the widget's background, in either view
     const name = exportFileName(view.data.model, view.data.graph_index, view.data.graph_count, extension);
     try {
       download(extension === "svg" ? new Blob([text], { type: "image/svg+xml" }) : await pngOf(text, width, height, window.devicePixelRatio || 1), name);
