@@ -209,6 +209,35 @@ def chain():
     return bw.extract(Chain(), torch.randn(256, 512))
 
 
+def test_the_cos_cos_flow_network_is_cut_at_x_alone_and_bans_the_output():
+    """Notebook 4's picture: the network torch hands networkx.minimum_cut for x.cos().cos() splits each
+    value in two, and its cut is x's own edge (save x, recompute the rest); the output is banned."""
+    import networkx
+    from functorch.compile import aot_function, make_boxed_func, min_cut_rematerialization_partition
+
+    flows, original = [], networkx.minimum_cut
+
+    def recording(network, *args, **kwargs):
+        value, (source_side, sink_side) = original(network, *args, **kwargs)
+        flows.append((network.copy(), value, set(source_side)))
+        return value, (source_side, sink_side)
+
+    def keep(gm, example_inputs):
+        return make_boxed_func(gm.forward)
+
+    networkx.minimum_cut = recording
+    try:
+        compiled = aot_function(lambda x: x.cos().cos(), keep, keep, partition_fn=min_cut_rematerialization_partition)
+        compiled(torch.randn(1024, requires_grad=True)).sum().backward()
+    finally:
+        networkx.minimum_cut = original
+    network, value, source_side = flows[-1]
+    cut = [(a, b) for a, b in network.edges if a in source_side and b not in source_side]
+    assert cut == [("primals_1_in", "primals_1_out")]
+    assert value == network.edges["primals_1_in", "primals_1_out"]["capacity"]
+    assert network.edges["source", "cos_1_in"]["reason"] == "cannot recompute: materialized in backward"
+
+
 def test_plain_min_cut_keeps_the_chain_by_torchs_allowlist_and_materialized_in_backward(chain):
     plain = chain.rerun("min_cut")
     reasons = Counter(s.torch_reason for s in plain.saved_tensors if s.activation_bytes)
@@ -413,6 +442,60 @@ def test_the_default_partitioner_fails_on_prefer_save_in_torch_2_13():
     with pytest.raises(bw.PartitionerError, match=failed) as caught:
         bw.extract(Checkpointed(prefer_saving_matmuls), torch.randn(4, 32, 64))
     assert "\n" not in str(caught.value)
+
+
+def saving(ops):
+    """A selective-checkpointing policy that keeps the outputs of `ops` and recomputes the rest."""
+    return lambda ctx, op, *args, **kwargs: (
+        CheckpointPolicy.MUST_SAVE if op in ops else CheckpointPolicy.PREFER_RECOMPUTE
+    )
+
+
+def test_notebook_5s_build_exercise_saving_the_projections_meets_its_peak_target():
+    """Exercise 4: peak at most 900,000 B with at most 4 matmuls recomputed. Saving the Linear layers'
+    outputs meets it; full checkpointing and saving every matmul miss the peak, fewer saves miss the matmuls."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 32, 64)
+    aten = torch.ops.aten
+
+    def outcome(model):
+        e = bw.extract(model, x)
+        matmuls = sum(op in ("aten.mm", "aten.addmm", "aten.bmm") for _, op in e.recomputed)
+        return e.peak_activation_bytes, matmuls
+
+    assert outcome(Checkpointed(saving({aten.mm.default, aten.addmm.default}))) == (884_992, 4)
+    assert outcome(Checkpointed(saving({aten.mm.default, aten.addmm.default, aten.bmm.default}))) == (1_081_600, 0)
+    assert outcome(Checkpointed(saving({aten.addmm.default}))) == (823_808, 8)
+    assert outcome(Checkpointed())[0] == 987_648
+
+
+def test_notebook_2s_offload_exercise_moves_the_softmax_twice_and_the_mlp_hidden_tensors():
+    """Exercise 5: a hook moving saved tensors above 200,000 B sees the MLP's hidden layer before and after
+    GELU and the softmax output packed twice (itself and the view the next matmul reads), and backward's
+    gradients are unchanged."""
+    torch.manual_seed(0)
+    block, x = Block(width=64, heads=4), torch.randn(2, 128, 64, requires_grad=True)
+    block(x).square().sum().backward()
+    expected = [p.grad.clone() for p in block.parameters()]
+    block.zero_grad()
+    moved = []
+
+    def pack(t):
+        if t.numel() * t.element_size() <= 200_000:
+            return t
+        moved.append((tuple(t.shape), t))  # held, so no storage is freed and its address reused
+        return t.device, t.to("cpu", copy=True)
+
+    def unpack(packed):
+        return packed[1].to(packed[0]) if isinstance(packed, tuple) else packed
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        loss = block(x).square().sum()
+    loss.backward()
+    assert all(torch.allclose(a, p.grad) for a, p in zip(expected, block.parameters()))
+    assert sorted(shape for shape, _ in moved) == [(2, 4, 128, 128), (2, 128, 256), (8, 128, 128), (256, 256)]
+    storages = {shape: t.untyped_storage().data_ptr() for shape, t in moved}
+    assert storages[2, 4, 128, 128] == storages[8, 128, 128] and len(set(storages.values())) == 3
 
 
 def test_sqrt_n_segments_give_the_lowest_peak_on_a_sin_chain():
