@@ -59,3 +59,19 @@ export function nearestIndex(xs: readonly number[], x: number): number {
   }
   return Math.abs(xs[low] - x) <= Math.abs(xs[high] - x) ? low : high;
 }
+
+/** Maps [lo, hi] onto [from, to] (pixels): the zoomed timeline's x axis. */
+export function rangeScale(lo: number, hi: number, from: number, to: number): Scale {
+  const span = hi > lo ? hi - lo : 1;
+  const scale = ((value: number) => from + ((value - lo) / span) * (to - from)) as Scale;
+  scale.invert = (pixel: number) => lo + ((pixel - from) / (to - from || 1)) * span;
+  return scale;
+}
+
+/** Round values within [lo, hi], spaced as `niceTicks` spaces [0, hi - lo]: a zoomed axis's ticks. */
+export function ticksWithin(lo: number, hi: number, count = 5): number[] {
+  const step = niceTicks(hi - lo, count)[1];
+  const ticks: number[] = [];
+  for (let t = Math.ceil(lo / step) * step; t <= hi + 1e-9; t += step) ticks.push(Number(t.toPrecision(12)));
+  return ticks;
+}

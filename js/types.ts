@@ -126,6 +126,14 @@ export interface ModuleBytes {
   bytes: number;
 }
 
+/** Live bytes of one kind of storage ("saved", "gradient", "temporary") or one module's storages, at
+ *  each point of the timeline; the bands of one stacking add up to the timeline. */
+export interface MemoryBand {
+  key: string | null; // the kind or the module path ("" for the top level); null: the other modules together
+  label: string;
+  bytes: number[];
+}
+
 /** What the last `g.measure()` saw: live bytes at the prediction's own steps, and its peak's error. */
 export interface MeasuredMemory {
   timeline: MemoryPoint[]; // the highest point of each stretch of ops: the measured peak is always in
@@ -146,6 +154,10 @@ export interface Memory {
   y_ticks: number[]; // bytes, 0 to at or above the peak (recomputed only when an overlaid budget peaks higher)
   tick_count: number; // how many ticks the timeline asks nice_ticks for on each axis
   measured?: MeasuredMemory | null; // the last g.measure(); null until measured (measuring runs the model)
+  kinds: MemoryBand[]; // stacked by the kernel's kind of each live storage
+  modules: MemoryBand[]; // stacked by the module allocating each storage, cut at module_depth
+  module_depth: number;
+  selects: string[]; // the backward node each point selects in its region's graph ("" for none)
 }
 
 export interface GraphData {
@@ -233,8 +245,12 @@ export const SWEEP_POINT_KEYS = [
 export const MEMORY_POINT_KEYS = ["step", "phase", "node", "graph", "live_bytes"] as const satisfies readonly (keyof MemoryPoint)[];
 export const MEMORY_PEAK_KEYS = ["step", "phase", "node", "graph", "live_bytes", "module"] as const satisfies readonly (keyof MemoryPeak)[];
 export const MODULE_BYTES_KEYS = ["module", "bytes"] as const satisfies readonly (keyof ModuleBytes)[];
+export const MEMORY_BAND_KEYS = ["key", "label", "bytes"] as const satisfies readonly (keyof MemoryBand)[];
 export const MEASURED_MEMORY_KEYS = ["timeline", "peak", "predicted_peak_bytes", "error_percent", "device"] as const satisfies readonly (keyof MeasuredMemory)[];
-export const MEMORY_KEYS = ["timeline", "steps", "forward_steps", "peak", "by_module", "x_ticks", "y_ticks", "tick_count", "measured"] as const satisfies readonly (keyof Memory)[];
+export const MEMORY_KEYS = [
+  "timeline", "steps", "forward_steps", "peak", "by_module", "x_ticks", "y_ticks", "tick_count", "measured", "kinds", "modules",
+  "module_depth", "selects",
+] as const satisfies readonly (keyof Memory)[];
 
 /** Every contract type by its Python name, with its key list (checked complete at compile time). */
 export const CONTRACT_KEYS: {
@@ -256,6 +272,7 @@ export const CONTRACT_KEYS: {
   ModuleBytes: Exact<ModuleBytes, typeof MODULE_BYTES_KEYS>;
   Memory: Exact<Memory, typeof MEMORY_KEYS>;
   MeasuredMemory: Exact<MeasuredMemory, typeof MEASURED_MEMORY_KEYS>;
+  MemoryBand: Exact<MemoryBand, typeof MEMORY_BAND_KEYS>;
 } = {
   GraphData: GRAPH_DATA_KEYS,
   GraphNode: GRAPH_NODE_KEYS,
@@ -275,4 +292,5 @@ export const CONTRACT_KEYS: {
   ModuleBytes: MODULE_BYTES_KEYS,
   Memory: MEMORY_KEYS,
   MeasuredMemory: MEASURED_MEMORY_KEYS,
+  MemoryBand: MEMORY_BAND_KEYS,
 };

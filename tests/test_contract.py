@@ -40,6 +40,7 @@ TYPES = (
     "MemoryPoint",
     "MemoryPeak",
     "ModuleBytes",
+    "MemoryBand",
 )
 
 
@@ -64,6 +65,7 @@ def _check_keys(data, rows, points):
     assert list(memory) == _keys("Memory") and list(memory["peak"]) == _keys("MemoryPeak")
     assert all(list(p) == _keys("MemoryPoint") for p in memory["timeline"])
     assert memory["by_module"] and all(list(m) == _keys("ModuleBytes") for m in memory["by_module"])
+    assert all(list(b) == _keys("MemoryBand") for b in memory["kinds"] + memory["modules"])
 
 
 def _expanded_sets(data: payload.GraphData) -> list[list[str]]:

@@ -10,6 +10,7 @@ the fake tensors' own storages, so `view`, `t` and `_unsafe_view` share memory e
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,13 @@ if TYPE_CHECKING:
 
 FORWARD = "forward"
 BACKWARD = "backward"
+SAVED = "saved"
+GRADIENT = "gradient"
+TEMPORARY = "temporary"
+KINDS = (SAVED, GRADIENT, TEMPORARY)
+"""What each live storage is: a value saved for backward (from the forward op that computes it to its
+last use in backward), a gradient the backward returns, or anything else the graphs allocate
+(intermediates, and forward outputs that are not saved)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,24 @@ class MemoryProfile:
     """Bytes alive between forward and backward: the saved activations' storages, each once."""
     modules: dict[str, str]
     """Module path of each op in the timeline (by node name), for the peak."""
+    storages: list[Lifetime]
+    """Every storage the walk counts, in steps of this partition's own forward and backward."""
+    counterparts: dict[str, str]
+    """The backward node that stands for each forward op (`counterparts()`), where there is one."""
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    """One storage the walk counts: alive from `first` to `last` (phase, step) inclusive; `last` may be
+    (BACKWARD, -1) for a saved value backward never reads."""
+
+    nbytes: int
+    kind: str
+    """SAVED, GRADIENT or TEMPORARY."""
+    module: str
+    """The module of the op that allocates it ("" for the top level)."""
+    first: tuple[str, int]
+    last: tuple[str, int]
 
 
 def _storage_ids(value: object) -> list[int | None]:
@@ -180,11 +206,64 @@ def profile(partition: Partition) -> MemoryProfile:
         ("saved", key): forward.size[key] for key in set(saved_keys.values()) if key in forward.size
     }
     gradient_keys = {k for keys in backward.output_keys(backward_graph).values() for k in keys if k is not None}
-    backward_live = _live(backward, carried, backward.deaths(gradient_keys))
+    backward_death = backward.deaths(gradient_keys)
+    backward_live = _live(backward, carried, backward_death)
     timeline = [{"phase": FORWARD, "node": n.name, "live_bytes": b} for n, b in zip(forward.ops, forward_live)]
     timeline += [{"phase": BACKWARD, "node": n.name, "live_bytes": b} for n, b in zip(backward.ops, backward_live)]
     modules = {n.name: node_module(n, sources) or "" for n in forward.ops + backward.ops}
-    return MemoryProfile(timeline, len(forward.ops), sum(carried.values()), modules)
+    last_forward, last_backward = len(forward.ops) - 1, len(backward.ops) - 1
+
+    def lifetime(key: object, nbytes: int, kind: str, phase: str, death: dict, last: int) -> Lifetime:
+        born = (forward if phase == FORWARD else backward).birth[key]
+        end = (BACKWARD, min(backward_death.get(("saved", key), -1), last_backward)) if kind == SAVED else None
+        return Lifetime(
+            nbytes,
+            kind,
+            modules.get(key[0] if isinstance(key, tuple) else "", ""),
+            (phase, born),
+            end or (phase, min(max(death.get(key, -1), born), last)),
+        )
+
+    storages = [
+        lifetime(key, n, SAVED if ("saved", key) in carried else TEMPORARY, FORWARD, forward_death, last_forward)
+        for key, n in forward.size.items()
+    ]
+    storages += [
+        lifetime(key, n, GRADIENT if key in gradient_keys else TEMPORARY, BACKWARD, backward_death, last_backward)
+        for key, n in backward.size.items()
+    ]
+    chosen = _counterparts(forward, saved_keys, backward_graph)
+    return MemoryProfile(timeline, len(forward.ops), sum(carried.values()), modules, storages, chosen)
+
+
+def _counterparts(forward: _Walk, saved: dict[str, object | None], backward_graph: torch.fx.Graph) -> dict[str, str]:
+    """For each forward op, the backward node a click on it selects: the saved value it computes (by
+    name, else a saved value sharing its storage, such as a saved view of it), else the first backward
+    op torch built for it (the same autograd `seq_nr`), else what its first user selects; forward ops
+    with none of these are left out."""
+    saved_by_key: dict[object, str] = {}
+    for name, key in saved.items():
+        if key is not None:
+            saved_by_key.setdefault(key, name)
+    by_seq: dict[int, str] = {}
+    for node in backward_graph.nodes:
+        seq = node.meta.get("seq_nr")
+        if node.op == "call_function" and isinstance(seq, int):
+            by_seq.setdefault(seq, node.name)
+    found: dict[str, str] = {}
+    for op in forward.ops:
+        seq = op.meta.get("seq_nr")
+        shared = (saved_by_key[k] for k in forward.keys.get(op, []) if k in saved_by_key)
+        node = (
+            op.name if op.name in saved else next(shared, None) or (by_seq.get(seq) if isinstance(seq, int) else None)
+        )
+        if node:
+            found[op.name] = node
+    for op in reversed(forward.ops):  # an op with neither (an `expand` feeding a `clone`): what its first user selects
+        user = next((u.name for u in op.users if u.name in found), None)
+        if op.name not in found and user:
+            found[op.name] = found[user]
+    return found
 
 
 def timeline(partitions: list[Partition]) -> list[dict]:
@@ -205,6 +284,61 @@ def timeline(partitions: list[Partition]) -> list[dict]:
             dict(s, live_bytes=s["live_bytes"] + held, graph=index) for s in memory.timeline[memory.forward_steps :]
         ]
     return steps
+
+
+def _offsets(profiles: list[MemoryProfile]) -> tuple[list[int], list[int]]:
+    """Where each region's forward and backward start in `timeline()`'s steps."""
+    forward, backward, at = [], [0] * len(profiles), 0
+    for memory in profiles:
+        forward.append(at)
+        at += memory.forward_steps
+    for index in range(len(profiles) - 1, -1, -1):
+        backward[index] = at
+        at += len(profiles[index].timeline) - profiles[index].forward_steps
+    return forward, backward
+
+
+def live_by(partitions: list[Partition], band: Callable[[Lifetime], str]) -> dict[str, list[int]]:
+    """Live bytes after each op of `timeline(partitions)`, split by `band` of each storage (its kind,
+    its module): at every step the bands add up to the timeline's live bytes."""
+    profiles = [p.memory for p in partitions]
+    forward, backward = _offsets(profiles)
+    steps = sum(len(m.timeline) for m in profiles)
+    deltas: dict[str, list[int]] = {}
+    for index, memory in enumerate(profiles):
+        start = {FORWARD: forward[index], BACKWARD: backward[index]}
+        for s in memory.storages:
+            first, last = start[s.first[0]] + s.first[1], start[s.last[0]] + s.last[1]
+            if last < first:
+                continue
+            delta = deltas.setdefault(band(s), [0] * (steps + 1))
+            delta[first] += s.nbytes
+            delta[last + 1] -= s.nbytes
+    bands: dict[str, list[int]] = {}
+    for name, delta in deltas.items():
+        total, live = 0, []
+        for d in delta[:steps]:
+            total += d
+            live.append(total)
+        bands[name] = live
+    return bands
+
+
+def live_by_kind(partitions: list[Partition]) -> dict[str, list[int]]:
+    """`live_by` each storage's kind, every kind of KINDS present (in that order)."""
+    bands = live_by(partitions, lambda s: s.kind)
+    steps = len(timeline(partitions))
+    return {kind: bands.get(kind, [0] * steps) for kind in KINDS}
+
+
+def counterpart_steps(partitions: list[Partition]) -> list[str]:
+    """For each step of `timeline(partitions)`, the backward node it selects in its own region's graph:
+    a backward op itself, a forward op its counterpart (`MemoryProfile.counterparts`), else ""."""
+    steps = timeline(partitions)
+    return [
+        s["node"] if s["phase"] == BACKWARD else partitions[s["graph"]].memory.counterparts.get(s["node"], "")
+        for s in steps
+    ]
 
 
 def peak(partitions: list[Partition]) -> MemoryPeak:

@@ -6,7 +6,7 @@ as a JSON fixture that the front-end tests check against both. No IPython, no ip
 
 from __future__ import annotations
 
-from typing import Any, TypedDict, cast
+from typing import TypedDict, cast
 
 from ..core.analysis import SavedTensor
 from ..core.errors import BwdWidgetsError
@@ -16,12 +16,18 @@ from ..core.partitioners import registered_partitioners
 from ..extraction import BackwardExtraction
 from ..studio import Comparison, Sweep, diff
 from .grouping import Views, view_rules
-from .plot import nice_ticks, stretch_maxima
 
-TIMELINE_POINTS = 1000
+# the memory picture's types live with their builder; named here, as the contract's (tests/test_contract.py)
+from .memory_payload import TIMELINE_POINTS as TIMELINE_POINTS
+from .memory_payload import MeasuredMemory as MeasuredMemory
+from .memory_payload import Memory, memory_payload
+from .memory_payload import MemoryBand as MemoryBand
+from .memory_payload import MemoryPeak as MemoryPeak
+from .memory_payload import MemoryPoint as MemoryPoint
+from .memory_payload import ModuleBytes as ModuleBytes
+from .plot import stretch_maxima
+
 OVERLAY_POINTS = 120
-TIMELINE_TICKS = 4
-"""Ticks the widget's memory timeline asks for on each axis (its chart is small)."""
 
 
 class GraphNode(TypedDict):
@@ -99,58 +105,6 @@ class Code(TypedDict):
     backward: str
     forward: str
     lines: CodeLines
-
-
-class MemoryPoint(TypedDict):
-    step: int
-    """Index of the op in the whole timeline."""
-    phase: str
-    node: str
-    graph: int
-    live_bytes: int
-
-
-class MemoryPeak(MemoryPoint):
-    module: str
-
-
-class ModuleBytes(TypedDict):
-    module: str
-    bytes: int
-
-
-class MeasuredMemory(TypedDict):
-    """`g.measure()`'s live bytes, at the same steps as the prediction, and how far its peak is off."""
-
-    timeline: list[MemoryPoint]
-    """At most TIMELINE_POINTS points: the highest of each stretch of ops, so the measured peak is in."""
-    peak: MemoryPoint
-    predicted_peak_bytes: int
-    error_percent: float
-    """(predicted peak - measured peak) / measured peak, in percent."""
-    device: str
-
-
-class Memory(TypedDict):
-    """The memory picture: activation memory over the run, its peak, saved bytes by module."""
-
-    timeline: list[MemoryPoint]
-    """At most TIMELINE_POINTS points: the highest of each stretch of ops, so the peak is always in."""
-    steps: int
-    forward_steps: int
-    """Ops before the first backward op."""
-    peak: MemoryPeak
-    by_module: list[ModuleBytes]
-    """Saved activation bytes per module, largest first; they sum to the run's saved activation bytes."""
-    x_ticks: list[float]
-    """Ops, within the run's steps."""
-    y_ticks: list[float]
-    """Bytes, from 0 to at or above the peak; the browser recomputes them (`niceTicks`) only when a
-    budget overlaid peaks higher."""
-    tick_count: int
-    """How many ticks the timeline asks for on each axis (TIMELINE_TICKS; its chart is small)."""
-    measured: MeasuredMemory | None
-    """What the last `g.measure()` saw (None until the extraction is measured: measuring runs the model)."""
 
 
 class RunTotals(TypedDict):
@@ -390,59 +344,6 @@ def diff_payload(previous: BackwardExtraction, current: BackwardExtraction) -> D
         recomputed_now=d["saved_in_a_recomputed_in_b"],
         recomputed_rows=[saved_row(before[name], _input_kinds(previous)) for name in d["saved_in_a_recomputed_in_b"]],
         newly_saved=d["saved_only_in_b"],
-    )
-
-
-def memory_payload(extraction: BackwardExtraction) -> Memory:
-    timeline = extraction.memory_timeline()
-    measured = measured_payload(extraction)
-    live = [s["live_bytes"] for s in timeline]
-    peak = extraction.peak
-    by_module = extraction.memory_by_module()
-    return Memory(
-        timeline=[
-            MemoryPoint(step=i, phase=s["phase"], node=s["node"], graph=s["graph"], live_bytes=s["live_bytes"])
-            for i in stretch_maxima(live, TIMELINE_POINTS)
-            for s in (timeline[i],)
-        ],
-        steps=len(timeline),
-        forward_steps=sum(1 for s in timeline if s["phase"] == "forward"),
-        peak=MemoryPeak(
-            step=peak.step,
-            phase=peak.phase,
-            node=peak.node,
-            graph=peak.graph,
-            live_bytes=peak.live_bytes,
-            module=peak.module,
-        ),
-        by_module=[ModuleBytes(module=m, bytes=b) for m, b in by_module.items()],
-        x_ticks=[t for t in nice_ticks(max(len(timeline) - 1, 1), TIMELINE_TICKS) if t <= len(timeline) - 1],
-        y_ticks=nice_ticks(max(peak.live_bytes, measured["peak"]["live_bytes"] if measured else 0, 1), TIMELINE_TICKS),
-        tick_count=TIMELINE_TICKS,
-        measured=measured,
-    )
-
-
-def measured_payload(extraction: BackwardExtraction) -> MeasuredMemory | None:
-    """The extraction's last measurement as the pane draws it; None when never measured."""
-    result = extraction.measured
-    if result is None:
-        return None
-    curve = result.curve
-    points = [
-        MemoryPoint(step=i, phase=p["phase"], node=p["node"], graph=p["graph"], live_bytes=p["live_bytes"])
-        for i in stretch_maxima([p["live_bytes"] for p in curve], TIMELINE_POINTS)
-        for p in (curve[i],)
-    ]
-    top = result.peak_step
-    at: dict[str, Any] = curve[top] if top >= 0 else {"phase": "", "node": "", "graph": 0}
-    peak = MemoryPoint(step=top, phase=at["phase"], node=at["node"], graph=at["graph"], live_bytes=result.peak_bytes)
-    return MeasuredMemory(
-        timeline=points,
-        peak=peak,
-        predicted_peak_bytes=result.predicted_peak_bytes,
-        error_percent=round(result.error_percent, 3),
-        device=result.device,
     )
 
 

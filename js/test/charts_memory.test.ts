@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { formatFlops, linearScale, nearestIndex, niceTicks } from "../chart";
-import { heatLevel, HEAT_LEVELS, moduleBars, pointAt, timelineGeometry } from "../memory";
-import type { Memory, SweepPoint } from "../types";
+import { formatFlops, linearScale, nearestIndex, niceTicks, rangeScale, ticksWithin } from "../chart";
+import { heatLevel, HEAT_LEVELS, moduleBars, nodeAt, phaseRange, pointAt, stackAreas, timelineGeometry, wholeRun, zoomRange } from "../memory";
+import type { SweepPoint } from "../types";
+import { memoryRun } from "./synthetic";
 
 describe("axes", () => {
   it("ticks at round values from 0 past the maximum", () => {
@@ -35,27 +36,7 @@ describe("axes", () => {
   });
 });
 
-const memory: Memory = {
-  timeline: [
-    { step: 0, phase: "forward", node: "mm", graph: 0, live_bytes: 100 },
-    { step: 4, phase: "forward", node: "relu", graph: 0, live_bytes: 300 },
-    { step: 5, phase: "backward", node: "mm_1", graph: 0, live_bytes: 500 },
-    { step: 9, phase: "backward", node: "sum_1", graph: 0, live_bytes: 50 },
-  ],
-  steps: 10,
-  forward_steps: 5,
-  peak: { step: 5, phase: "backward", node: "mm_1", graph: 0, live_bytes: 500, module: "blocks.0.mlp" },
-  by_module: [
-    { module: "blocks.0.mlp", bytes: 400 },
-    { module: "blocks.0.attn", bytes: 100 },
-    { module: "blocks.1.mlp", bytes: 300 },
-    { module: "blocks.0", bytes: 50 },
-    { module: "", bytes: 20 },
-  ],
-  x_ticks: [0, 5], // what the kernel sends: nice_ticks(9, 4) within the steps
-  y_ticks: [0, 200, 400, 600],
-  tick_count: 4,
-};
+const memory = memoryRun();
 
 describe("memory timeline", () => {
   const box = { left: 10, top: 0, right: 100, bottom: 100 };
@@ -65,8 +46,8 @@ describe("memory timeline", () => {
     expect(g.xs).toEqual([10, 50, 60, 100]);
     expect(g.yTicks.map((t) => t.value)).toEqual(memory.y_ticks); // the kernel's ticks, drawn as sent
     expect(g.xTicks.map((t) => t.value)).toEqual(memory.x_ticks);
-    expect(g.peak.x).toBe(60);
-    expect(g.peak.y).toBeCloseTo(100 - (500 / 600) * 100, 9);
+    expect(g.peak?.x).toBe(60);
+    expect(g.peak?.y).toBeCloseTo(100 - (500 / 600) * 100, 9);
     expect(g.backwardX).toBe(55);
     expect(g.path.startsWith("M10.0 ")).toBe(true);
     expect(pointAt(g, 58)).toBe(2);
@@ -84,6 +65,63 @@ describe("memory timeline", () => {
   });
 });
 
+describe("zoom, stacks and the node of a point", () => {
+  const box = { left: 10, top: 0, right: 100, bottom: 100 };
+
+  it("maps a range of steps onto the box, both ways, with round ticks inside it", () => {
+    const x = rangeScale(4, 9, 10, 100);
+    expect([x(4), x(9), x.invert(55)]).toEqual([10, 100, 6.5]);
+    expect(ticksWithin(3, 9, 4)).toEqual([4, 6, 8]);
+    expect(ticksWithin(1000, 1010, 4)).toEqual([1000, 1005, 1010]); // niceTicks(10, 4) steps by 5
+  });
+
+  it("zooms to what a drag went across, in either direction, never under MIN_ZOOM_STEPS ops", () => {
+    expect(wholeRun(memory)).toEqual({ from: 0, to: 9 });
+    expect(zoomRange(memory, 7.6, 2.2)).toEqual({ from: 2, to: 8 });
+    expect(zoomRange(memory, -5, 40)).toEqual({ from: 0, to: 9 });
+    expect(zoomRange(memory, 8, 8.4)).toEqual({ from: 5, to: 9 }); // widened, kept inside the run
+    expect(zoomRange({ ...memory, steps: 3 }, 0, 2)).toBeNull();
+    expect(phaseRange(memory, "forward")).toEqual({ from: 0, to: 4 });
+    expect(phaseRange(memory, "backward")).toEqual({ from: 5, to: 9 });
+  });
+
+  it("draws only the points inside the range, the peak only when it is in, ticks within it", () => {
+    const g = timelineGeometry(memory, box, [], { from: 4, to: 9 });
+    expect(g.indices).toEqual([1, 2, 3]);
+    expect(g.xs).toEqual([10, 28, 100]);
+    expect(g.peak?.x).toBe(28);
+    expect(g.xTicks.map((t) => t.value)).toEqual([4, 6, 8]);
+    expect(g.yTicks.map((t) => t.value)).toEqual(memory.y_ticks); // bytes keep the whole run's axis
+    expect(pointAt(g, 12)).toBe(1); // an index into the whole timeline
+    const forward = timelineGeometry(memory, box, [], phaseRange(memory, "forward"));
+    expect(forward.peak).toBeNull();
+    expect(pointAt(forward, 99)).toBe(1);
+  });
+
+  it("piles the kernel's bands up so the top one follows the line", () => {
+    const g = timelineGeometry(memory, box);
+    for (const bands of [memory.kinds, memory.modules]) {
+      const areas = stackAreas(bands, g);
+      expect(areas.map((a) => a.label)).toEqual(bands.map((b) => b.label));
+      const top = areas[areas.length - 1].path;
+      expect(top.startsWith(g.path)).toBe(true); // its upper edge is the total line, point for point
+      expect(top.endsWith("Z")).toBe(true);
+    }
+    const [saved, gradients, temporaries] = stackAreas(memory.kinds, g);
+    expect([saved.peak, gradients.peak, temporaries.peak]).toEqual([200, 100, 200]);
+    expect(saved.path.startsWith(`M10.0 ${g.y(0).toFixed(1)}L50.0 ${g.y(200).toFixed(1)}`)).toBe(true);
+    expect(gradients.path).toContain(`L60.0 ${g.y(300).toFixed(1)}`); // 200 saved under 100 of gradients
+  });
+
+  it("selects what the kernel says a point stands for, forward points included, in its own region", () => {
+    expect(nodeAt(memory, 1, 0)).toBe("relu"); // a forward op: the saved value it computes
+    expect(nodeAt(memory, 2, 0)).toBe("mm_1");
+    expect(nodeAt(memory, 0, 0)).toBeNull();
+    expect(nodeAt(memory, 1, 1)).toBeNull(); // another compiled region's point
+    expect(nodeAt(memory, 7, 0)).toBeNull();
+  });
+});
+
 describe("bytes by module", () => {
   it("adds modules up into the top level, then into a module's children", () => {
     const top = moduleBars(memory.by_module, "").bars;
@@ -98,11 +136,13 @@ describe("bytes by module", () => {
     ]);
   });
 
-  it("shows the nearest ancestor holding saved bytes for a module holding none", () => {
+  it("shows the nearest ancestor with two bars or more for a module holding none, or all in one bar", () => {
     expect(moduleBars(memory.by_module, "embed")).toMatchObject({ level: "" });
+    // a search into blocks.1.mlp.gelu: blocks.1.mlp and blocks.1 would each be one bar, so blocks shows
     const deep = moduleBars(memory.by_module, "blocks.1.mlp.gelu");
-    expect(deep.level).toBe("blocks.1.mlp");
-    expect(deep.bars.map((b) => b.label)).toEqual(["blocks.1.mlp (itself)"]);
+    expect(deep.level).toBe("blocks");
+    expect(deep.bars.map((b) => b.label)).toEqual(["blocks.0", "blocks.1"]);
+    expect(moduleBars(memory.by_module, "blocks.0").bars.length).toBe(3); // three bars: it stays
   });
 
   it("heats bytes in steps of four, nothing at zero", () => {

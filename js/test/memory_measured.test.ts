@@ -1,35 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { formatError, measuredText, timelineGeometry, timelineYTicks } from "../memory";
-import type { MeasuredMemory, Memory } from "../types";
+import { measuredRun, memoryRun } from "./synthetic";
 
-const predicted: Memory = {
-  timeline: [
-    { step: 0, phase: "forward", node: "mm", graph: 0, live_bytes: 100 },
-    { step: 4, phase: "forward", node: "relu", graph: 0, live_bytes: 300 },
-    { step: 5, phase: "backward", node: "mm_1", graph: 0, live_bytes: 500 },
-    { step: 9, phase: "backward", node: "sum_1", graph: 0, live_bytes: 50 },
-  ],
-  steps: 10,
-  forward_steps: 5,
-  peak: { step: 5, phase: "backward", node: "mm_1", graph: 0, live_bytes: 500, module: "" },
-  by_module: [],
-  x_ticks: [0, 5],
-  y_ticks: [0, 200, 400, 600],
-  tick_count: 4,
-  measured: null,
-};
-
-const measured = (peak: number, error: number): MeasuredMemory => ({
-  timeline: [
-    { step: 0, phase: "forward", node: "mm", graph: 0, live_bytes: 100 },
-    { step: 5, phase: "backward", node: "mm_1", graph: 0, live_bytes: peak },
-    { step: 9, phase: "backward", node: "sum_1", graph: 0, live_bytes: 50 },
-  ],
-  peak: { step: 5, phase: "backward", node: "mm_1", graph: 0, live_bytes: peak },
-  predicted_peak_bytes: 500,
-  error_percent: error,
-  device: "cpu",
-});
+const predicted = memoryRun();
+const measured = measuredRun;
 
 describe("measured over predicted", () => {
   const box = { left: 10, top: 0, right: 100, bottom: 100 };

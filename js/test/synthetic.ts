@@ -1,7 +1,7 @@
 /** Synthetic payloads for unit tests; contract.test.ts runs the real one. */
 
 import { ancestors, parentOf } from "../grouping";
-import type { GraphData, GraphNode, ModuleRow } from "../types";
+import type { GraphData, GraphNode, MeasuredMemory, Memory, ModuleRow } from "../types";
 
 /** The kernel's module tree (views/grouping.py `module_tree`) for synthetic nodes, with no saved bytes.
  *  contract.test.ts holds it equal to the Python rows on the fixture, so tests build on the real rule. */
@@ -57,6 +57,7 @@ export function transformerData(blocks = 4, opsPerModule = 10): GraphData {
       memory: {
         timeline: [], steps: 0, forward_steps: 0, by_module: [], x_ticks: [0, 1], y_ticks: [0, 1], tick_count: 4,
         peak: { step: -1, phase: "forward", node: "", graph: 0, live_bytes: 0, module: "" },
+        kinds: [], modules: [], module_depth: 1, selects: [],
       },
     },
     views: { modules: [], first: [[]], label_units: 11.5, min_label_px: 9.5 },
@@ -65,4 +66,58 @@ export function transformerData(blocks = 4, opsPerModule = 10): GraphData {
       { name: "min_cut", takes_budget: true, description: "min-cut rematerialization under a memory budget" },
     ],
   });
+}
+
+/** A small run as the kernel sends it: four points of ten ops (five forward), the peak in backward,
+ *  stacked by kind and by module (each stacking adding up to the line), and the node each point selects. */
+export function memoryRun(extra: Partial<Memory> = {}): Memory {
+  return {
+    timeline: [
+      { step: 0, phase: "forward", node: "mm", graph: 0, live_bytes: 100 },
+      { step: 4, phase: "forward", node: "relu", graph: 0, live_bytes: 300 },
+      { step: 5, phase: "backward", node: "mm_1", graph: 0, live_bytes: 500 },
+      { step: 9, phase: "backward", node: "sum_1", graph: 0, live_bytes: 50 },
+    ],
+    steps: 10,
+    forward_steps: 5,
+    peak: { step: 5, phase: "backward", node: "mm_1", graph: 0, live_bytes: 500, module: "blocks.0.mlp" },
+    by_module: [
+      { module: "blocks.0.mlp", bytes: 400 },
+      { module: "blocks.0.attn", bytes: 100 },
+      { module: "blocks.1.mlp", bytes: 300 },
+      { module: "blocks.0", bytes: 50 },
+      { module: "", bytes: 20 },
+    ],
+    x_ticks: [0, 5], // what the kernel sends: nice_ticks(9, 4) within the steps
+    y_ticks: [0, 200, 400, 600],
+    tick_count: 4,
+    measured: null,
+    kinds: [
+      { key: "saved", label: "saved activations", bytes: [0, 200, 200, 0] },
+      { key: "gradient", label: "gradients", bytes: [0, 0, 100, 50] },
+      { key: "temporary", label: "temporaries", bytes: [100, 100, 200, 0] },
+    ],
+    modules: [
+      { key: "blocks.0", label: "blocks.0", bytes: [100, 300, 400, 0] },
+      { key: null, label: "2 other modules", bytes: [0, 0, 100, 50] },
+    ],
+    module_depth: 2,
+    selects: ["", "relu", "mm_1", "sum_1"], // mm computes nothing backward reads; relu is saved
+    ...extra,
+  };
+}
+
+/** What `g.measure()` sends for memoryRun(): three points, its peak `peak` bytes at the predicted step. */
+export function measuredRun(peak: number, error: number): MeasuredMemory {
+  return {
+    timeline: [
+      { step: 0, phase: "forward", node: "mm", graph: 0, live_bytes: 100 },
+      { step: 5, phase: "backward", node: "mm_1", graph: 0, live_bytes: peak },
+      { step: 9, phase: "backward", node: "sum_1", graph: 0, live_bytes: 50 },
+    ],
+    peak: { step: 5, phase: "backward", node: "mm_1", graph: 0, live_bytes: peak },
+    predicted_peak_bytes: 500,
+    error_percent: error,
+    device: "cpu",
+  };
 }
