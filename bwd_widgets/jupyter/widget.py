@@ -257,8 +257,8 @@ class BackwardGraphWidget(anywidget.AnyWidget):
 
         def progress(point: SweepPoint, count: int, total: int) -> None:
             done.append(point)
+            self.sweep_progress = f"{count}/{total}"  # before the point: a chart of n points reads n/total
             self._set_sweep(Sweep(list(done)))
-            self.sweep_progress = f"{count}/{total}"
 
         try:
             result = sweep(
