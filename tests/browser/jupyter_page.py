@@ -2,6 +2,7 @@
 tests assert: first-paint readability (geometry of the drawn graph) and text contrast."""
 
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -176,3 +177,15 @@ def notebook_url(url: str, name: str) -> str:
     """A notebook in a JupyterLab workspace of its own: the default workspace reopens every notebook an
     earlier test opened, and their widgets would count as this page's."""
     return f"{url}/lab/workspaces/{name.removesuffix('.ipynb').replace('_', '-')}/tree/{name}"
+
+
+ACTIVATION_NOTICE = re.compile(r"^Plugin \S+ (\(with \d+ dependants\) )?took [\d.]+ms to activate")
+"""JupyterLab's own notice that a plugin (anywidget's, on a loaded machine) was slow to start: not a message
+of the widget's."""
+
+
+def from_the_widget(message) -> bool:
+    """A console message of ours: our bundle runs from a blob: URL; anywidget's messages about it name anywidget."""
+    if ACTIVATION_NOTICE.match(message.text):
+        return False
+    return message.location.get("url", "").startswith("blob:") or "anywidget" in message.text or "bwd" in message.text

@@ -12,6 +12,7 @@ from jupyter_page import (
     SETUP,
     SWEEP,
     assert_readable,
+    from_the_widget,
     low_contrast,
     notebook_url,
     open_and_run,
@@ -446,15 +447,10 @@ def test_light_theme_keeps_text_readable(notebook_page):
     assert problems == []
 
 
-def _from_the_widget(message) -> bool:
-    """Our bundle runs from a blob: URL; anywidget's own messages about it name anywidget."""
-    return message.location.get("url", "").startswith("blob:") or "anywidget" in message.text or "bwd" in message.text
-
-
 def test_no_console_warnings_or_errors_from_the_widget(notebook_page):
     page, _, errors, console, *_ = notebook_page
     assert not errors
-    assert [f"{m.type}: {m.text}" for m in console if _from_the_widget(m)] == []
+    assert [f"{m.type}: {m.text}" for m in console if from_the_widget(m)] == []
 
 
 SCROLLER = """(e) => { for (let p = e.parentElement; p; p = p.parentElement) {

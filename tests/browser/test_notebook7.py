@@ -12,6 +12,7 @@ from jupyter_page import (
     SETUP,
     SWEEP,
     assert_readable,
+    from_the_widget,
     low_contrast,
     open_and_run,
     save_notebook,
@@ -90,11 +91,7 @@ def test_dark_theme(notebook_page, artifacts):
         set_theme(page, "JupyterLab Light")
 
 
-def _from_the_widget(message) -> bool:
-    return message.location.get("url", "").startswith("blob:") or "anywidget" in message.text or "bwd" in message.text
-
-
 def test_no_console_warnings_or_errors_from_the_widget(notebook_page):
     page, errors, console, *_ = notebook_page
     assert not errors
-    assert [f"{m.type}: {m.text}" for m in console if _from_the_widget(m)] == []
+    assert [f"{m.type}: {m.text}" for m in console if from_the_widget(m)] == []
