@@ -23,7 +23,14 @@ COURSE = {
         "torch.no_grad()",
         "torch.inference_mode()",
     ],
-    "02_what_autograd_saves": ["saved_tensors_hooks", "save_on_cpu", "retain_graph=True", 'mode="fake"'],
+    "02_what_autograd_saves": [
+        "saved_tensors_hooks",
+        "save_on_cpu",
+        "retain_graph=True",
+        'mode="fake"',
+        "_raw_saved_self.register_hooks",
+        "THRESHOLD",
+    ],
     "03_partitioners": [
         "bw.plot.timeline",
         "peak_activation_bytes",
@@ -44,6 +51,11 @@ COURSE = {
         "reduction op",
         "aot_eager_default_partitioner",
         '"inductor"',
+        "networkx.minimum_cut",
+        "aot_function",
+        "partition_fn=",
+        "TORCH_LOGS",
+        "AOT_PARTITIONER_DEBUG",
     ],
     "05_activation_checkpointing": [
         "PREFER_RECOMPUTE",
@@ -55,6 +67,7 @@ COURSE = {
         "torch.bfloat16",
         "scaled_dot_product_attention",
         "apply_activation_checkpointing",
+        "checkpoint_sequential",
     ],
     "06_big_models_fake_mode": ['mode="fake"', "scaled_dot_product_attention", "peak_activation_bytes", "At least"],
     "07_appendix_graphnet_samples": ["load_graphnet_sample", "save_graphnet", '"-m", "bwd_widgets"'],
@@ -149,8 +162,29 @@ def test_a_reader_on_github_sees_no_answer_before_running_its_cell(path):
 def worked_answers(path: Path) -> list:
     notebook = cells(path)
     headings = [i for i, c in enumerate(notebook) if c.cell_type == "markdown" and "### Worked answers" in c.source]
-    assert len(headings) == 1 and "## Exercises" in notebook[headings[0]].source
+    exercises = [i for i, c in enumerate(notebook) if c.cell_type == "markdown" and "## Exercises" in c.source]
+    assert len(headings) == 1 and len(exercises) == 1 and exercises[0] <= headings[0]
     return notebook[headings[0] + 1 :]
+
+
+BUILDS = {
+    "02_what_autograd_saves": "check_offload(my_pack, my_unpack)",
+    "05_activation_checkpointing": "check_policy(my_policy)",
+}
+"""The exercises that ask the learner to build something, and the checker each is run through."""
+
+
+@pytest.mark.parametrize("stem", BUILDS)
+def test_build_exercises_have_a_checker_and_a_worked_answer_that_passes_it(stem):
+    """The learner's cell, then a checker that says pass or fail (saved saying it awaits an attempt), and
+    a worked answer that asserts the checker passes, so nbval fails if the answer stops meeting it."""
+    notebook = cells(ROOT / "notebooks" / f"{stem}.ipynb")
+    checker = next(i for i, c in enumerate(notebook) if BUILDS[stem] in c.source)
+    assert notebook[checker - 1].source.startswith("my_") and "None" in notebook[checker - 1].source
+    assert "'pass' if passed else 'fail'" in notebook[checker].source
+    assert "yet" in "".join(o.get("text", "") for o in notebook[checker].outputs)
+    name = BUILDS[stem].split("(")[0]
+    assert any(c.source.count(f"assert {name}(") for c in worked_answers(ROOT / "notebooks" / f"{stem}.ipynb"))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
