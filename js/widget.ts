@@ -4,6 +4,7 @@
  */
 
 import type { RenderProps } from "@anywidget/types";
+import { inTurn } from "./chunks";
 import { element } from "./dom";
 import { watch, type PaneContext, type Traits } from "./model";
 import { PANES } from "./panes";
@@ -96,9 +97,15 @@ function render({ model, el, experimental, signal: viewSignal }: RenderProps<Tra
     if (spec.tab) tabPanes.set(spec.tab, pane);
     if (spec.traits?.length) watch(model, spec.traits, () => pane.update(model.get("data")), signal);
   }
+  let landing = 0; // a newer payload stops the panes' turns for an older one
+  /** A new payload: each pane redraws in a task of its own, those on screen first, so that a big model's
+   *  payload does not hold the page for all of them at once. */
   const onData = () => {
     const data = model.get("data");
-    for (const pane of panes) pane.update(data);
+    const mine = ++landing;
+    const onScreen = (i: number) => PANES[i].slot !== "tab" || PANES[i].tab === root.dataset.tab;
+    const order = panes.map((_, i) => i).sort((a, b) => Number(onScreen(b)) - Number(onScreen(a)));
+    inTurn(order.map((i) => () => panes[i].update(data)), () => mine === landing && !signal.aborted);
   };
   watch(model, ["data"], onData, signal);
   watch(model, ["selected"], () => highlight(model.get("selected"), true), signal);

@@ -1,6 +1,7 @@
 /** The code pane: backward and forward GraphNet code with line numbers, highlighted, with Copy; the
  *  `x = None` clearing statements hidden unless asked for; a line selects its node. */
 
+import { chunked, inTurn, lazyBlock } from "../chunks";
 import { codeLines, nodeAtLine, tokenizeLine, type CodeLine } from "../code";
 import { clearClass, element, keepInView } from "../dom";
 import type { PaneContext } from "../model";
@@ -9,6 +10,10 @@ import type { Pane } from "./pane";
 
 type CodeKind = "backward" | "forward";
 const PLAIN = new Set(["space", "name", "op"]);
+/** A code line's height in px (widget.css: 11 px at line-height 1.4), for the blocks not laid out yet. */
+const LINE_PX = 15.4;
+/** Lines per block: a pane shows about 40. */
+const BLOCK_LINES = 100;
 
 function lineElement({ number, text }: CodeLine): HTMLElement {
   const el = element("div", "bwd-line");
@@ -42,12 +47,25 @@ export function codePane({ model, signal, select }: PaneContext): Pane {
   el.append(bar, code);
   let data: GraphData | null = null;
   let kind: CodeKind = "backward";
+  let drawing = 0; // a newer render stops an older one midway
 
-  function render(): void {
+  /** The code shown, in blocks of lines laid out only near the screen; `now` builds every block at once
+   *  (a click on the toggles), otherwise one block per task (a payload landing). */
+  function render(now = true): void {
     if (!data) return;
-    code.replaceChildren(...codeLines(data.code[kind], exact.checked).map(lineElement));
+    const mine = ++drawing;
+    code.replaceChildren();
+    delete code.dataset.drawn;
     for (const [name, tab] of Object.entries(tabs)) tab.classList.toggle("bwd-active", name === kind);
-    mark(model.get("selected"));
+    const blocks = chunked(codeLines(data.code[kind], exact.checked), BLOCK_LINES).map((lines) => () => {
+      const block = lazyBlock("bwd-code-block", lines.length * LINE_PX, true);
+      block.append(...lines.map(lineElement));
+      code.appendChild(block);
+    });
+    inTurn(blocks, () => mine === drawing && !signal.aborted, () => {
+      code.dataset.drawn = "true";
+      mark(model.get("selected"));
+    }, now);
   }
 
   /** The line defining node `id` in the code shown, from the kernel's line map (0 if none). */
@@ -78,7 +96,7 @@ export function codePane({ model, signal, select }: PaneContext): Pane {
       render();
     }, on);
   }
-  exact.addEventListener("change", render, on);
+  exact.addEventListener("change", () => render(), on);
   copy.addEventListener("click", () => {
     if (!data) return;
     void navigator.clipboard?.writeText(data.code[kind]);
@@ -90,7 +108,7 @@ export function codePane({ model, signal, select }: PaneContext): Pane {
     el,
     update(next) {
       data = next;
-      render();
+      render(false);
     },
     highlight: (id) => mark(id),
   };

@@ -1,5 +1,6 @@
 /** The saved-tensor table: totals, sortable columns, rows newly saved and rows now recomputed. */
 
+import { chunked, inTurn, lazyBlock } from "../chunks";
 import { clearClass, element, keepInView } from "../dom";
 import { formatBytes } from "../format";
 import type { PaneContext } from "../model";
@@ -7,13 +8,27 @@ import { cellTitle, COLUMN_WIDTHS, COLUMNS, descendingFirst, recomputedCells, sa
 import type { GraphData } from "../types";
 import type { Pane } from "./pane";
 
+/** A table row's height in px (widget.css: 11 px text, 1 px padding), for the blocks not laid out yet. */
+const ROW_PX = 17;
+/** Rows per block: a pane shows about 30. */
+const BLOCK_ROWS = 50;
+
 export function savedPane({ model, signal, select }: PaneContext): Pane {
   const on = { signal };
   const el = element("div", "bwd-saved");
   const totals = element("div", "bwd-totals");
-  const table = element("table", "bwd-table");
-  el.append(totals, table);
+  // the header is a table of its own, kept under the totals; the rows follow in blocks of tables with
+  // the same columns, each laid out only near the screen
+  const table = element("table", "bwd-table bwd-table-head");
+  Object.assign(table.style, { position: "sticky", top: "22px", zIndex: "1" });
+  const rows = element("div", "bwd-saved-rows");
+  el.append(totals, table, rows);
+  rows.addEventListener("click", (event) => {
+    const tr = (event.target as Element).closest<HTMLElement>("tr[data-name]");
+    if (tr?.dataset.name) select(tr.dataset.name);
+  }, on);
   let data: GraphData | null = null;
+  let drawing = 0; // a newer render stops an older one midway
   const sort: { key: SortKey; descending: boolean } = { key: "bytes", descending: true };
 
   function row(name: string, className: string, cells: string[], title: string): HTMLTableRowElement {
@@ -25,7 +40,6 @@ export function savedPane({ model, signal, select }: PaneContext): Pane {
       tr.appendChild(td);
     }
     tr.title = title;
-    tr.addEventListener("click", () => select(name), on);
     return tr;
   }
 
@@ -57,29 +71,45 @@ export function savedPane({ model, signal, select }: PaneContext): Pane {
     return group;
   }
 
-  function render(): void {
+  /** The table; `now` builds every block of rows at once (a click on a column), otherwise one block per
+   *  task (a payload landing). */
+  function render(now = true): void {
     if (!data) return;
+    const mine = ++drawing;
     const diff = data.diff;
-    const tbody = element("tbody");
-    for (const saved of sortRows(data.saved, sort.key, sort.descending)) {
+    const shown: Parameters<typeof row>[] = sortRows(data.saved, sort.key, sort.descending).map((saved) => {
       const newly = diff?.newly_saved.includes(saved.name) ? " bwd-diff-saved" : "";
-      tbody.appendChild(row(saved.name, `bwd-row bwd-row-${saved.kind}${newly}`, savedCells(saved), savedTitle(saved)));
-    }
+      return [saved.name, `bwd-row bwd-row-${saved.kind}${newly}`, savedCells(saved), savedTitle(saved)];
+    });
     for (const gone of diff?.recomputed_rows ?? []) {
       const title = `saved under ${diff.against}; this partition recomputes it in backward instead`;
-      tbody.appendChild(row(gone.name, "bwd-row bwd-row-recomputed-now", recomputedCells(gone), title));
+      shown.push([gone.name, "bwd-row bwd-row-recomputed-now", recomputedCells(gone), title]);
     }
-    table.replaceChildren(columns(), header(), tbody);
+    table.replaceChildren(columns(), header());
+    rows.replaceChildren();
+    delete rows.dataset.drawn;
+    const blocks = chunked(shown, BLOCK_ROWS).map((slice) => () => {
+      const block = lazyBlock("bwd-saved-block", slice.length * ROW_PX);
+      const part = element("table", "bwd-table");
+      const tbody = element("tbody");
+      tbody.append(...slice.map((cells) => row(...cells)));
+      part.append(columns(), tbody);
+      block.appendChild(part);
+      rows.appendChild(block);
+    });
     const t = data.partition;
     const views = data.saved.filter((r) => r.alias_kind && r.alias_kind !== "activation").length;
     const viewText = views ? ` \u00B7 ${views} view${views === 1 ? "" : "s"} of parameters/inputs (0 B added)` : "";
     totals.textContent = `${t.saved} saved \u00B7 activations ${formatBytes(t.saved_activation_bytes)} \u00B7 parameters/inputs ${formatBytes(t.saved_input_bytes)}${viewText}`;
-    mark(model.get("selected"), false);
+    inTurn(blocks, () => mine === drawing && !signal.aborted, () => {
+      rows.dataset.drawn = "true";
+      mark(model.get("selected"), false);
+    }, now);
   }
 
   function mark(id: string, scroll: boolean): void {
-    clearClass(table, "bwd-selected");
-    const tr = id ? table.querySelector(`tr[data-name="${CSS.escape(id)}"]`) : null;
+    clearClass(rows, "bwd-selected");
+    const tr = id ? rows.querySelector(`tr[data-name="${CSS.escape(id)}"]`) : null;
     tr?.classList.add("bwd-selected");
     if (tr instanceof HTMLElement && scroll) keepInView(el, tr);
   }
@@ -88,7 +118,7 @@ export function savedPane({ model, signal, select }: PaneContext): Pane {
     el,
     update(next) {
       data = next;
-      render();
+      render(false);
     },
     highlight: mark,
   };

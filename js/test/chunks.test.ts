@@ -1,0 +1,38 @@
+import { describe, expect, it } from "vitest";
+import { chunked, inTurn } from "../chunks";
+
+describe("long lists a slice at a time", () => {
+  it("cuts a list into slices of the size asked, the last one shorter", () => {
+    expect(chunked([1, 2, 3, 4, 5], 2)).toEqual([[1, 2], [3, 4], [5]]);
+    expect(chunked([], 3)).toEqual([]);
+  });
+
+  it("runs the first step now and each next one in a task of its own, then says it is done", async () => {
+    const ran: string[] = [];
+    const finished = new Promise<void>((resolve) => inTurn(["a", "b", "c"].map((s) => () => ran.push(s)), () => true, resolve));
+    expect(ran).toEqual(["a"]);
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(ran.length).toBeLessThan(3);
+    await finished;
+    expect(ran).toEqual(["a", "b", "c"]);
+  });
+
+  it("runs every step at once when asked to", () => {
+    const ran: number[] = [];
+    let done = false;
+    inTurn([1, 2, 3].map((n) => () => ran.push(n)), () => true, () => (done = true), true);
+    expect(ran).toEqual([1, 2, 3]);
+    expect(done).toBe(true);
+  });
+
+  it("stops midway when a newer run replaces it, and never says it is done", async () => {
+    const ran: number[] = [];
+    let current = true;
+    let done = false;
+    inTurn([1, 2, 3].map((n) => () => ran.push(n)), () => current, () => (done = true));
+    current = false;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(ran).toEqual([1]);
+    expect(done).toBe(false);
+  });
+});
