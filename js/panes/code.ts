@@ -12,8 +12,8 @@ type CodeKind = "backward" | "forward";
 const PLAIN = new Set(["space", "name", "op"]);
 /** A code line's height in px (widget.css: 11 px at line-height 1.4), for the blocks not laid out yet. */
 const LINE_PX = 15.4;
-/** Lines per block: a pane shows about 40. */
-const BLOCK_LINES = 100;
+/** Lines per block: a pane shows about 40; the browser lays out the blocks near the screen when the tab opens. */
+const BLOCK_LINES = 50;
 
 function lineElement({ number, text }: CodeLine): HTMLElement {
   const el = element("div", "bwd-line");

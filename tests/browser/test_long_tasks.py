@@ -1,0 +1,157 @@
+"""Issue 22, item 8, in a real JupyterLab in Chromium: long work gives feedback. While the kernel extracts
+a model for 20 s the cell shows a placeholder whose stage and elapsed time move on; when a 48-layer
+model's code tab opens no task holds the page for over 100 ms (Chromium's own long-task entries,
+PerformanceObserver `longtask`). The long tasks while its payload lands are recorded in
+test-artifacts/long-tasks.json; they still pass 100 ms (the graph pane's first view, the kernel's message),
+so that part of the item is not asserted yet."""
+
+import json
+import re
+
+import pytest
+
+from jupyter_page import APP, KERNEL, SETUP, notebook_url, write_notebook
+
+SLEEPY = """import time
+from torch import nn
+
+class Sleepy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        time.sleep(20)  # a forward that takes as long as a big model's trace
+        return self.lin(x).relu()
+
+sleepy = bw.show(Sleepy(), torch.randn(2, 4))
+sleepy"""
+BIG = """from bwd_widgets.examples import big_transformer_on_meta
+big_model = big_transformer_on_meta(depth=48)
+with torch.device("meta"):
+    big_tokens = torch.randint(0, 32000, (8, 512))
+big = bw.extract(big_model, big_tokens, mode="fake")"""
+SHOW_BIG = "big"
+CELLS = [SETUP, SLEEPY, BIG, SHOW_BIG]
+LONG_TASK_MS = 100
+
+# Every long task since the page loaded, as Chromium reports them: [start, duration] in ms.
+OBSERVE = """window.__longTasks = [];
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) window.__longTasks.push([Math.round(entry.startTime), Math.round(entry.duration)]);
+}).observe({ type: "longtask", buffered: true });"""
+
+
+def _cell_output(page, index: int) -> str:
+    return page.evaluate(
+        f"document.querySelectorAll('.jp-Notebook .jp-CodeCell')[{index}].querySelector('.jp-OutputArea')?.innerText ?? ''"
+    )
+
+
+def _run_cell(page, index: int) -> None:
+    """Start cell `index` and return at once (the command's promise ends with the cell)."""
+    page.evaluate(f"{APP}.shell.currentWidget.content.activeCellIndex = {index}")
+    page.evaluate(f"() => {{ {APP}.commands.execute('notebook:run-cell'); }}")
+
+
+def _long_tasks_since(page, start: float) -> list[list[int]]:
+    return page.evaluate(f"window.__longTasks.filter(([at]) => at >= {start})")
+
+
+def _widget_in_cell(page, index: int):
+    return page.locator(".jp-Notebook .jp-CodeCell").nth(index).locator(".bwd-root")
+
+
+@pytest.fixture(scope="module")
+def long_page(lab, browser, artifacts):
+    url, root = lab
+    write_notebook(root / "long_tasks.ipynb", CELLS, {})
+    page = browser.new_page(viewport={"width": 1500, "height": 1300})
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.add_init_script(OBSERVE)
+    page.goto(notebook_url(url, "long_tasks.ipynb"))
+    page.wait_for_function(
+        f"{APP} && {APP}.shell.currentWidget && {APP}.shell.currentWidget.sessionContext"
+        f" && {APP}.shell.currentWidget.sessionContext.session && {KERNEL}",
+        timeout=90_000,
+    )
+    page.wait_for_function(f"{KERNEL}.connectionStatus === 'connected'", timeout=90_000)
+    _run_cell(page, 0)
+    page.wait_for_function(f"{KERNEL}.status === 'idle'", timeout=120_000)
+    yield page, errors
+    page.close()
+
+
+def _elapsed(text: str) -> int:
+    found = re.search(r"Extracting Sleepy \(real mode\) \u00b7 (\d+) s so far", text)
+    assert found, text
+    return int(found.group(1))
+
+
+def test_a_20_s_extraction_shows_its_stage_and_elapsed_time(long_page, artifacts):
+    page, errors = long_page
+    _run_cell(page, 1)
+    try:
+        page.wait_for_function(
+            "document.querySelectorAll('.jp-Notebook .jp-CodeCell')[1].querySelector('.jp-OutputArea')?.innerText.includes('s so far')",
+            timeout=120_000,
+        )
+    except Exception:
+        page.screenshot(path=str(artifacts / "long-tasks-no-placeholder.png"))
+        raise AssertionError(f"no placeholder; the cell shows {_cell_output(page, 1)!r}") from None
+    first = _cell_output(page, 1)
+    assert "\u25b6 torch.fx tracing the forward" in first, first  # the stage it is in: Sleepy's trace
+    assert "interrupt the kernel to stop" in first
+    assert _widget_in_cell(page, 1).count() == 0, "the widget comes after the extraction"
+    page.locator(".jp-Notebook .jp-CodeCell").nth(1).screenshot(path=str(artifacts / "long-tasks-placeholder.png"))
+    page.wait_for_function(
+        f"/ {_elapsed(first) + 2} s so far/.test(document.querySelectorAll('.jp-Notebook .jp-CodeCell')[1]"
+        ".querySelector('.jp-OutputArea')?.innerText ?? '')",
+        timeout=30_000,
+    )  # the time elapsed moves on while the kernel is busy
+    later = _cell_output(page, 1)
+    assert _elapsed(later) >= _elapsed(first) + 2 and _widget_in_cell(page, 1).count() == 0, later
+    page.wait_for_function(
+        "document.querySelectorAll('.jp-Notebook .jp-CodeCell')[1].querySelector('.bwd-root[data-rendered]')",
+        timeout=120_000,
+    )
+    done = _cell_output(page, 1)
+    assert re.search(r"Extracted Sleepy in \d+\.\d s: torch\.fx tracing the forward (\d+)\.\d s", done), done
+    assert int(re.search(r"torch\.fx tracing the forward (\d+)\.\d s", done).group(1)) >= 19, done
+    assert "s so far" not in done, "the placeholder is gone once the extraction ends"
+    assert not errors
+
+
+def test_no_long_task_when_a_48_layer_models_code_tab_opens(long_page, artifacts):
+    page, errors = long_page
+    _run_cell(page, 2)
+    page.wait_for_function(
+        "document.querySelectorAll('.jp-Notebook .jp-CodeCell')[2].querySelector('.jp-InputArea-prompt')"
+        "?.textContent.trim().match(/^\\[\\d+\\]/)",
+        timeout=600_000,
+    )  # the extraction's cell has its execution count: it ended
+    before = page.evaluate("performance.now()")
+    _run_cell(page, 3)
+    page.wait_for_function(
+        "(() => { const cell = document.querySelectorAll('.jp-Notebook .jp-CodeCell')[3];"
+        " return cell.querySelector('.bwd-root[data-rendered]') && cell.querySelector('pre.bwd-code[data-drawn]')"
+        " && cell.querySelector('.bwd-saved-rows[data-drawn]'); })()",
+        timeout=300_000,
+    )
+    page.wait_for_timeout(1_000)  # whatever the landing left for later has run
+    landing = _long_tasks_since(page, before)
+    widget = _widget_in_cell(page, 3)
+    assert int(widget.get_attribute("data-visible-nodes")) > 4
+    lines = widget.locator("pre.bwd-code .bwd-line").count()
+    opened = page.evaluate("performance.now()")
+    widget.locator("button.bwd-tab-code").click()
+    widget.locator("pre.bwd-code .bwd-line").first.wait_for(state="visible", timeout=10_000)
+    page.wait_for_timeout(1_000)
+    code_tab = _long_tasks_since(page, opened)
+    widget.screenshot(path=str(artifacts / "long-tasks-48-layers-code.png"))
+    found = {"landing": landing, "code_tab": code_tab, "code_lines": lines}
+    (artifacts / "long-tasks.json").write_text(json.dumps(found, indent=1))
+    assert lines > 3000, "the whole backward code is there"
+    assert all(duration <= LONG_TASK_MS for _, duration in code_tab), found
+    assert not errors
