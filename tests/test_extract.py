@@ -150,3 +150,31 @@ def test_a_partition_is_built_with_the_old_notes_keyword_as_before():
     old = bw.Partition(p.trace, p.partitioner, p.forward, p.backward_with_nones, notes=("told",))
     new = bw.Partition(p.trace, p.partitioner, p.forward, p.backward_with_nones, given_notes=("told",))
     assert old.notes == new.notes == ("told",) and old.given_notes == ("told",)
+
+
+class _Sin(torch.nn.Module):
+    def forward(self, x):
+        return x.sin()
+
+
+class _CheckpointSequential(torch.nn.Module):
+    """16 alike blocks through checkpoint_sequential, which Dynamo skips: it compiles one block's frame and
+    the model calls it again and again."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.Sequential(*[_Sin() for _ in range(16)])
+
+    def forward(self, x):
+        return torch.utils.checkpoint.checkpoint_sequential(self.blocks, 4, x, use_reentrant=False)
+
+
+def test_a_compiled_region_run_again_in_one_forward_is_told_not_passed_off_as_the_model():
+    g = bw.extract(_CheckpointSequential(), torch.randn(8, 8))
+    ops = [n for n in g.forward.graph.nodes if n.op == "call_function"]
+    assert len(ops) < 16  # one block's graph, not the model's
+    told = [note for note in g.notes if "times in one forward" in note]
+    assert len(told) == 1 and "count it once" in told[0], g.notes
+    for once in (torch.nn.Sequential(*[_Sin() for _ in range(16)]), GraphBreak()):  # torch.fx; Dynamo, two frames
+        inputs = torch.randn(8, 8) if isinstance(once, torch.nn.Sequential) else torch.randn(3, 4)
+        assert not [note for note in bw.extract(once, inputs).notes if "times in one forward" in note]

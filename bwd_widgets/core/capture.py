@@ -51,6 +51,9 @@ class _Region:
     forward_versions: list[int | None] | None = None
     backward_inputs: list | None = None
     tangent_values: dict[str, torch.Tensor] | None = None
+    forward_runs: int = 0
+    """How often the run called this region's forward: more than once when Dynamo compiled one frame (a
+    block's forward past a graph break, say) and the model called it again."""
 
 
 @dataclass
@@ -141,7 +144,7 @@ class CaptureSession:
         if region is None:  # an inference graph: nothing needs a gradient here
             return make_boxed_func(gm.forward)
         region.forward = gm  # the graph AOT Autograd runs, after its own rewrites of the split
-        return self._recorded(gm, CaptureSession._keep_forward_inputs, region)
+        return self._recorded(gm, CaptureSession._keep_forward_inputs, region, counted=True)
 
     def _compiled_backward(self, gm: torch.fx.GraphModule) -> Callable:
         region = self._current
@@ -251,6 +254,15 @@ class CaptureSession:
 
     def finish(self) -> None:
         """Stop recording: compiled callables that outlive the capture (Dynamo's cache) keep nothing alive."""
+        if self._recording:
+            for index, region in enumerate(self.regions):
+                if region.forward_runs > 1:
+                    self.notes.append(
+                        f"compiled region {index} ran {region.forward_runs} times in one forward (Dynamo compiled "
+                        "one frame, such as a block's forward past a graph break or inside checkpoint_sequential, "
+                        "and the model called it again): its graphs are one of those runs, and saved bytes, "
+                        "memory and FLOPs count it once."
+                    )
         self._recording = False
         self._current = None
         self._arguments = {}
@@ -270,13 +282,15 @@ class CaptureSession:
                     tensor.copy_(before)
         self._mutable.clear()
 
-    def _recorded(self, gm: torch.fx.GraphModule, keep: Callable, region: _Region) -> Callable:
+    def _recorded(self, gm: torch.fx.GraphModule, keep: Callable, region: _Region, counted: bool = False) -> Callable:
         """Torch's boxed calling convention around gm, keeping its real inputs while recording."""
         session = weakref.ref(self)
         target = weakref.ref(region)
 
         def run(args):
             owner, current = session(), target()
+            if counted and owner is not None and current is not None and owner._recording:
+                current.forward_runs += 1
             if owner is not None and current is not None and owner._recording and owner.keep_real_inputs:
                 keep(owner, args, current)
             return gm(*args)
