@@ -40,10 +40,10 @@ const TRAITS = [
 export const TRAIT_NAMES: AllTraits<typeof TRAITS> = TRAITS;
 export type Model = AnyModel<Traits>;
 
-/** The kernel's reply to the `_sweep` command (its progress and points arrive as the sweep_* traits). */
-export interface SweepReply {
-  points: number;
-  interrupted: boolean;
+/** The kernel's reply to the `_sweep` command: it starts the sweep in a thread and answers at once (its
+ *  progress and points arrive as the sweep_* traits); `_cancel_sweep` stops it before its next budget. */
+export interface SweepStarted {
+  started: boolean;
   error: string;
 }
 

@@ -4,7 +4,7 @@
 import { formatFlops } from "../chart";
 import { element, show, svgElement } from "../dom";
 import { formatBytes } from "../format";
-import { setTrait, type Model, type PaneContext } from "../model";
+import { setTrait, type Model, type PaneContext, type SweepStarted } from "../model";
 import { chartGeometry, emptyStudioText, paretoPoints, peakOrderText, pointText, sweepRunning } from "../sweep";
 import type { ComparisonRow, SweepPoint } from "../types";
 import { chartAxes } from "./axes";
@@ -100,13 +100,6 @@ function renderPareto(table: HTMLTableElement, model: Model, signal: AbortSignal
     tr.addEventListener("click", () => setTrait(model, "sweep_index", index), { signal });
     table.appendChild(tr);
   }
-}
-
-/** The kernel's answers: `_sweep` starts the sweep in a thread and answers at once (its points arrive as
- *  the sweep_* traits); `_cancel_sweep` stops it before its next budget. */
-interface SweepStarted {
-  started: boolean;
-  error: string;
 }
 
 export function studioPane({ model, signal, experimental, showTab }: PaneContext): Pane {
