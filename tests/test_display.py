@@ -48,9 +48,11 @@ def test_results_show_as_the_widget_in_a_kernel_and_as_text_in_a_terminal(shell,
     ):
         sent.clear()
         data, _ = shell.display_formatter.format(result)
-        assert "application/vnd.jupyter.widget-view+json" in sent[0] and "image/svg+xml" in sent[0], type(result)
+        # a placeholder first (building a big model's view takes seconds), then the widget in its place
+        assert set(sent[0]) == {"text/plain"} and sent[0]["text/plain"].startswith("Building the view of ")
+        assert "application/vnd.jupyter.widget-view+json" in sent[-1] and "image/svg+xml" in sent[-1], type(result)
         assert "bwd-static" in data["text/html"], "the static picture follows the widget"
-        assert data["text/plain"] == sent[0]["text/plain"] == repr(result), "the text stays the result's own"
+        assert data["text/plain"] == sent[-1]["text/plain"] == repr(result), "the text stays the result's own"
 
 
 def test_a_result_the_cell_already_drew_is_not_drawn_twice(shell, reference):
@@ -106,8 +108,9 @@ def _tags(markup: str) -> list[tuple[str, dict]]:
 
 def test_a_result_in_a_kernel_is_the_widget_then_a_picture(shell, published, reference):
     data, _ = shell.display_formatter.format(reference)
-    assert len(published) == 1, "the widget is an output of its own, before the picture (the cell's result)"
-    widget = published[0]
+    assert len(published) == 2, "a placeholder, then in its place the widget, before the picture (the cell's result)"
+    assert set(published[0]) == {"text/plain"} and published[0]["text/plain"].startswith("Building the view of ")
+    widget = published[1]
     assert WIDGET_VIEW in widget and widget["text/html"] == "", "an untrusted notebook shows nothing in its place"
     assert widget["image/svg+xml"].startswith("<svg") and widget["text/plain"] == repr(reference)
     assert set(data) == {"text/html", "text/plain"} and 'class="bwd-static"' in data["text/html"]
