@@ -389,6 +389,7 @@ export function memoryPane({ model, signal, select, openModule }: PaneContext): 
         picked = -1;
       }
       describeRun(summary, measured, readout, next, model.get("sweep_points") ?? []);
+      if (picked >= 0) readout.textContent = pointText(picked, next); // the point clicked stays read out (a region switch redraws)
       renderChart();
       renderBars();
       if (pending && next.graph_index === pending.graph) {
