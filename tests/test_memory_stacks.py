@@ -2,27 +2,13 @@
 
 import pytest
 import torch
-from torch import nn
 
 import bwd_widgets as bw
 from bwd_widgets.core import memory
 from bwd_widgets.examples import MLP, Transformer
 from bwd_widgets.views import memory_payload as payload
 
-from models import GraphBreak
-
-
-class WideInForward(nn.Module):
-    """A broadcast add makes a temporary 256 times the activations, which the sum right after frees: the
-    peak is in forward, at an op backward neither saves nor runs under its own name."""
-
-    def __init__(self):
-        super().__init__()
-        self.proj = nn.Linear(16, 16)
-        self.spread = nn.Parameter(torch.randn(256))
-
-    def forward(self, x):
-        return (self.proj(x).unsqueeze(-1) + self.spread).sum(-1).tanh()
+from models import GraphBreak, WideInForward
 
 
 @pytest.fixture(scope="module")

@@ -2,23 +2,18 @@
 the kernel's kinds and by module, zoomed by a drag or by phase, the measured curve, and every point
 selecting its node, forward ones included (a model whose peak is in forward: a click on it selects)."""
 
+import inspect
 import json
 
 import pytest
 
 from jupyter_page import SETUP, low_contrast, notebook_url, open_and_run, run_in_kernel, set_theme, write_notebook
+from models import WideInForward
 
-WIDE_CELL = """from torch import nn
+# the model's one definition, tests/models.py, sent to the kernel as its source
+WIDE_CELL = f"""from torch import nn
 
-class WideInForward(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.proj = nn.Linear(16, 16)
-        self.spread = nn.Parameter(torch.randn(256))
-
-    def forward(self, x):
-        return (self.proj(x).unsqueeze(-1) + self.spread).sum(-1).tanh()
-
+{inspect.getsource(WideInForward)}
 wide = bw.extract(WideInForward(), torch.randn(8, 16))
 wide"""
 TRANSFORMER_CELL = "transformer = bw.extract(model, tokens)\ntransformer"
