@@ -239,14 +239,9 @@ def _capture_by_route(
     plain = not inputs.kwargs and call.output is None
     routes = ["fx", "dynamo"] if plain and capture_scalars and fx_eligible(call.model, inputs.args) else ["dynamo"]
     for route in routes:
-        module = call.model if isinstance(call.model, torch.nn.Module) else None
-        session = CaptureSession(resolved, mode == "real", call.input_names, call.signature, module=module)
-        for tensor in list(call.parameters.values()) + inputs.args + list(inputs.kwargs.values()):
-            if isinstance(tensor, torch.Tensor):
-                tensor.grad = None
+        session = _session(call, inputs, resolved, mode)
         try:
             told, notes, backward_ran = _run(session, route, call, inputs, mode, capture_scalars)
-            return session, told, notes, backward_ran
         except NotForFx:
             continue
         except BwdWidgetsError:
@@ -260,7 +255,48 @@ def _capture_by_route(
             raise ExtractionFailed(f"torch could not capture {call.name}: {describe_failure(error)}") from None
         finally:
             session.finish()
+        if route == "dynamo" and session.repeated_region:
+            whole = _traced_into_skipped(call, inputs, resolved, mode, capture_scalars)
+            if whole is not None:
+                return whole
+        return session, told, notes, backward_ran
     raise AssertionError("the last route either returns or raises")
+
+
+def _session(call: _Call, inputs: _Inputs, resolved: Partitioner, mode: Mode) -> CaptureSession:
+    """A fresh capture, the gradients of the call's tensors cleared (a capture before may have set them)."""
+    module = call.model if isinstance(call.model, torch.nn.Module) else None
+    for tensor in list(call.parameters.values()) + inputs.args + list(inputs.kwargs.values()):
+        if isinstance(tensor, torch.Tensor):
+            tensor.grad = None
+    return CaptureSession(resolved, mode == "real", call.input_names, call.signature, module=module)
+
+
+def _traced_into_skipped(
+    call: _Call, inputs: _Inputs, resolved: Partitioner, mode: Mode, capture_scalars: bool
+) -> tuple[CaptureSession, list[str], list[str], bool] | None:
+    """Dynamo skips functions torch marks so (`checkpoint_sequential` in torch.utils): it compiles the frame
+    they call, which the model then runs again and again. Capture again with torch's own switch to trace into
+    them (`torch._dynamo.dont_skip_tracing`); None (keep the first capture and its note) where that fails or
+    still repeats a region."""
+    if not hasattr(dynamo_config, "dont_skip_tracing"):
+        return None
+    session = _session(call, inputs, resolved, mode)
+    try:
+        with dynamo_config.patch(dont_skip_tracing=True):
+            told, notes, backward_ran = _run(session, "dynamo", call, inputs, mode, capture_scalars)
+    except Exception:
+        return None
+    finally:
+        session.finish()
+    if session.repeated_region:
+        return None
+    told_first = (
+        "Dynamo skips functions torch marks as not to be traced (such as checkpoint_sequential), so it compiled "
+        "one frame that the model ran again and again; captured again tracing into them "
+        "(torch._dynamo.dont_skip_tracing), which gave the whole forward."
+    )
+    return session, told, [told_first, *notes], backward_ran
 
 
 def _run(

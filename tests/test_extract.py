@@ -158,8 +158,8 @@ class _Sin(torch.nn.Module):
 
 
 class _CheckpointSequential(torch.nn.Module):
-    """16 alike blocks through checkpoint_sequential, which Dynamo skips: it compiles one block's frame and
-    the model calls it again and again."""
+    """16 alike blocks through checkpoint_sequential, which Dynamo skips (torch.utils): it compiles one
+    block's frame, and the model calls it again and again."""
 
     def __init__(self):
         super().__init__()
@@ -169,12 +169,52 @@ class _CheckpointSequential(torch.nn.Module):
         return torch.utils.checkpoint.checkpoint_sequential(self.blocks, 4, x, use_reentrant=False)
 
 
+class _BreakingBlock(torch.nn.Module):
+    def forward(self, x):
+        x = x.sin()
+        torch._dynamo.graph_break()
+        return x.cos()
+
+
+class _BlocksPastABreak(torch.nn.Module):
+    """Three alike blocks with a graph break in each: Dynamo compiles each half once, the model runs each
+    three times, whatever it is told to trace into."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(_BreakingBlock() for _ in range(3))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def test_checkpoint_sequential_is_captured_whole_by_tracing_into_what_dynamo_skips():
+    """Captured again under torch's `dont_skip_tracing`: every block's sin is in the graph, checkpointing
+    recomputes in backward, and the gradient is eager's."""
+    x = torch.randn(8, 8)
+    g = bw.extract(_CheckpointSequential(), x)
+    ops = [n.target for n in g.forward.graph.nodes if n.op == "call_function"]
+    assert ops.count(torch.ops.aten.sin.default) == 16
+    assert g.recomputed and {op for _, op in g.recomputed} == {"aten.sin"}
+    assert any("dont_skip_tracing" in note for note in g.notes), g.notes
+    assert not any("times in one forward" in note for note in g.notes), g.notes
+    leaf = x.clone().requires_grad_()
+    _CheckpointSequential()(leaf).sum().backward()
+    real = g.partitions[0].backward_inputs
+    assert real is not None
+    (grad,) = [v for v in g.partitions[0].backward_with_nones(*real) if v is not None]
+    torch.testing.assert_close(grad, leaf.grad)
+    assert bw.extract(_CheckpointSequential(), x, mode="fake").saved_activation_bytes == g.saved_activation_bytes
+
+
 def test_a_compiled_region_run_again_in_one_forward_is_told_not_passed_off_as_the_model():
-    g = bw.extract(_CheckpointSequential(), torch.randn(8, 8))
-    ops = [n for n in g.forward.graph.nodes if n.op == "call_function"]
-    assert len(ops) < 16  # one block's graph, not the model's
+    """Where tracing into skipped functions does not help (a graph break in a block run three times), the
+    first capture stands and the notes say its graphs are one of the runs."""
+    g = bw.extract(_BlocksPastABreak(), torch.randn(8, 8))
     told = [note for note in g.notes if "times in one forward" in note]
-    assert len(told) == 1 and "count it once" in told[0], g.notes
+    assert len(told) == 2 and all("ran 3 times" in note and "count it once" in note for note in told), g.notes
     for once in (torch.nn.Sequential(*[_Sin() for _ in range(16)]), GraphBreak()):  # torch.fx; Dynamo, two frames
         inputs = torch.randn(8, 8) if isinstance(once, torch.nn.Sequential) else torch.randn(3, 4)
         assert not [note for note in bw.extract(once, inputs).notes if "times in one forward" in note]

@@ -252,6 +252,11 @@ class CaptureSession:
                 "gradients flow through the backward graph, not around it."
             )
 
+    @property
+    def repeated_region(self) -> bool:
+        """A compiled region whose forward the run called more than once (see `_Region.forward_runs`)."""
+        return any(region.forward_runs > 1 for region in self.regions)
+
     def finish(self) -> None:
         """Stop recording: compiled callables that outlive the capture (Dynamo's cache) keep nothing alive."""
         if self._recording:
