@@ -1,0 +1,89 @@
+"""Issue 24, in a real JupyterLab in Chromium: the Sweep button on a 12-layer fake-mode transformer streams.
+The points are drawn one by one as the kernel's thread partitions each budget, the progress line counts them,
+the kernel answers other requests meanwhile, and Cancel stops the sweep before its next budget with the
+points done kept (and the partition shown unchanged)."""
+
+import pytest
+
+from jupyter_page import APP, KERNEL, SETUP, notebook_url, run_in_kernel, write_notebook
+
+TWELVE_LAYERS = """from bwd_widgets.examples import big_transformer_on_meta
+twelve = big_transformer_on_meta(depth=12, width=768, heads=12)
+with torch.device("meta"):
+    twelve_tokens = torch.randint(0, 32000, (8, 512))
+twelve_layers = bw.extract(twelve, twelve_tokens, mode="fake")
+twelve_layers"""
+POINTS = "document.querySelector('.bwd-root').querySelectorAll('circle.bwd-sweep-point').length"
+PROGRESS = "document.querySelector('.bwd-root .bwd-sweep-progress')?.textContent ?? ''"
+# Every change of the drawn point count, in the page's own time: [ms since the click, count].
+RECORD_COUNTS = f"""() => {{
+  window.__pointCounts = [];
+  const start = performance.now();
+  let last = -1;
+  const look = () => {{
+    const count = {POINTS};
+    if (count !== last) {{ window.__pointCounts.push([Math.round(performance.now() - start), count]); last = count; }}
+    window.__watching = requestAnimationFrame(look);
+  }};
+  look();
+}}"""
+
+
+@pytest.fixture(scope="module")
+def sweep_page(lab, browser):
+    url, root = lab
+    write_notebook(root / "sweep_stream.ipynb", [SETUP, TWELVE_LAYERS], {})
+    page = browser.new_page(viewport={"width": 1500, "height": 1300})
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(notebook_url(url, "sweep_stream.ipynb"))
+    page.wait_for_function(
+        f"{APP} && {APP}.shell.currentWidget && {APP}.shell.currentWidget.sessionContext"
+        f" && {APP}.shell.currentWidget.sessionContext.session && {KERNEL}",
+        timeout=90_000,
+    )
+    page.wait_for_function(f"{KERNEL}.connectionStatus === 'connected'", timeout=90_000)
+    page.evaluate(f"{APP}.commands.execute('notebook:run-all-cells')")
+    page.wait_for_function("document.querySelector('.bwd-root[data-rendered]')", timeout=600_000)
+    page.wait_for_function(f"{KERNEL}.status === 'idle'", timeout=120_000)
+    yield page, errors
+    page.close()
+
+
+def test_the_sweep_streams_its_points_and_cancel_stops_it(sweep_page, artifacts):
+    page, errors = sweep_page
+    widget = page.locator(".bwd-root").first
+    widget.scroll_into_view_if_needed()
+    widget.locator("button.bwd-tab-partitions").click()
+    title = widget.locator(".bwd-title").text_content()
+    cancel = widget.locator("button.bwd-sweep-cancel")
+    assert cancel.is_hidden(), "no Cancel before a sweep runs"
+    page.evaluate(RECORD_COUNTS)
+    widget.locator("button.bwd-sweep-button").click()
+    page.wait_for_function(f"{POINTS} >= 1", timeout=300_000)
+    assert cancel.is_visible(), "Cancel shows while the sweep runs"
+    progress = page.evaluate(PROGRESS)
+    done, total = (int(n) for n in progress.split("/"))
+    assert total == 11 and 1 <= done < total, progress
+    # the kernel is free while its thread sweeps: a request runs and answers before the sweep ends
+    assert run_in_kernel(page, "print(6 * 7)").strip() == "42"
+    page.wait_for_function(f"{POINTS} >= 2", timeout=300_000)
+    widget.screenshot(path=str(artifacts / "sweep-streaming.png"))
+    cancel.click()
+    page.wait_for_function(f"({PROGRESS}).endsWith('(cancelled)')", timeout=300_000)
+    page.evaluate("cancelAnimationFrame(window.__watching)")
+    kept = page.evaluate(POINTS)
+    counts = page.evaluate("window.__pointCounts")
+    assert 2 <= kept < 11, f"the sweep stopped before its last budget with the points done kept: {kept}"
+    assert page.evaluate(PROGRESS) == f"{kept}/11 (cancelled)"
+    drawn = [count for _, count in counts]
+    assert drawn == sorted(drawn) and drawn[-1] == kept, counts
+    assert len([c for c in drawn if c > 0]) >= 2, f"points arrived one by one, not at the end: {counts}"
+    first, second = next(t for t, c in counts if c >= 1), next(t for t, c in counts if c >= 2)
+    assert second > first, counts
+    assert cancel.is_hidden() and not widget.locator("button.bwd-sweep-button").is_disabled()
+    assert widget.locator(".bwd-title").text_content() == title, "the partition shown is the one before the sweep"
+    page.wait_for_timeout(3_000)
+    assert page.evaluate(POINTS) == kept, "no point arrives after the cancel"
+    widget.screenshot(path=str(artifacts / "sweep-cancelled.png"))
+    assert not errors
