@@ -161,8 +161,20 @@ class BackwardExtraction(RichDisplay):
 
     @property
     def peak_activation_bytes(self) -> int:
-        """The highest point of `memory_timeline()`: what lowering memory has to lower."""
+        """The highest point of `memory_timeline()`, the memory pane's peak: it includes the gradients the
+        backward returns (alive to its end), which no activation plan lowers."""
         return self.peak.live_bytes
+
+    @property
+    def activation_only_peak(self) -> memory.MemoryPeak:
+        """Where `memory_timeline()` less the parameters' gradients peaks: saved values, temporaries and any
+        input's gradient (`memory.activation_peak`)."""
+        return memory.activation_peak(self.partitions)
+
+    @property
+    def peak_activation_only_bytes(self) -> int:
+        """`activation_only_peak`'s bytes: what a memory target for activations is held against."""
+        return self.activation_only_peak.live_bytes
 
     def measure(self) -> MeasuredMemory:
         """Run the real forward and backward graphs op by op and measure live activation memory.

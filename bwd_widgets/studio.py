@@ -23,13 +23,17 @@ PartitionerSpec = object
 """A registered name, a budget, (name, budget), or a partition_fn."""
 
 
-def _listed(values: object, what: str, example: str) -> tuple:
+def listed(values: object, what: str, example: str) -> tuple:
     """A non-empty sequence of choices; one string or number is a mistake worth one sentence."""
     if isinstance(values, (str, bytes, int, float)) or not isinstance(values, Sequence):
         raise BwdWidgetsError(f"{what}= takes a list, e.g. {what}={example}; got {values!r}: wrap it in a list.")
     if not values:
         raise BwdWidgetsError(f"{what}= is empty: name at least one, e.g. {what}={example}.")
     return tuple(values)
+
+
+_listed = listed
+"""The old private name, kept for callers that still use it."""
 
 
 def _spec(entry: PartitionerSpec) -> tuple:
@@ -90,7 +94,7 @@ def compare(
 ) -> Comparison:
     """Trace once, then one row per partitioner: saved count and bytes, recomputed ops,
     node counts, estimated backward FLOPs."""
-    partitioners = _listed(partitioners, "partitioners", "('default', 'min_cut', 0.5)")
+    partitioners = listed(partitioners, "partitioners", "('default', 'min_cut', 0.5)")
     base = _base(model_or_extraction, inputs, extract_kwargs)
     extractions = [base.rerun(*_spec(entry)) for entry in partitioners]
     return Comparison(extractions, [row(e) for e in extractions])
@@ -217,7 +221,7 @@ def sweep(
     """
     from tqdm.auto import tqdm
 
-    budgets = DEFAULT_BUDGETS if budgets is None else _listed(budgets, "budgets", "(0.0, 0.5, 1.0)")
+    budgets = DEFAULT_BUDGETS if budgets is None else listed(budgets, "budgets", "(0.0, 0.5, 1.0)")
     for budget in budgets:
         resolve_partitioner("min_cut", budget)  # a bad budget fails before any work
     base = _base(model_or_extraction, inputs, extract_kwargs)

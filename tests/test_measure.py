@@ -15,6 +15,7 @@ from torch import nn
 from torch.cuda import _memory_viz
 
 import bwd_widgets as bw
+from bwd_widgets.core import memory
 from bwd_widgets.examples import MLP
 
 from shared_data import shared_path
@@ -33,6 +34,9 @@ def _assert_same_curve(g: bw.BackwardExtraction) -> None:
     assert [p["live_bytes"] for p in measured.curve] == [s["live_bytes"] for s in predicted]
     assert measured.peak_bytes == measured.predicted_peak_bytes == g.peak_activation_bytes
     assert measured.error_percent == 0.0 and measured.peak_step == g.peak.step
+    # the parameters' gradients' storages, measured as the prediction's band of them
+    assert measured.gradient_bytes == memory.parameter_gradients_live(g.partitions)
+    assert measured.activation_peak_bytes == g.peak_activation_only_bytes
 
 
 @pytest.mark.parametrize("partitioner, budget", PARTITIONS)

@@ -1,8 +1,10 @@
-"""`bw.advise`: fit a peak-activation-memory target with the plans a practitioner would try, and prove each.
+"""`bw.advise`: fit an activation-memory target with the plans a practitioner would try, and prove each.
 
 Trace once for the min-cut budgets (each is a re-partition of that trace); trace once per checkpoint plan
 (checkpointing changes the traced program). Every plan on the Pareto front is then re-extracted from its
-own pasted code (`code.run_code`), and only that re-extracted peak decides whether it fits. An operations
+own pasted code (`code.run_code`), and only that re-extracted peak decides whether it fits. The peak is
+activation-only (`peak_activation_only_bytes`: the returned gradients left out, since no plan lowers them);
+an optimizer's step bill adds parameters, gradients and optimizer state once. An operations
 module: it imports the core and the studio's helpers, never Jupyter.
 """
 
@@ -21,7 +23,7 @@ from ..core.kinds import Mode
 from ..core.partitioners import check_budget
 from ..extraction import BackwardExtraction
 from ..extractor import extract
-from ..studio import _listed
+from ..studio import listed
 from . import code as snippets
 from .plans import Advice, AdviceError, Plan, pareto, parse_bytes, step_bytes
 
@@ -45,6 +47,7 @@ class _Run:
     target: int
     step: int
     path: str | None
+    optimizer: str | None = None
     base: BackwardExtraction | None = None
     tried: list[Plan] = field(default_factory=list)
     unverified: list[Plan] = field(default_factory=list)
@@ -55,7 +58,7 @@ class _Run:
         )
 
     def plan(self, label: str, kind: str, code: str, e: BackwardExtraction) -> Plan:
-        made = Plan(label, kind, code, e.peak_activation_bytes, e.saved_activation_bytes, e.recompute_flops)
+        made = Plan(label, kind, code, e.peak_activation_only_bytes, e.saved_activation_bytes, e.recompute_flops)
         made.step_bytes, made.extraction = self.step, e
         self.tried.append(made)
         return made
@@ -133,7 +136,7 @@ def _offload_plan(run: _Run) -> Plan | None:
     sizes = sorted((s.activation_bytes for s in run.base.saved_tensors if s.activation_bytes), reverse=True)
     if not sizes:
         return None
-    peak, moved, chosen = run.base.peak_activation_bytes, 0, sizes[-1]
+    peak, moved, chosen = run.base.peak_activation_only_bytes, 0, sizes[-1]
     for size in sizes:
         moved += size
         chosen = size
@@ -144,13 +147,13 @@ def _offload_plan(run: _Run) -> Plan | None:
         f"offload saved tensors >= {chosen:,} B to the CPU",
         "offload",
         snippets.offload_code(chosen),
-        max(peak - moved + sizes[0], _gradient_bytes(run.base)),
+        peak - moved + sizes[0],
         run.base.saved_activation_bytes - moved,
         0,
         step_bytes=run.step,
-        note="predicted, not verified: min-cut 1.0's peak less the saved bytes moved off the device, plus the "
-        "largest one back at a time in backward, and never below the gradients' bytes; it assumes the peak holds "
-        "all of them, and the AOT graphs "
+        note="predicted, not verified: min-cut 1.0's activation-only peak less the saved bytes moved off the "
+        "device, plus the largest one back at a time in backward; it assumes the peak holds all of them, and the "
+        "AOT graphs "
         "cannot see saved_tensors_hooks, so bw cannot re-extract it (copies cost transfer time, not FLOPs)",
     )
     run.unverified.append(plan)
@@ -166,9 +169,9 @@ def verify(run: _Run, plan: Plan) -> None:
             e = run.base.rerun("min_cut")  # the budget comes from the pasted config patch alone
         else:
             e = extract(model, *run.inputs, partitioner="min_cut", mode=run.mode, **run.extract_kwargs)
-    plan.verified_peak_bytes, plan.extraction = e.peak_activation_bytes, e
+    plan.verified_peak_bytes, plan.extraction = e.peak_activation_only_bytes, e
     plan.saved_bytes, plan.recompute_flops = e.saved_activation_bytes, e.recompute_flops
-    plan.fits = e.peak_activation_bytes + run.step <= run.target
+    plan.fits = e.peak_activation_only_bytes + run.step <= run.target
 
 
 def _verify_front(run: _Run, bar) -> None:
@@ -185,11 +188,14 @@ def _verify_front(run: _Run, bar) -> None:
 
 
 def _gradient_bytes(e: BackwardExtraction | None) -> int:
-    """Bytes of the gradients the backward returns: part of the memory pane's peak under every plan."""
+    """Bytes of the parameters' gradients the backward returns: in the memory pane's peak, not in the
+    advisor's (an input's gradient stays in it)."""
     if e is None:
         return 0
     total = 0
     for g in e.gradients:
+        if g.kind != "parameter":
+            continue
         dtype = getattr(torch, g.dtype.removeprefix("torch."), None)
         size = torch.empty((), dtype=dtype).element_size() if isinstance(dtype, torch.dtype) else 0
         total += size * int(torch.Size(g.shape).numel())
@@ -204,14 +210,13 @@ def _choose(run: _Run, seconds: float, interrupted: bool) -> Advice:
     if best is None and front:
         lowest = min(front, key=lambda p: p.verified_peak_bytes or 0)
         why = (
-            f"no plan tried fits {run.target:,} B: the lowest re-extracted peak is {lowest.label}'s "
+            f"no plan tried fits {run.target:,} B: the lowest re-extracted activation peak is {lowest.label}'s "
             f"{lowest.verified_peak_bytes:,} B{' plus ' + format(run.step, ',') + ' B for the step' if run.step else ''}."
         )
-        floor = _gradient_bytes(run.base)
-        if floor + run.step > run.target:
+        if run.step > run.target:
             why = why[:-1] + (
-                f"; the gradients alone, alive to the end of backward, take {floor:,} B, which no plan here "
-                "lowers (lower precision or sharding does)."
+                f"; the step bill alone (parameters, gradients, optimizer state) takes {run.step:,} B, which no "
+                "plan here lowers (lower precision or sharding does)."
             )
     elif best is None:
         why = "no plan was re-extracted before the advisor stopped."
@@ -220,13 +225,26 @@ def _choose(run: _Run, seconds: float, interrupted: bool) -> Advice:
         notes.append(
             "no repeated-block container (an nn.ModuleList or nn.Sequential of one class) found: no checkpoint plans."
         )
-    return Advice(run.target, front, best, why, run.tried, seconds, interrupted, notes, run.unverified)
+    return Advice(
+        run.target,
+        front,
+        best,
+        why,
+        run.tried,
+        seconds,
+        interrupted,
+        notes,
+        run.unverified,
+        run.optimizer,
+        _gradient_bytes(run.base),
+        run.step,
+    )
 
 
 def _measure(plan: Plan | None, mode: Mode) -> None:
-    """Real mode: run the chosen plan's graphs and keep the measured peak beside the predicted one."""
+    """Real mode: run the chosen plan's graphs and keep the measured activation-only peak beside the verified one."""
     if plan is not None and mode == "real" and plan.extraction is not None:
-        plan.measured_peak_bytes = plan.extraction.measure().peak_bytes
+        plan.measured_peak_bytes = plan.extraction.measure().activation_peak_bytes
 
 
 def advise(
@@ -243,11 +261,12 @@ def advise(
     progress: bool = True,
     **extract_kwargs: object,
 ) -> Advice:
-    """The plans that fit `target` bytes of peak activation memory (the memory pane's peak), and the cheapest.
+    """The plans that fit `target` bytes of activation memory, and the cheapest.
 
-    target: bytes, or a text such as "24GB" or "512 MiB". optimizer: "sgd", "momentum", "adam" or "adamw"
-    adds the parameters, their gradients and that optimizer's state to every plan's bill (None: activations
-    only). Tries min-cut `budgets` (one trace, re-partitioned), selective checkpoint `policies` ("matmuls",
+    target: bytes, or a text such as "24GB" or "512 MiB", held against the activation-only peak (saved values
+    and temporaries: the memory pane's peak less the gradients the backward returns, which no plan lowers).
+    optimizer: "sgd", "momentum", "adam" or "adamw" adds the parameters, their gradients and that optimizer's
+    state, once each, to every plan's bill (None: activations only). Tries min-cut `budgets` (one trace, re-partitioned), selective checkpoint `policies` ("matmuls",
     "attention") and full checkpointing of every k-th block for k in `every`, on the model's repeated-block
     container; a checkpoint plan that does not fit alone is tried with the budget of lowest peak too. Each
     plan on the Pareto front (peak against recompute FLOPs) is re-extracted from its own `code`; `best` is
@@ -258,14 +277,14 @@ def advise(
     from tqdm.auto import tqdm
 
     target_bytes = parse_bytes(target)
-    budgets = tuple(check_budget(b) for b in _listed(budgets, "budgets", "(1.0, 0.5)"))
+    budgets = tuple(check_budget(b) for b in listed(budgets, "budgets", "(1.0, 0.5)"))
     for saves in policies:
         if saves not in snippets.POLICY_OPS:
             raise AdviceError(f"policies= takes {' or '.join(map(repr, snippets.POLICY_OPS))}, got {saves!r}.")
     if any(not isinstance(k, int) or k < 1 for k in every):
         raise AdviceError(f"every= takes whole numbers of 1 or more (1: every block), got {tuple(every)!r}.")
     path = snippets.find_blocks(model)
-    run = _Run(model, inputs, mode, extract_kwargs, target_bytes, step_bytes(model, optimizer), path)
+    run = _Run(model, inputs, mode, extract_kwargs, target_bytes, step_bytes(model, optimizer), path, optimizer)
     specs = _checkpoint_specs(path, tuple(policies), tuple(every)) if path else []
     started, interrupted = time.perf_counter(), False
     bar = tqdm(total=1 + len(budgets) + len(specs), desc="advisor", unit="plan", disable=not progress)

@@ -47,7 +47,8 @@ OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}
 
 
 def step_bytes(model: object, optimizer: str | None) -> int:
-    """Parameters, their gradients and the optimizer's state (the rest of one training step's bill); 0 for None."""
+    """Parameters, their gradients and the optimizer's state, each once: the rest of one training step's bill
+    beside the activation peak (which leaves the gradients out); 0 for None."""
     if optimizer is None:
         return 0
     if optimizer not in OPTIMIZER_STATES:
@@ -67,16 +68,19 @@ class Plan:
     """"budget", "selective", "checkpoint", "combined" or "offload"."""
     code: str
     predicted_peak_bytes: int
-    """Activation peak of bw's own extraction for the plan (the budget or block wrapping applied directly)."""
+    """Activation-only peak (`peak_activation_only_bytes`: saved values and temporaries, not the returned
+    gradients) of bw's own extraction for the plan (the budget or block wrapping applied directly)."""
     saved_bytes: int
     recompute_flops: int
     verified_peak_bytes: int | None = None
-    """Activation peak of a fresh extraction after executing `code` itself; None where not re-extracted."""
+    """Activation-only peak of a fresh extraction after executing `code` itself; None where not re-extracted."""
     fits: bool = False
     """The verified peak, plus `step_bytes`, is at or under the target (never True unverified)."""
     step_bytes: int = 0
+    """Parameters, gradients and optimizer state (`step_bytes()`); 0 without an optimizer."""
     measured_peak_bytes: int | None = None
-    """Real mode, the chosen plan: the peak `BackwardExtraction.measure()` got running the graphs."""
+    """Real mode, the chosen plan: `MeasuredMemory.activation_peak_bytes` from running the graphs (gradient
+    outputs' storages left out, like `verified_peak_bytes`)."""
     note: str = ""
     extraction: BackwardExtraction | None = field(default=None, repr=False)
     """The extraction `verified_peak_bytes` came from (or the predicted one before verification)."""
@@ -84,6 +88,11 @@ class Plan:
     @property
     def predicted_bill_bytes(self) -> int:
         return self.predicted_peak_bytes + self.step_bytes
+
+    @property
+    def bill_bytes(self) -> int | None:
+        """The verified peak plus `step_bytes`: what `fits` holds against the target (None unverified)."""
+        return None if self.verified_peak_bytes is None else self.verified_peak_bytes + self.step_bytes
 
 
 def pareto(plans: list[Plan]) -> list[Plan]:
@@ -133,10 +142,28 @@ class Advice:
     notes: list[str] = field(default_factory=list)
     unverified: list[Plan] = field(default_factory=list)
     """Plans bw cannot re-extract (offloading through saved_tensors_hooks): predicted only, never `best`."""
+    optimizer: str | None = None
+    gradient_bytes: int = 0
+    """Bytes of the gradients the backward returns: out of every plan's peak, in the step bill with an optimizer."""
+    step_bytes: int = 0
+
+    @property
+    def target_means(self) -> str:
+        """What the target is held against, one sentence."""
+        if self.optimizer is None:
+            return (
+                f"target is activation memory: saved values and temporaries; parameter gradients "
+                f"({_size(self.gradient_bytes)}) are in the step bill with optimizer=..."
+            )
+        return (
+            f"target is activation memory (saved values and temporaries) plus the step bill for "
+            f"optimizer={self.optimizer!r}: parameters, their gradients ({_size(self.gradient_bytes)}) and its "
+            f"state, {_size(self.step_bytes)} in all, counted once."
+        )
 
     def __repr__(self) -> str:
         head = f"Advice(target {_size(self.target_bytes)}, {len(self.tried)} plans tried in {self.seconds:.1f} s"
-        lines = [head + (", interrupted)" if self.interrupted else ")")]
+        lines = [head + (", interrupted)" if self.interrupted else ")"), "  " + self.target_means]
         width = max([44, *(len(p.label) for p in self.plans)])
         lines.append(f"  {'plan':{width}} {'predicted':>11} {'verified':>11} {'recompute FLOPs':>16}  fits")
         for p in self.plans:
@@ -147,7 +174,11 @@ class Advice:
                 f"{p.recompute_flops:>16,}  {fits}"
             )
         if self.best is not None:
-            lines.append(f"best: {self.best.label} (peak {_size(self.best.verified_peak_bytes)}); paste best.code:")
+            bill = f", bill {_size(self.best.bill_bytes)}" if self.best.step_bytes else ""
+            lines.append(
+                f"best: {self.best.label} (activation peak {_size(self.best.verified_peak_bytes)}{bill}); "
+                "paste best.code:"
+            )
             lines += ["    " + line for line in self.best.code.splitlines()]
         else:
             lines.append(f"best: none: {self.why}")

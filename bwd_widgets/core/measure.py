@@ -46,6 +46,8 @@ class MeasuredMemory:
     """CUDA only: `torch.cuda.max_memory_allocated()` above what was allocated before the run."""
     cuda_snapshot: dict | None = field(default=None, repr=False)
     """CUDA only: `torch.cuda.memory._snapshot()` of the run."""
+    gradient_bytes: list[int] = field(default_factory=list, repr=False)
+    """Live bytes, at each step of `curve`, of the parameters' gradients the backward returned."""
 
     @property
     def peak_bytes(self) -> int:
@@ -53,6 +55,13 @@ class MeasuredMemory:
         if self.allocator_peak_bytes is not None:
             return self.allocator_peak_bytes
         return max((p["live_bytes"] for p in self.curve), default=0)
+
+    @property
+    def activation_peak_bytes(self) -> int:
+        """The curve's peak less the parameters' gradients' storages at each step: what
+        `BackwardExtraction.peak_activation_only_bytes` predicts (from the curve, on CUDA too)."""
+        gradients = self.gradient_bytes or [0] * len(self.curve)
+        return max((p["live_bytes"] - g for p, g in zip(self.curve, gradients)), default=0)
 
     @property
     def peak_step(self) -> int:
@@ -92,6 +101,7 @@ class _Storages:
         self.external = [t.untyped_storage() for t in external if isinstance(t, torch.Tensor)]
         self.excluded = {id(s) for s in self.external}
         self.live: dict[int, int] = {}
+        self.born: dict[int, int] = {}
         self.bytes = 0
         self.step = 0
         self.events: list[dict] = []
@@ -109,6 +119,7 @@ class _Storages:
             if key in self.excluded or key in self.live:
                 continue
             self.live[key] = nbytes = int(storage.nbytes())
+            self.born[key] = self.step
             self.bytes += nbytes
             address = int(storage.data_ptr())
             self.events.append({"action": "alloc", "addr": address, "size": nbytes, "step": self.step})
@@ -199,15 +210,44 @@ def _forward(partition: Partition, index: int, tracker: _Storages, curve: list[d
     return [by_name[node.name] for node in partition.backward.graph.find_nodes(op="placeholder")]
 
 
-def _run_all(partitions: list[Partition], tracker: _Storages, tangents: list[dict]) -> list[dict]:
-    """Forwards in order, then backwards in reverse, as AOT Autograd runs several compiled regions."""
+def _run_all(partitions: list[Partition], tracker: _Storages, tangents: list[dict]) -> tuple[list[dict], list[int]]:
+    """Forwards in order, then backwards in reverse, as AOT Autograd runs several compiled regions; with
+    the curve, the live bytes of the parameters' gradients each backward returned (allocation to its end)."""
     curve: list[dict] = []
     carried = [_forward(p, i, tracker, curve, tangents[i]) for i, p in enumerate(partitions)]
+    spans: list[tuple[int, int, int]] = []
     for index in range(len(partitions) - 1, -1, -1):
         inputs = carried.pop()
-        _Run(partitions[index].backward, tracker, curve, memory.BACKWARD, index).run_list(inputs)
-        # the gradients are dropped here: the prediction counts them to the end of their own backward
-    return curve
+        backward = partitions[index].backward
+        returned = _Run(backward, tracker, curve, memory.BACKWARD, index).run_list(inputs)
+        spans += _parameter_gradient_spans(partitions[index], returned, tracker, len(curve) - 1)
+        del returned  # dropped here: the prediction counts them to the end of their own backward
+    delta = [0] * (len(curve) + 1)
+    for first, last, nbytes in spans:
+        delta[first] += nbytes
+        delta[last + 1] -= nbytes
+    live, total = [], 0
+    for d in delta[: len(curve)]:
+        total += d
+        live.append(total)
+    return curve, live
+
+
+def _parameter_gradient_spans(
+    partition: Partition, returned: list, tracker: _Storages, last: int
+) -> list[tuple[int, int, int]]:
+    """(first step, last step, bytes) of each parameter's gradient storage this backward returned; a function
+    of its own so that no local keeps a gradient alive into the next region's backward."""
+    nodes = partition.backward.graph.output_node().args[0]
+    by_name = dict(zip((getattr(n, "name", None) for n in nodes), returned))  # type: ignore[union-attr]
+    spans, seen = [], set()
+    for gradient in partition.gradients:
+        value = by_name.get(gradient.name) if gradient.kind == "parameter" else None
+        key = id(value.untyped_storage()) if isinstance(value, torch.Tensor) else None
+        if key is not None and key in tracker.live and key not in seen:
+            seen.add(key)
+            spans.append((tracker.born[key], last, tracker.live[key]))
+    return spans
 
 
 def _cuda_device(partitions: list[Partition]) -> torch.device | None:
@@ -228,7 +268,7 @@ def measure(partitions: list[Partition]) -> MeasuredMemory:
     base = _cuda_start(cuda)
     try:
         with torch.no_grad(), torch.random.fork_rng(devices=[]):
-            curve = _run_all(partitions, tracker, tangents)
+            curve, gradient_bytes = _run_all(partitions, tracker, tangents)
         allocator_peak, snapshot = _cuda_end(cuda, base)
     finally:
         tracker.close()
@@ -236,7 +276,9 @@ def measure(partitions: list[Partition]) -> MeasuredMemory:
             _record_memory_history(enabled=None)  # stopped on failure too
     predicted = [s["live_bytes"] for s in memory.timeline(partitions)]
     device = str(cuda) if cuda is not None else "cpu"
-    return MeasuredMemory(curve, predicted, device, list(tracker.events), allocator_peak, snapshot)
+    return MeasuredMemory(
+        curve, predicted, device, list(tracker.events), allocator_peak, snapshot, gradient_bytes=gradient_bytes
+    )
 
 
 def _cuda_start(device: torch.device | None) -> int:

@@ -74,6 +74,8 @@ class Lifetime:
     """The module of the op that allocates it ("" for the top level)."""
     first: tuple[str, int]
     last: tuple[str, int]
+    of_parameter: bool = False
+    """GRADIENT only: the gradient of a parameter (a training step's bill), not of an input."""
 
 
 def _storage_ids(value: object) -> list[int | None]:
@@ -205,7 +207,9 @@ def profile(partition: Partition) -> MemoryProfile:
     carried: dict[object, int] = {
         ("saved", key): forward.size[key] for key in set(saved_keys.values()) if key in forward.size
     }
-    gradient_keys = {k for keys in backward.output_keys(backward_graph).values() for k in keys if k is not None}
+    returned = backward.output_keys(backward_graph)
+    gradient_keys = {k for keys in returned.values() for k in keys if k is not None}
+    of_parameters = {k for g in partition.gradients if g.kind == "parameter" for k in returned.get(g.name, [])}
     backward_death = backward.deaths(gradient_keys)
     backward_live = _live(backward, carried, backward_death)
     timeline = [{"phase": FORWARD, "node": n.name, "live_bytes": b} for n, b in zip(forward.ops, forward_live)]
@@ -222,6 +226,7 @@ def profile(partition: Partition) -> MemoryProfile:
             modules.get(key[0] if isinstance(key, tuple) else "", ""),
             (phase, born),
             end or (phase, min(max(death.get(key, -1), born), last)),
+            kind == GRADIENT and key in of_parameters,
         )
 
     storages = [
@@ -341,15 +346,35 @@ def counterpart_steps(partitions: list[Partition]) -> list[str]:
     ]
 
 
+def _highest(partitions: list[Partition], steps: list[dict], live: list[int]) -> MemoryPeak:
+    """The first step of `steps` where `live` is highest."""
+    if not steps:
+        return MemoryPeak(0, FORWARD, "", "", 0, -1)
+    step = max(range(len(steps)), key=lambda i: (live[i], -i))
+    top = steps[step]
+    module = partitions[top["graph"]].memory.modules.get(top["node"], "")
+    return MemoryPeak(live[step], top["phase"], top["node"], module, top["graph"], step)
+
+
 def peak(partitions: list[Partition]) -> MemoryPeak:
     """The highest point of `timeline(partitions)`: the first op where it is reached."""
     steps = timeline(partitions)
-    if not steps:
-        return MemoryPeak(0, FORWARD, "", "", 0, -1)
-    step = max(range(len(steps)), key=lambda i: (steps[i]["live_bytes"], -i))
-    top = steps[step]
-    module = partitions[top["graph"]].memory.modules.get(top["node"], "")
-    return MemoryPeak(top["live_bytes"], top["phase"], top["node"], module, top["graph"], step)
+    return _highest(partitions, steps, [s["live_bytes"] for s in steps])
+
+
+def activation_peak(partitions: list[Partition]) -> MemoryPeak:
+    """The highest point of `timeline(partitions)` without the parameters' gradients (GRADIENT storages
+    `of_parameter`): saved values, temporaries and any input's gradient, the memory a batch costs; the
+    parameters' gradients are a training step's bill, which no checkpoint or min-cut budget lowers."""
+    steps = timeline(partitions)
+    gradients = parameter_gradients_live(partitions)
+    return _highest(partitions, steps, [s["live_bytes"] - g for s, g in zip(steps, gradients)])
+
+
+def parameter_gradients_live(partitions: list[Partition]) -> list[int]:
+    """Live bytes of the parameters' gradients at each step of `timeline(partitions)`."""
+    bands = live_by(partitions, lambda s: "parameter gradient" if s.of_parameter else "")
+    return bands.get("parameter gradient", [0] * len(timeline(partitions)))
 
 
 def bytes_by_module(saved: list[SavedTensor]) -> dict[str, int]:
