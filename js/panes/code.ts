@@ -18,14 +18,22 @@ const BLOCK_LINES = 50;
 function lineElement({ number, text }: CodeLine): HTMLElement {
   const el = element("div", "bwd-line");
   el.dataset.line = String(number);
-  el.appendChild(element("span", "bwd-lineno", String(number)));
-  const code = element("span", "bwd-line-text");
   for (const token of tokenizeLine(text)) {
-    code.appendChild(PLAIN.has(token.kind) ? document.createTextNode(token.text) : element("span", `bwd-tok-${token.kind}`, token.text));
+    el.appendChild(PLAIN.has(token.kind) ? document.createTextNode(token.text) : element("span", `bwd-tok-${token.kind}`, token.text));
   }
-  if (!text) code.textContent = "\u200B";
-  el.appendChild(code);
+  if (!text) el.textContent = "\u200B";
   return el;
+}
+
+/** A block of lines beside one gutter of their numbers: one sticky element per block, not per line, so a
+ *  tab of 3,000 lines opens without a long layout (each line a flex row with a sticky number took 50-110 ms). */
+function blockElement(lines: CodeLine[]): HTMLElement {
+  const block = lazyBlock("bwd-code-block", lines.length * LINE_PX, true);
+  const gutter = element("div", "bwd-gutter", lines.map((line) => line.number).join("\n"));
+  const body = element("div", "bwd-lines");
+  body.append(...lines.map(lineElement));
+  block.append(gutter, body);
+  return block;
 }
 
 export function codePane({ model, signal, select }: PaneContext): Pane {
@@ -58,9 +66,7 @@ export function codePane({ model, signal, select }: PaneContext): Pane {
     delete code.dataset.drawn;
     for (const [name, tab] of Object.entries(tabs)) tab.classList.toggle("bwd-active", name === kind);
     const blocks = chunked(codeLines(data.code[kind], exact.checked), BLOCK_LINES).map((lines) => () => {
-      const block = lazyBlock("bwd-code-block", lines.length * LINE_PX, true);
-      block.append(...lines.map(lineElement));
-      code.appendChild(block);
+      code.appendChild(blockElement(lines));
     });
     inTurn(blocks, () => mine === drawing && !signal.aborted, () => {
       code.dataset.drawn = "true";

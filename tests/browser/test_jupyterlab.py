@@ -170,10 +170,11 @@ def test_code_pane_reads_as_code(notebook_page):
     _tab(widget, "code")
     code = widget.locator("pre.bwd-code")
     lines = code.locator(".bwd-line")
-    texts = widget.locator(".bwd-line-text").all_text_contents()
+    texts = lines.all_text_contents()
     assert not any(t.rstrip().endswith("= None") for t in texts), "clearing statements hidden"
     assert not any(a.strip("\u200b ") == b.strip("\u200b ") == "" for a, b in zip(texts, texts[1:])), "no blank runs"
-    numbers = [int(n) for n in widget.locator(".bwd-lineno").all_text_contents()]
+    numbers = [int(n) for gutter in widget.locator(".bwd-gutter").all_text_contents() for n in gutter.split("\n")]
+    assert len(numbers) == len(texts), "a number beside every line"
     assert numbers == sorted(numbers) and numbers[0] == 1 and numbers[-1] > len(numbers)
     assert code.evaluate("(e) => e.scrollWidth > e.clientWidth"), "long lines scroll sideways, not cut or wrapped"
     # a node selected elsewhere (here, by the graph's search) brings its line into view inside the code
@@ -187,7 +188,7 @@ def test_code_pane_reads_as_code(notebook_page):
         " return r.top >= c.top && r.bottom <= c.bottom; }"
     ), "the selected line is kept in view"
     widget.locator("input.bwd-exact-toggle").check()
-    exact = widget.locator(".bwd-line-text").all_text_contents()
+    exact = lines.all_text_contents()
     assert any(t.rstrip().endswith("= None") for t in exact) and lines.count() > len(texts)
     widget.locator("input.bwd-exact-toggle").uncheck()
 
