@@ -68,6 +68,7 @@ export function edgeAttributes(graph: VisibleGraph, from: string, to: string): s
   const attributes = graph.savedOnly?.has(key) ? ["constraint=false"] : [];
   const kind = graph.edgeKinds?.get(key);
   if (kind === "saved") attributes.push('class="e-saved"', 'style="dashed"');
+  else if (kind === "recomputed") attributes.push('class="e-recomputed"', 'style="dotted"');
   else if (kind === "gradient") attributes.push('class="e-gradient"');
   return attributes;
 }

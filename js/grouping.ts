@@ -16,7 +16,7 @@ export interface VisibleNode {
 }
 
 /** What an edge carries, where not backward data flow (the default). */
-export type EdgeKind = "saved" | "gradient";
+export type EdgeKind = "saved" | "recomputed" | "gradient";
 
 export interface VisibleGraph {
   nodes: VisibleNode[];
@@ -189,9 +189,11 @@ export function visibleGraph(data: GraphData, expanded: Set<string>, folded: rea
     }
   }
   const saved = new Set(data.nodes.filter((n) => n.kind === "saved").map((n) => n.id));
+  const forwardValues = new Set([...saved, ...data.nodes.filter((n) => n.recomputed).map((n) => n.id)]);
   const gradients = new Set(data.nodes.filter((n) => n.kind === "gradient").map((n) => n.id));
-  const carries = new Map<string, boolean>(); // edge key -> whether it carries saved values only
+  const carries = new Map<string, boolean>(); // edge key -> whether it carries forward values only
   const readsSaved = new Map<string, boolean>();
+  const readsForward = new Map<string, boolean>();
   const intoGradient = new Map<string, boolean>();
   const edges: [string, string][] = [];
   for (const [source, target] of data.edges) {
@@ -200,12 +202,14 @@ export function visibleGraph(data: GraphData, expanded: Set<string>, folded: rea
     if (!from || !to || from === to) continue;
     const key = edgeKey(from, to);
     if (!carries.has(key)) edges.push([from, to]);
-    carries.set(key, (carries.get(key) ?? true) && saved.has(source) && from !== source);
+    carries.set(key, (carries.get(key) ?? true) && forwardValues.has(source) && from !== source);
     readsSaved.set(key, (readsSaved.get(key) ?? true) && saved.has(source));
+    readsForward.set(key, (readsForward.get(key) ?? true) && forwardValues.has(source));
     intoGradient.set(key, (intoGradient.get(key) ?? true) && gradients.has(target));
   }
   const savedOnly = new Set([...carries].filter(([, only]) => only).map(([key]) => key));
   const edgeKinds = new Map<string, EdgeKind>([...readsSaved].filter(([, only]) => only).map(([key]) => [key, "saved"]));
+  for (const [key, only] of readsForward) if (only && !edgeKinds.has(key)) edgeKinds.set(key, "recomputed");
   for (const [key, only] of intoGradient) if (only && !edgeKinds.has(key)) edgeKinds.set(key, "gradient");
   return { nodes: [...byId.values()], edges, savedOnly, edgeKinds };
 }

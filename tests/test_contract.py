@@ -121,19 +121,25 @@ def test_payload_matches_its_typed_dicts_and_is_written_for_the_front_end(conv_b
     mlp = bw.extract(MLP(width=8, depth=2), torch.randn(2, 8))
     rows = payload.comparison_rows(bw.compare(mlp, partitioners=["default", 0.0]))
     points = payload.sweep_points(bw.sweep(mlp, budgets=[0.0, 1.0], progress=False))
-    deep = payload.graph_payload(bw.extract(Transformer(width=8, depth=2, heads=2), torch.randint(0, 64, (2, 4))))
+    transformer = bw.extract(Transformer(width=8, depth=2, heads=2), torch.randint(0, 64, (2, 4)))
+    deep = payload.graph_payload(transformer)
+    recomputing = payload.graph_payload(transformer.rerun(0.5))
+    assert any(n["recomputed"] for n in recomputing["nodes"]), "min-cut at 0.5 recomputes: recomputed reads drawn"
     _check_keys(data, rows, points)
 
     FIXTURE.parent.mkdir(parents=True, exist_ok=True)
     fixture = {
         "data": data,
         "deep": deep,
+        "recomputing": recomputing,
         "comparison_rows": rows,
         "sweep_points": points,
         "keys": {name: _keys(name) for name in TYPES},
         "traits": _keys("WidgetState"),
         "python": {
-            "graphs": _graph_answers("data", data) + _graph_answers("deep", deep),
+            "graphs": _graph_answers("data", data)
+            + _graph_answers("deep", deep)
+            + _graph_answers("recomputing", recomputing),
             "ticks": _tick_answers([data, deep], points),
             "bytes": _byte_answers([data, deep]),
         },

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import bwd_widgets as bw
-from bwd_widgets.core.nodes import place_unowned
+from bwd_widgets.core.analysis import place_unowned
 from bwd_widgets.examples import Transformer
 from bwd_widgets.jupyter.widget import STATIC
 from bwd_widgets.views.grouping import FIRST_VIEW_LIMIT, first_views, module_tree, visible_graph
@@ -215,7 +215,7 @@ def test_stretch_maxima_keeps_the_highest_of_each_stretch():
 
 def _chain(blocks: int, ops: int) -> list[dict]:
     return [
-        {"id": f"b{b}_{part}_{i}", "module": f"blocks.{b}.{part}", "kind": "op"}
+        {"id": f"b{b}_{part}_{i}", "module": f"blocks.{b}.{part}", "kind": "op", "recomputed": False}
         for b in range(blocks)
         for part in ("attn", "mlp")
         for i in range(ops)
@@ -256,6 +256,28 @@ def test_ops_without_a_module_join_the_module_their_neighbours_share():
     edges = [("a", "sum"), ("b", "sum"), ("sum", "then"), ("tangents_1", "a")]
     placed = place_unowned(modules, ["sum", "then"], edges)
     assert list(placed.values()) == ["blocks.0.mlp", "blocks", "blocks.1.attn", "blocks", ""]
+
+
+def test_a_gradient_sum_goes_with_the_ops_that_read_it():
+    """The sum at the residual stream between the final `norm` and `blocks.1` reads a gradient out of
+    each and is read by `blocks.1`'s attention: it belongs there, not with the norm whose weight torch's
+    fallback (the parameters an op reads) would find, nor at the top where a collapsed model shows it."""
+    modules = {"norm_grad": "norm", "mlp_grad": "blocks.1.norm2", "sum": "", "attn": "blocks.1.attn"}
+    edges = [("norm_grad", "sum"), ("mlp_grad", "sum"), ("sum", "attn")]
+    assert place_unowned(modules, ["sum"], edges, {"sum"})["sum"] == "blocks.1.attn"
+    assert place_unowned(modules, ["sum"], edges)["sum"] == "", "an op torch does not mark a sum: by its neighbours"
+
+
+@pytest.mark.parametrize("budget", [None, 1.0, 0.5, 0.1])
+def test_gradient_flow_between_collapsed_modules_goes_one_way(budget):
+    import zoo_models
+
+    torch.manual_seed(0)
+    model = Transformer(width=32, depth=3)
+    extraction = bw.extract(model, torch.randint(0, 64, (2, 8)))
+    if budget is not None:
+        extraction = extraction.rerun(budget)
+    zoo_models.assert_one_direction(graph_payload(extraction), model)
 
 
 def test_the_widget_carries_a_small_static_picture(reference):

@@ -586,8 +586,12 @@ def check_fake(entry: ZooModel, model: nn.Module, inputs: dict, extraction) -> N
 
 
 def check_min_cut(entry: ZooModel, model: nn.Module, inputs: dict, extraction) -> None:
+    from bwd_widgets.views.payload import graph_payload
+
     half = extraction.rerun(0.5)
     assert half.partitioner == "min_cut" and half.memory_budget == 0.5
+    for index in range(len(half.partitions)):
+        assert_one_direction(graph_payload(half, index), model)
     assert len(half.partitions) == len(extraction.partitions) and half.backward_node_count > 0
     assert_gradients_match(
         replayed_gradients(half, model, named_arguments(entry, model, inputs)), eager_gradients(entry, model, inputs)
@@ -619,7 +623,51 @@ def check_payload(entry: ZooModel, model: nn.Module, inputs: dict, extraction) -
         kinds = {n["kind"] for n in payload["nodes"]}
         assert {"saved", "tangent", "gradient"} <= kinds, kinds
         assert payload["code"]["backward"] and payload["saved"]
+        assert_one_direction(payload, model)
         json.dumps(payload)
+
+
+def assert_one_direction(payload, model: nn.Module) -> None:
+    """In the all-collapsed view and in every first view, the edges that carry backward data flow go one
+    way between any two boxes and form no cycle, so the tangent ranks first whatever the partition: a
+    forward value read (saved: dashed; recomputed: dotted; neither ranks the layout) may point back,
+    gradient flow does not (issue 22, item 2). The one exception torch's module stack makes: a module the
+    model does not register (RoBERTa's head calls a module-level `gelu`) sits between two ops of the
+    module calling it, so data does flow out of that module and back in."""
+    from bwd_widgets.views.grouping import GROUP_PREFIX, visible_graph
+
+    registered = {path for path, _ in model.named_modules()}
+
+    def foreign(box: str) -> bool:
+        return box.startswith(GROUP_PREFIX) and box[len(GROUP_PREFIX) :] not in registered
+
+    for opened in [[], *payload["views"]["first"]]:
+        shown = visible_graph(payload["nodes"], payload["edges"], set(opened))
+        flow = [
+            e
+            for e in shown.edges
+            if e not in shown.saved_only and shown.edge_kinds.get(e) not in ("saved", "recomputed")
+        ]
+        flow = [e for e in flow if not (foreign(e[0]) or foreign(e[1]))]
+        both_ways = sorted(e for e in flow if (e[1], e[0]) in set(flow))
+        assert not both_ways, f"opened {opened}: drawn both ways {both_ways[:6]}"
+        assert_acyclic(flow, opened)
+
+
+def assert_acyclic(edges: list[tuple[str, str]], label: object) -> None:
+    into: dict[str, int] = {}
+    out: dict[str, list[str]] = {}
+    for a, b in edges:
+        out.setdefault(a, []).append(b)
+        into[b] = into.get(b, 0) + 1
+        into.setdefault(a, 0)
+    ready = [n for n, k in into.items() if k == 0]
+    while ready:
+        for b in out.get(ready.pop(), []):
+            into[b] -= 1
+            if into[b] == 0:
+                ready.append(b)
+    assert all(k == 0 for k in into.values()), f"{label}: a cycle through {sorted(n for n, k in into.items() if k)[:6]}"
 
 
 def named_arguments(entry: ZooModel, model: nn.Module, inputs: dict) -> dict:

@@ -129,6 +129,8 @@ def node_module(node: torch.fx.Node | None, sources: list[InputSource]) -> str |
     path = module_path(node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack"))
     if path:
         return path
+    if node.meta.get("is_gradient_acc"):
+        return None  # torch's mark for autograd's own sum of a value's gradients: graph_modules places it
     frontier, seen = [node], set()
     for _ in range(3):
         next_frontier = []
@@ -143,6 +145,68 @@ def node_module(node: torch.fx.Node | None, sources: list[InputSource]) -> str |
                 next_frontier.append(arg)
         frontier = next_frontier
     return None
+
+
+def graph_modules(
+    nodes: list[torch.fx.Node], sources: list[InputSource], known: dict[str, str], otherwise: dict[str, str]
+) -> dict[str, str]:
+    """Each node's module ("" for none): `known` first (the saved values'), then `node_module`, then
+    `otherwise` (a parameter's gradient sum: the parameter's module), then `place_unowned` for the ops
+    no forward module owns. The one rule the graph, the saved table and the memory pane share."""
+    own = {
+        n.name: known[n.name] if n.name in known else node_module(n, sources) or otherwise.get(n.name, "")
+        for n in nodes
+    }
+    unowned = [n.name for n in nodes if not own[n.name] and n.op not in ("placeholder", "output")]
+    edges = [(arg.name, node.name) for node in nodes for arg in node.all_input_nodes]
+    sums = {n.name for n in nodes if n.meta.get("is_gradient_acc")}
+    return place_unowned(own, unowned, edges, sums)
+
+
+def place_unowned(
+    modules: dict[str, str],
+    unowned: list[str],
+    edges: list[tuple[str, str]],
+    sums: frozenset[str] | set[str] = frozenset(),
+) -> dict[str, str]:
+    """Backward ops no forward module owns (the gradient sums of residual connections) go in the
+    innermost module their neighbours share, so that a collapsed module hides them with the rest.
+
+    The `sums` (torch's `is_gradient_acc`) first, by the ops that read them (those a forward module owns,
+    else those placed), last in graph order first: a sum of a value's gradients belongs with
+    the backward of the op that made the value, which reads it (the sum at the residual stream between
+    `norm` and `blocks.1` goes in `blocks.1`, so the collapsed modules show one direction of gradient flow,
+    not both). Then, for the rest, two sweeps over all neighbours, in graph order and back, so that a run
+    of such ops takes its module from both ends."""
+    result = dict(modules)
+    neighbours: dict[str, list[str]] = {}
+    readers: dict[str, list[str]] = {}
+    for source, target in edges:
+        neighbours.setdefault(source, []).append(target)
+        neighbours.setdefault(target, []).append(source)
+        readers.setdefault(source, []).append(target)
+    for name in [name for name in unowned if name in sums][::-1]:
+        read_by = readers.get(name, [])
+        around = [modules[m] for m in read_by if modules.get(m)] or [result[m] for m in read_by if result.get(m)]
+        if around:
+            result[name] = common_module(around)
+    rest = [name for name in unowned if not result[name]]
+    for sweep in (rest, rest[::-1]):
+        for name in sweep:
+            around = [result[m] for m in neighbours.get(name, []) if result.get(m)]
+            if around:
+                result[name] = common_module(around)
+    return result
+
+
+def common_module(paths: list[str]) -> str:
+    """The innermost module path that every one of `paths` is inside ("" for none)."""
+    shared = []
+    for segments in zip(*(path.split(".") for path in paths)):
+        if len(set(segments)) > 1:
+            break
+        shared.append(segments[0])
+    return ".".join(shared)
 
 
 def saved_tensors(partition: Partition) -> list[SavedTensor]:

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 import torch
 import torch.fx
 
-from .analysis import SavedTensor, node_module
+from .analysis import SavedTensor, graph_modules
+from .nodes import backward_modules
 
 if TYPE_CHECKING:
     from .trace import Partition
@@ -214,7 +215,7 @@ def profile(partition: Partition) -> MemoryProfile:
     backward_live = _live(backward, carried, backward_death)
     timeline = [{"phase": FORWARD, "node": n.name, "live_bytes": b} for n, b in zip(forward.ops, forward_live)]
     timeline += [{"phase": BACKWARD, "node": n.name, "live_bytes": b} for n, b in zip(backward.ops, backward_live)]
-    modules = {n.name: node_module(n, sources) or "" for n in forward.ops + backward.ops}
+    modules = graph_modules(list(partition.forward.graph.nodes), sources, {}, {}) | backward_modules(partition)
     last_forward, last_backward = len(forward.ops) - 1, len(backward.ops) - 1
 
     def lifetime(key: object, nbytes: int, kind: str, phase: str, death: dict, last: int) -> Lifetime:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 
 import torch.fx
 
-from .analysis import SavedTensor, node_module, op_name, tensor_info
+from .analysis import SavedTensor, graph_modules, op_name, tensor_info
 from .kinds import NodeKind, SavedKind, is_tangent
 from .naming import source_line
 from .why import why_recomputed
@@ -71,7 +71,7 @@ def backward_nodes(partition: Partition) -> list[BackwardNode]:
         for name in recomputed
     }
     nodes = [n for n in partition.backward.graph.nodes if n.op != "output"]
-    modules = _modules(nodes, saved, partition)
+    modules = backward_modules(partition)
     rows = []
     for node in nodes:
         info = tensor_info(node.name, node.meta.get("val"))
@@ -104,42 +104,13 @@ def _kind(node: torch.fx.Node, gradients: dict[str, list[str]]) -> NodeKind:
     return "gradient" if node.name in gradients else "op"
 
 
-def _modules(nodes: list[torch.fx.Node], saved: dict[str, SavedTensor], partition: Partition) -> dict[str, str]:
-    own = {}
-    for node in nodes:
-        entry = saved.get(node.name)
-        own[node.name] = (entry.module if entry is not None else node_module(node, partition.inputs)) or ""
-    unowned = [n.name for n in nodes if not own[n.name] and n.op != "placeholder"]
-    edges = [(arg.name, node.name) for node in nodes for arg in node.all_input_nodes]
-    return place_unowned(own, unowned, edges)
-
-
-def place_unowned(modules: dict[str, str], unowned: list[str], edges: list[tuple[str, str]]) -> dict[str, str]:
-    """Backward ops no forward module owns (the gradient sums of residual connections) go in the
-    innermost module their neighbours share, so that a collapsed module hides them with the rest.
-
-    Two sweeps, in graph order and back, so that a run of such ops takes its module from both ends."""
-    result = dict(modules)
-    neighbours: dict[str, list[str]] = {}
-    for source, target in edges:
-        neighbours.setdefault(source, []).append(target)
-        neighbours.setdefault(target, []).append(source)
-    for sweep in (unowned, unowned[::-1]):
-        for name in sweep:
-            around = [result[m] for m in neighbours.get(name, []) if result.get(m)]
-            if around:
-                result[name] = common_module(around)
-    return result
-
-
-def common_module(paths: list[str]) -> str:
-    """The innermost module path that every one of `paths` is inside ("" for none)."""
-    shared = []
-    for segments in zip(*(path.split(".") for path in paths)):
-        if len(set(segments)) > 1:
-            break
-        shared.append(segments[0])
-    return ".".join(shared)
+def backward_modules(partition: Partition) -> dict[str, str]:
+    """The module of each backward node: a saved value's from its tensor, an op's from torch's module
+    stack, and a sum of a tied parameter's gradients (no module's own op) the parameter's module."""
+    nodes = [n for n in partition.backward.graph.nodes if n.op != "output"]
+    saved = {entry.name: entry.module or "" for entry in partition.saved_tensors}
+    parameters = {g.name: g.grad_of.rpartition(".")[0] for g in partition.gradients if g.kind == "parameter"}
+    return graph_modules(nodes, partition.inputs, saved, parameters)
 
 
 def definition_lines(code: str) -> dict[str, int]:

@@ -152,11 +152,14 @@ def build_dot(
 
 def edge_attributes(graph: VisibleGraph[GraphNode], edge: tuple[str, str]) -> list[str]:
     """An edge's DOT attributes (js/dot.ts `edgeAttributes`' twin): saved values do not rank the layout
-    when read out of a collapsed module; saved-value reads are dashed, and each kind has its CSS class."""
+    when read out of a collapsed module, nor do recomputed ones; saved-value reads are dashed, recomputed
+    ones dotted, and each kind has its CSS class."""
     attributes = ["constraint=false"] if edge in graph.saved_only else []
     kind = graph.edge_kinds.get(edge)
     if kind == "saved":
         attributes += ['class="e-saved"', 'style="dashed"']
+    elif kind == "recomputed":
+        attributes += ['class="e-recomputed"', 'style="dotted"']
     elif kind == "gradient":
         attributes.append('class="e-gradient"')
     return attributes

@@ -29,6 +29,7 @@ class Grouped(TypedDict):
     id: ReadOnly[str]
     module: ReadOnly[str]
     kind: ReadOnly[str]
+    recomputed: ReadOnly[bool]
 
 
 class ModuleRow(TypedDict):
@@ -77,10 +78,11 @@ class VisibleGraph(Generic[N]):
     nodes: list[VisibleNode[N]]
     edges: list[tuple[str, str]]
     saved_only: set[tuple[str, str]] = field(default_factory=set)
-    """Edges out of a collapsed module that carry only values saved in forward (not ranked by)."""
+    """Edges out of a collapsed module that carry only forward values, saved or recomputed (not ranked by)."""
     edge_kinds: dict[tuple[str, str], str] = field(default_factory=dict)
     """What a drawn edge carries when all the edges it stands for agree: "saved" (a value saved in
-    forward, read here) or "gradient" (into a gradient output); the rest carry backward data flow."""
+    forward, read here), "recomputed" (forward values, some recomputed in backward, read here) or
+    "gradient" (into a gradient output); the rest carry backward data flow."""
 
 
 def ancestors(path: str) -> list[str]:
@@ -153,19 +155,23 @@ def visible_graph(nodes: Sequence[N], edges: Iterable[Sequence[str]], expanded: 
             path = visible[len(GROUP_PREFIX) :]
             shown[visible] = VisibleNode(visible, parent_of(path), path=path, size=sizes.get(path, 0))
     saved = {n["id"] for n in nodes if n["kind"] == "saved"}
+    forward_values = saved | {n["id"] for n in nodes if n["recomputed"]}
     gradients = {n["id"] for n in nodes if n["kind"] == "gradient"}
     carries: dict[tuple[str, str], bool] = {}
     reads_saved: dict[tuple[str, str], bool] = {}
+    reads_forward: dict[tuple[str, str], bool] = {}
     into_gradient: dict[tuple[str, str], bool] = {}
     for source, target in edges:
         start, end = owner.get(source), owner.get(target)
         if start is None or end is None or start == end:
             continue
         key = (start, end)
-        carries[key] = carries.get(key, True) and source in saved and start != source
+        carries[key] = carries.get(key, True) and source in forward_values and start != source
         reads_saved[key] = reads_saved.get(key, True) and source in saved
+        reads_forward[key] = reads_forward.get(key, True) and source in forward_values
         into_gradient[key] = into_gradient.get(key, True) and target in gradients
     kinds = {key: "saved" for key, only in reads_saved.items() if only}
+    kinds.update((key, "recomputed") for key, only in reads_forward.items() if only and key not in kinds)
     kinds.update((key, "gradient") for key, only in into_gradient.items() if only and key not in kinds)
     saved_only = {key for key, only in carries.items() if only}
     return VisibleGraph(list(shown.values()), list(carries), saved_only, kinds)

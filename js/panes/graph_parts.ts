@@ -85,7 +85,7 @@ const KIND_LEGEND: [string, string][] = [
 ];
 
 const EDGE_LEGEND: [string, string][] = [
-  ["e-flow", "backward data flow"], ["e-saved", "saved value read"], ["e-gradient", "into a gradient"],
+  ["e-flow", "backward data flow"], ["e-saved", "saved value read"], ["e-recomputed", "recomputed value read"], ["e-gradient", "into a gradient"],
 ];
 
 /** The legend for the colouring in use: kinds, or bytes from small to large on each scale the drawing

@@ -26,7 +26,7 @@ type TypeName = keyof typeof CONTRACT_KEYS;
 
 /** The Python side's answer for one open-module set of one payload (tests/test_contract.py). */
 interface GraphAnswer {
-  payload: "data" | "deep";
+  payload: "data" | "deep" | "recomputing";
   expanded: string[];
   nodes: { id: string; cluster: string; path: string | null; size: number }[];
   edges: [string, string][];
@@ -38,6 +38,7 @@ interface GraphAnswer {
 interface Fixture {
   data: GraphData;
   deep: GraphData; // a transformer: modules three deep
+  recomputing: GraphData; // the same at min-cut budget 0.5: recomputed forward ops read in backward
   comparison_rows: ComparisonRow[];
   sweep_points: SweepPoint[];
   keys: Record<TypeName, string[]>;
@@ -233,7 +234,12 @@ describe("the front end's pure modules on the reference payload", () => {
 });
 
 describe("each rule the browser also runs gives the Python answers, on the same payloads", () => {
-  const payloads = { data: fixture.data, deep: fixture.deep };
+  const payloads = { data: fixture.data, deep: fixture.deep, recomputing: fixture.recomputing };
+
+  it("the recomputing payload draws recomputed reads as their own kind of edge", () => {
+    const answers = fixture.python.graphs.filter((g) => g.payload === "recomputing");
+    expect(answers.some((g) => g.dot.includes('class="e-recomputed", style="dotted"'))).toBe(true);
+  });
 
   it("the deep payload nests modules, so drilling down is tested where it matters", () => {
     expect(Math.max(...fixture.deep.views.modules.map((m) => m.depth))).toBeGreaterThanOrEqual(3);

@@ -298,19 +298,19 @@ def test_an_html_export_explains_its_empty_partitions_tab(browser, tmp_path):
 
 def test_edges_say_what_they_carry(standalone):
     """A saved value read is drawn unlike backward data flow (dashed, amber), an edge into a gradient
-    output unlike both; the legend names all three."""
+    output unlike both; the legend names them and the recomputed read (held by the contract fixture)."""
     page, _, console = standalone
     stroke = "(e) => { const s = getComputedStyle(e); return [s.stroke, s.strokeDasharray].join(' '); }"
     styles = {}
     for kind, selector in {
         "saved": ".bwd-svg g.edge.e-saved > path",
         "gradient": ".bwd-svg g.edge.e-gradient > path",
-        "flow": ".bwd-svg g.edge:not(.e-saved):not(.e-gradient) > path",
+        "flow": ".bwd-svg g.edge:not(.e-saved):not(.e-gradient):not(.e-recomputed) > path",
     }.items():
         edges = page.locator(selector)
         assert edges.count() > 0, f"no {kind} edge drawn"
         styles[kind] = edges.first.evaluate(stroke)
     assert len(set(styles.values())) == 3, styles
     legend = page.locator(".bwd-legend-edge").all_text_contents()
-    assert legend == ["backward data flow", "saved value read", "into a gradient"]
+    assert legend == ["backward data flow", "saved value read", "recomputed value read", "into a gradient"]
     assert console == []
