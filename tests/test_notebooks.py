@@ -70,7 +70,18 @@ COURSE = {
         "checkpoint_sequential",
     ],
     "06_big_models_fake_mode": ['mode="fake"', "scaled_dot_product_attention", "peak_activation_bytes", "At least"],
-    "07_appendix_graphnet_samples": ["load_graphnet_sample", "save_graphnet", '"-m", "bwd_widgets"'],
+    "07_fit_it_on_a_gpu": [
+        "FSDP",
+        "bw.sweep",
+        "bw.advise",
+        "advice.best",
+        ".measure()",
+        "max_memory_allocated",
+        "_record_memory_history",
+        "memory_viz",
+        "Inductor",
+    ],
+    "08_appendix_graphnet_samples": ["load_graphnet_sample", "save_graphnet", '"-m", "bwd_widgets"'],
 }
 """Each notebook in order, with what it must teach (text its cells must contain)."""
 
@@ -80,7 +91,7 @@ def cells(path: Path, kind: str | None = None) -> list:
     return [c for c in notebook.cells if kind is None or c.cell_type == kind]
 
 
-def test_the_course_is_six_notebooks_then_the_appendix():
+def test_the_course_is_seven_notebooks_then_the_appendix():
     assert [p.stem for p in NOTEBOOKS] == list(COURSE)
     assert cells(NOTEBOOKS[-1], "markdown")[0].source.startswith("# Appendix")
 
@@ -170,6 +181,7 @@ def worked_answers(path: Path) -> list:
 BUILDS = {
     "02_what_autograd_saves": "check_offload(my_pack, my_unpack)",
     "05_activation_checkpointing": "check_policy(my_policy)",
+    "07_fit_it_on_a_gpu": "check_budget(my_budget)",
 }
 """The exercises that ask the learner to build something, and the checker each is run through."""
 
