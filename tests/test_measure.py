@@ -162,3 +162,15 @@ def test_the_payload_carries_the_measurement_once_measured(course_models):
     curve = {p["step"]: p["live_bytes"] for p in measured["timeline"]}
     assert all(curve.get(p["step"], p["live_bytes"]) == p["live_bytes"] for p in memory["timeline"])
     assert memory["y_ticks"][-1] >= result.peak_bytes
+
+
+def test_the_widget_measures_what_it_shows_and_redraws(course_models):
+    """`w.measure()` on a widget already shown: the partition on screen is measured and the data trait
+    carries the measured curve at once (no second `bw.show`), the error in percent beside it."""
+    g = course_models["Transformer"].rerun("min_cut", 0.2)
+    widget = bw.show(g)
+    assert widget.payload["run"]["memory"]["measured"] is None
+    result = widget.measure()
+    measured = widget.payload["run"]["memory"]["measured"]
+    assert g.measured is result and measured is not None
+    assert measured["peak"]["live_bytes"] == result.peak_bytes and measured["error_percent"] == 0.0

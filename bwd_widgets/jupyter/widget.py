@@ -15,6 +15,7 @@ import traitlets
 from anywidget.experimental import command
 
 from ..core.errors import BwdWidgetsError, one_line
+from ..core.measure import MeasuredMemory
 from ..display_hook import in_kernel
 from ..extraction import BackwardExtraction
 from ..extractor import extract
@@ -158,6 +159,14 @@ class BackwardGraphWidget(anywidget.AnyWidget):
             if point.extraction is extraction or same_plan:
                 return index
         return -1
+
+    def measure(self) -> MeasuredMemory:
+        """Measure the partition shown (`BackwardExtraction.measure`: it runs the model, so only when
+        asked) and redraw, so the memory pane draws the measured curve over the predicted one with the
+        error in percent. `g.measure()` on an extraction already shown needs this, or a new `bw.show(g)`."""
+        measured = self.extraction.measure()
+        self._show(self.extraction)
+        return measured
 
     @property
     def payload(self) -> GraphData:
