@@ -95,11 +95,12 @@ export function fitView(full: View, width: number, height: number, maxScale = MA
 
 /**
  * A view of `target` (a part of the drawing): fitted and centred when that leaves labels readable
- * (scale ≥ `minScale`), else at `minScale`, centred across and showing the target from its top.
+ * (scale ≥ `minScale`), else at `minScale`, centred across and showing the target from its top; never
+ * enlarged past `maxScale`.
  */
-export function focusView(target: View, width: number, height: number, minScale: number): View {
+export function focusView(target: View, width: number, height: number, minScale: number, maxScale = MAX_SCALE): View {
   if (!(width > 0 && height > 0 && target.w > 0 && target.h > 0)) return { ...target };
-  const scale = Math.min(scaleOf(target, width, height), MAX_SCALE);
+  const scale = Math.min(scaleOf(target, width, height), maxScale);
   if (scale >= minScale) return centred(target.x + target.w / 2, target.y + target.h / 2, width, height, scale);
   const view = centred(target.x + target.w / 2, target.y + target.h / 2, width, height, minScale);
   return { ...view, y: target.y - 10 / minScale };

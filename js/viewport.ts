@@ -1,7 +1,7 @@
 /** The graph's SVG in its host element: wheel zoom, drag pan, fit, focus on a part, and what a resize
  *  of the pane keeps. */
 
-import { centreOn, dragTo, fitView, focusView, keepScale, parseViewBox, toDrawing, viewBoxText, wheelZooms, zoomAt, type Size, type View } from "./panzoom";
+import { MAX_SCALE, centreOn, dragTo, fitView, focusView, keepScale, parseViewBox, toDrawing, viewBoxText, wheelZooms, zoomAt, type Size, type View } from "./panzoom";
 
 export interface Viewport {
   /** Show a freshly laid-out SVG at `view` (drawing units); null keeps the current view. */
@@ -10,8 +10,9 @@ export interface Viewport {
   fit(): void;
   /** Fit `target` (an element of the drawing) when readable at `minScale`, else show it from its top. */
   focus(target: Element, minScale: number): void;
-  /** Fit a box of the drawing (drawing units) as `focus` does. */
-  focusBox(box: View, minScale: number): void;
+  /** Fit a box of the drawing (drawing units) as `focus` does; `maxScale` caps the enlargement (a view
+   *  following another's zoom passes Infinity, so it keeps the scale the user zoomed to). */
+  focusBox(box: View, minScale: number, maxScale?: number): void;
   /** Centre the view on an element of the current SVG, keeping the scale. */
   panTo(target: Element): void;
   /** After the pane changed size: the same part of the drawing at the same scale, centred where it was. */
@@ -73,9 +74,9 @@ export function createViewport(host: HTMLElement, signal: AbortSignal): Viewport
     const b = toDrawing(view, box, rect.right, rect.bottom);
     return { x: a.x, y: a.y, w: b.x - a.x, h: b.y - a.y };
   };
-  const focusBox = (box: View, minScale: number) => {
+  const focusBox = (box: View, minScale: number, maxScale = MAX_SCALE) => {
     const { width, height } = size();
-    place(focusView(box, width, height, minScale));
+    place(focusView(box, width, height, minScale, maxScale));
   };
 
   return {

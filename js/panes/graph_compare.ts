@@ -54,7 +54,7 @@ export function sideBySide(main: ComparedView, mainEl: HTMLElement, toggle: HTML
     const view = parseViewBox(box);
     const pair = anchorOf(from.placed(), to.placed(), selected(), { x: view.x + view.w / 2, y: view.y + view.h / 2 });
     if (!pair) return;
-    to.viewport.focusBox(followView(view, pair[0], pair[1], from.viewport.size(), to.viewport.size()), 0);
+    to.viewport.focusBox(followView(view, pair[0], pair[1], from.viewport.size(), to.viewport.size()), 0, Infinity);
     expected.set(to.viewport, to.viewport.svg.getAttribute("viewBox") ?? "");
   };
   const watchView = (from: ComparedView, to: () => ComparedView | null) => {

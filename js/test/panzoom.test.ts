@@ -83,6 +83,9 @@ describe("fitting", () => {
     expect(top.y).toBeLessThanOrEqual(0);
     expect(top.y + top.h).toBeGreaterThan(0);
     expect(readableScale(11.5, 9.5)).toBeCloseTo(9.5 / 11.5, 9);
+    // a view following another's zoom is not capped: its scale is the one the user zoomed to
+    expect(scaleOf(focusView(part, 800, 600, 0, Infinity), 800, 600)).toBeCloseTo(2, 9);
+    expect(scaleOf(focusView({ x: 0, y: 0, w: 100, h: 75 }, 800, 600, 0, Infinity), 800, 600)).toBeCloseTo(8, 9);
   });
 
   it("copes with an element that has no size yet", () => {
