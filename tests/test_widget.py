@@ -4,6 +4,7 @@ import base64
 import json
 import re
 import shutil
+import threading
 
 import pytest
 import torch
@@ -109,6 +110,37 @@ def test_a_slider_move_to_a_swept_budget_shows_the_sweeps_partition_without_part
         widget.data["memory_budget"] == 0.05
         and widget.extraction.partitions[0].trace is widget._swept.points[1].extraction.partitions[0].trace
     )
+
+
+def test_a_sweep_prepares_each_swept_payload_and_a_slider_move_sends_it_with_its_own_diff(monkeypatch):
+    """After a sweep, a thread builds each swept partition's payload; a move to a swept budget sends that
+    one (built nowhere else), with the diff against the partition shown before it, and a measurement made
+    since the preparation is drawn, not the payload prepared before it."""
+    torch.manual_seed(0)
+    widget = bw.show(Transformer(width=32, depth=2), torch.randint(0, 64, (2, 16)))
+    widget.run_sweep([0.0, 0.3, 1.0])
+    for thread in threading.enumerate():
+        if thread.name == "bwd-widgets-prepare":
+            thread.join()
+    points = [p.extraction for p in widget._swept.points]
+    assert set(widget._prepared) == {id(e) for e in points}
+    widget.memory_budget = 1.0
+    widget.partitioner = "min_cut"
+    assert widget.extraction is points[2]
+
+    def no_building(*args, **kwargs):
+        raise AssertionError("a prepared payload is built again")
+
+    monkeypatch.setattr("bwd_widgets.jupyter.widget.graph_payload", no_building)
+    widget.memory_budget = 0.3
+    monkeypatch.undo()
+    assert widget.extraction is points[1] and widget.error == ""
+    assert widget.data["diff"]["against"] == points[2].label and widget.data["diff"]["recomputed_now"]
+    assert widget.data == graph_payload(points[1], 0, points[2])
+    points[0].measure()
+    widget.memory_budget = 0.0
+    assert widget.data["run"]["memory"]["measured"] is not None
+    assert widget.data == graph_payload(points[0], 0, points[1])
 
 
 def test_a_failed_rerun_shows_one_line_and_keeps_the_graph():

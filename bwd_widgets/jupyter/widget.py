@@ -21,7 +21,15 @@ from ..extraction import BackwardExtraction
 from ..extractor import extract
 from ..studio import DEFAULT_BUDGETS, Comparison, Sweep, SweepPoint, sweep
 from ..views.html import fallback_html
-from ..views.payload import STATE_DEFAULTS, GraphData, WidgetState, comparison_rows, graph_payload, sweep_points
+from ..views.payload import (
+    STATE_DEFAULTS,
+    GraphData,
+    WidgetState,
+    comparison_rows,
+    graph_payload,
+    since,
+    sweep_points,
+)
 from ..views.plot import timeline
 from ..views.static import Drawing, fallback_svg, first_view, headline
 from .progress import Ticker
@@ -117,6 +125,10 @@ class BackwardGraphWidget(anywidget.AnyWidget):
         self._sweep_lock = threading.Lock()
         self._sweeping = False
         self._cancel = threading.Event()
+        self._building = threading.Lock()  # one payload built at a time: the slider's, or one prepared ahead
+        self._preparing: object = None  # the preparation running (`_prepare`); a newer one stops it
+        self._prepared: dict[int, tuple[BackwardExtraction, int, object, GraphData]] = {}
+        """id of an extraction -> (it, graph index, its measurement, its payload without a diff), built ahead."""
         if comparison is not None:
             self.comparison_rows = comparison_rows(comparison)
             self.compare_index = 0
@@ -134,21 +146,36 @@ class BackwardGraphWidget(anywidget.AnyWidget):
     def _show(self, extraction: BackwardExtraction, previous: BackwardExtraction | None = None) -> None:
         self._updating = True
         try:
-            if previous is not None:
-                shown = self.payload["partition"]
-                self.previous = {"saved": shown["saved"], "saved_activation_bytes": shown["saved_activation_bytes"]}
-            self.extraction = extraction
-            self.partitioner = extraction.partitioner
-            if extraction.memory_budget is not None:
-                self.memory_budget = extraction.memory_budget
-            self.graph_index = min(self.graph_index, len(extraction.partitions) - 1)
-            self.sweep_index = self._sweep_point_of(extraction)
-            data = graph_payload(extraction, self.graph_index, previous)
-            if self.selected and self.selected not in {n["id"] for n in data["nodes"]}:
-                self.selected = ""
-            self.data = dict(data)
+            with self.hold_sync():  # one message: the panes see the new partition and its traits together
+                if previous is not None:
+                    shown = self.payload["partition"]
+                    self.previous = {"saved": shown["saved"], "saved_activation_bytes": shown["saved_activation_bytes"]}
+                self.extraction = extraction
+                self.partitioner = extraction.partitioner
+                if extraction.memory_budget is not None:
+                    self.memory_budget = extraction.memory_budget
+                self.graph_index = min(self.graph_index, len(extraction.partitions) - 1)
+                self.sweep_index = self._sweep_point_of(extraction)
+                data = self._payload(extraction, previous)
+                if self.selected and self.selected not in {n["id"] for n in data["nodes"]}:
+                    self.selected = ""
+                self.data = dict(data)
         finally:
             self._updating = False
+
+    def _payload(self, extraction: BackwardExtraction, previous: BackwardExtraction | None) -> GraphData:
+        """`graph_payload` for the graph shown: the one `_prepare` built ahead when it still holds
+        (same graph, same measurement), with the diff against `previous`."""
+        with self._building:
+            kept = self._prepared.get(id(extraction))
+            if (
+                kept is not None
+                and kept[0] is extraction
+                and kept[1] == self.graph_index
+                and kept[2] is extraction.measured
+            ):
+                return since(kept[3], extraction, previous)
+            return graph_payload(extraction, self.graph_index, previous)
 
     def _sweep_point_of(self, extraction: BackwardExtraction) -> int:
         """The sweep point the shown partition is (min-cut at that point's budget), or -1: the chart's
@@ -286,7 +313,27 @@ class BackwardGraphWidget(anywidget.AnyWidget):
             self.sweep_progress += " (cancelled)" if self._cancel.is_set() else " (interrupted)"
         if result.points:
             self._set_sweep(result)
+            self._prepare([p.extraction for p in result.points if p.extraction is not None])
         return result
+
+    def _prepare(self, extractions: list[BackwardExtraction]) -> threading.Thread:
+        """Build the payloads of `extractions` for the graph shown, in a thread: a slider move to a swept
+        budget then sends its payload without building it. A newer sweep's preparation replaces this one."""
+        graph_index, generation = self.graph_index, object()
+        self._preparing, self._prepared = generation, {}
+
+        def build() -> None:
+            for extraction in extractions:
+                if self._preparing is not generation or graph_index >= len(extraction.partitions):
+                    return
+                with self._building, contextlib.suppress(Exception):  # the move would build it and say why
+                    kept = (extraction, graph_index, extraction.measured, graph_payload(extraction, graph_index))
+                    if self._preparing is generation:
+                        self._prepared[id(extraction)] = kept
+
+        thread = threading.Thread(target=build, name="bwd-widgets-prepare", daemon=True)
+        thread.start()
+        return thread
 
     def _set_sweep(self, result: Sweep, index: int | None = None) -> None:
         """Show `result` in the chart, its current point the partition shown (or `index`)."""

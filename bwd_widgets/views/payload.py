@@ -267,7 +267,7 @@ def graph_payload(
     nodes = [graph_node(row) for row in partition.nodes]
     edges = [[source, row.name] for row in partition.nodes for source in row.inputs]
     saved_rows = [saved_row(s, input_kinds) for s in partition.saved_tensors]
-    return GraphData(
+    data = GraphData(
         model=extraction.model_name,
         partitioner=extraction.partitioner,
         memory_budget=extraction.memory_budget,
@@ -293,8 +293,16 @@ def graph_payload(
             lines=CodeLines(backward=lines, forward=definition_lines(partition.forward_code)),
         ),
         notes=list(extraction.notes),
-        diff=NO_DIFF if previous is None or previous is extraction else diff_payload(previous, extraction),
+        diff=NO_DIFF,
     )
+    return since(data, extraction, previous)
+
+
+def since(data: GraphData, extraction: BackwardExtraction, previous: BackwardExtraction | None) -> GraphData:
+    """`data`, the payload of `extraction`, saying what changed since `previous` (the partition shown
+    before; None for nothing to compare): a payload built ahead is shown after whichever partition."""
+    diff = NO_DIFF if previous is None or previous is extraction else diff_payload(previous, extraction)
+    return data if data["diff"] is diff else cast(GraphData, {**data, "diff": diff})
 
 
 def run_totals(extraction: BackwardExtraction) -> RunTotals:

@@ -1,0 +1,112 @@
+"""The budget slider in JupyterLab after a sweep, kernel to painted pixels, on the 12-layer, width-768
+fake transformer that bench/sweep_speed.py sweeps (issue 24).
+
+A real JupyterLab server and Debian's headless Chromium run one notebook: a cell extracts the model in
+fake mode, shows the widget and sweeps min-cut's budget (`run_sweep`, the Sweep button's work). Then,
+alternating, the slider is moved as a user moves it (its value set, a `change` event):
+(a) to a swept budget: the goal is the frame with the new partition drawn within 0.2 s of the move;
+(b) the baseline, in the same run: to a budget the sweep did not visit (partitioned again in the kernel).
+Each move is timed from the `change` event to the frame after the graph pane drew the new payload.
+Run: .venv/bin/python bench/slider_speed.py [--repeats 3]
+"""
+
+import argparse
+import statistics
+import tempfile
+from pathlib import Path
+
+import nbformat
+from widget_speed import APP, run_cell, start_lab
+
+from _util import CHROMIUM_ARGS
+
+SETUP = """import time
+import torch
+import bwd_widgets as bw
+from bwd_widgets.examples import Transformer
+from IPython.display import display
+with torch.device("meta"):
+    model = Transformer(width=768, depth=12, heads=12, vocab=32000)
+    tokens = torch.randint(0, 32000, (8, 512))
+widget = bw.show(bw.extract(model, tokens, mode="fake"))
+started = time.time()
+widget.run_sweep()
+display(widget)
+print("swept", len(widget.sweep_points), "budgets in", round(time.time() - started, 1), "s")
+for thread in __import__("threading").enumerate():
+    if thread.name == "bwd-widgets-prepare":
+        thread.join()  # the swept partitions' payloads, prepared after the sweep: a user reads the chart meanwhile
+print("payloads prepared", round(time.time() - started, 1), "s after the sweep began")"""
+ROOT = "document.querySelector('.jp-CodeCell .bwd-root')"
+# `control` is the header's budget slider or partitioner menu; the answer is ms to the painted frame.
+MOVE = """async ([control, value]) => {
+  const root = document.querySelector('.jp-CodeCell .bwd-root');
+  const input = root.querySelector(control);
+  const busy = root.querySelector('.bwd-busy');
+  while (busy.style.display !== 'none') await new Promise((r) => setTimeout(r, 20));
+  const before = root.dataset.paintedAt;
+  const moved = performance.timeOrigin + performance.now();
+  input.value = String(value);
+  input.dispatchEvent(new Event('input', { bubbles: true }));
+  input.dispatchEvent(new Event('change', { bubbles: true }));
+  while (root.dataset.paintedAt === before || Number(root.dataset.paintedAt) < moved) {
+    if (performance.timeOrigin + performance.now() - moved > 60000) throw new Error(`no repaint after ${control} = ${value}`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  return Number(root.dataset.paintedAt) - moved;
+}"""
+SLIDER = "input[type=range]"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3, help="moves of each kind")
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--trace", type=Path, help="write a Chromium performance trace of the swept moves here")
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    swept_budgets = [0.1, 0.3, 0.5, 0.7, 0.9, 0.2, 0.4, 0.6, 0.8]
+    unswept_budgets = [0.15, 0.35, 0.55, 0.75, 0.25, 0.45, 0.65, 0.85, 0.05]
+    with tempfile.TemporaryDirectory() as name, sync_playwright() as playwright:
+        folder = Path(name)
+        notebook = nbformat.v4.new_notebook()
+        notebook.cells = [nbformat.v4.new_code_cell(SETUP)]
+        notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(notebook, folder / "slider.ipynb")
+        process, url = start_lab(folder)
+        browser = playwright.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
+        swept, unswept = [], []
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1300})
+            page.goto(f"{url}/lab/tree/slider.ipynb")
+            kernel = f"{APP}.shell.currentWidget.sessionContext.session?.kernel"
+            page.wait_for_function(f"{APP} && {APP}.shell.currentWidget && {kernel}", timeout=120_000)
+            page.wait_for_function(f"{kernel}.connectionStatus === 'connected'", timeout=120_000)
+            run_cell(page, 0)
+            page.wait_for_function(
+                "document.querySelector('.jp-CodeCell .jp-OutputArea')?.innerText.includes('payloads prepared')",
+                timeout=600_000,
+            )
+            page.wait_for_function(f"{ROOT}?.dataset.paintedAt", timeout=120_000)
+            print(" / ".join(page.locator(".jp-CodeCell .jp-OutputArea").first.inner_text().strip().splitlines()[-2:]))
+            page.evaluate(MOVE, ["select.bwd-partitioner", "min_cut"])  # the slider applies to min-cut only
+            for repeat in range(args.repeats):
+                if args.trace and repeat == args.repeats - 1:
+                    browser.start_tracing(page=page, path=str(args.trace), categories=["devtools.timeline"])
+                swept.append(page.evaluate(MOVE, [SLIDER, swept_budgets[repeat % len(swept_budgets)]]) / 1000)
+                if args.trace and repeat == args.repeats - 1:
+                    browser.stop_tracing()
+                unswept.append(page.evaluate(MOVE, [SLIDER, unswept_budgets[repeat % len(unswept_budgets)]]) / 1000)
+                print(f"move {repeat + 1}: to a swept budget {swept[-1]:.3f} s, to an unswept one {unswept[-1]:.3f} s")
+        finally:
+            browser.close()
+            process.terminate()
+            process.wait(timeout=30)
+    a, b = statistics.median(swept), statistics.median(unswept)
+    print(f"(a) slider to a swept budget, repainted: {a:.3f} s (goal under 0.2 s, {'met' if a < 0.2 else 'NOT met'})")
+    print(f"(b) slider to an unswept budget (partitioned again): {b:.3f} s; swept / unswept = {a / b:.2f}")
+
+
+if __name__ == "__main__":
+    main()
