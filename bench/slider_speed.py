@@ -15,8 +15,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-import nbformat
-from widget_speed import APP, run_cell, start_lab
+from widget_speed import open_notebook, run_cell
 
 from _util import CHROMIUM_ARGS
 
@@ -69,20 +68,10 @@ def main():
     swept_budgets = [0.1, 0.3, 0.5, 0.7, 0.9, 0.2, 0.4, 0.6, 0.8]
     unswept_budgets = [0.15, 0.35, 0.55, 0.75, 0.25, 0.45, 0.65, 0.85, 0.05]
     with tempfile.TemporaryDirectory() as name, sync_playwright() as playwright:
-        folder = Path(name)
-        notebook = nbformat.v4.new_notebook()
-        notebook.cells = [nbformat.v4.new_code_cell(SETUP)]
-        notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        nbformat.write(notebook, folder / "slider.ipynb")
-        process, url = start_lab(folder)
         browser = playwright.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
+        page, process = open_notebook(browser, Path(name), "slider.ipynb", [SETUP])
         swept, unswept = [], []
         try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1300})
-            page.goto(f"{url}/lab/tree/slider.ipynb")
-            kernel = f"{APP}.shell.currentWidget.sessionContext.session?.kernel"
-            page.wait_for_function(f"{APP} && {APP}.shell.currentWidget && {kernel}", timeout=120_000)
-            page.wait_for_function(f"{kernel}.connectionStatus === 'connected'", timeout=120_000)
             run_cell(page, 0)
             page.wait_for_function(
                 "document.querySelector('.jp-CodeCell .jp-OutputArea')?.innerText.includes('payloads prepared')",

@@ -109,6 +109,26 @@ def start_lab(folder: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit("JupyterLab did not start in 90 s")
 
 
+def open_notebook(browser, folder: Path, name: str, cells: list[str]):
+    """Write `cells` as notebook `name` in `folder`, start JupyterLab there and open it in a 1,500 x 1,300
+    page with its kernel connected; returns (page, the server process)."""
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(cell) for cell in cells]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, folder / name)
+    process, url = start_lab(folder)
+    try:
+        page = browser.new_page(viewport={"width": 1500, "height": 1300})
+        page.goto(f"{url}/lab/tree/{name}")
+        kernel = f"{APP}.shell.currentWidget.sessionContext.session?.kernel"
+        page.wait_for_function(f"{APP} && {APP}.shell.currentWidget && {kernel}", timeout=120_000)
+        page.wait_for_function(f"{kernel}.connectionStatus === 'connected'", timeout=120_000)
+    except BaseException:
+        process.terminate()
+        raise
+    return page, process
+
+
 def run_cell(page, index: int) -> None:
     page.evaluate(f"{APP}.shell.currentWidget.content.activeCellIndex = {index}")
     page.evaluate(f"{APP}.commands.execute('notebook:run-cell')")
@@ -125,19 +145,10 @@ def main():
 
     with tempfile.TemporaryDirectory() as name, sync_playwright() as playwright:
         folder = Path(name)
-        notebook = nbformat.v4.new_notebook()
         setup = SETUP.format(depth=args.depth, width=args.width, heads=max(1, args.width // 128))
-        notebook.cells = [nbformat.v4.new_code_cell(setup), nbformat.v4.new_code_cell(SHOW)]
-        notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        nbformat.write(notebook, folder / "speed.ipynb")
-        process, url = start_lab(folder)
         browser = playwright.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
+        page, process = open_notebook(browser, folder, "speed.ipynb", [setup, SHOW])
         try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1300})
-            page.goto(f"{url}/lab/tree/speed.ipynb")
-            kernel = f"{APP}.shell.currentWidget.sessionContext.session?.kernel"
-            page.wait_for_function(f"{APP} && {APP}.shell.currentWidget && {kernel}", timeout=120_000)
-            page.wait_for_function(f"{kernel}.connectionStatus === 'connected'", timeout=120_000)
             run_cell(page, 0)
             page.wait_for_function(
                 "document.querySelector('.jp-CodeCell .jp-OutputArea')?.innerText.includes('backward nodes')",
