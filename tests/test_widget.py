@@ -8,6 +8,7 @@ import threading
 
 import pytest
 import torch
+import zoo_models as zoo
 
 import bwd_widgets as bw
 from bwd_widgets.core.analysis import place_unowned
@@ -112,12 +113,24 @@ def test_a_slider_move_to_a_swept_budget_shows_the_sweeps_partition_without_part
     )
 
 
-def test_a_sweep_prepares_each_swept_payload_and_a_slider_move_sends_it_with_its_own_diff(monkeypatch):
+def _course_transformer():
+    torch.manual_seed(0)
+    return Transformer(width=32, depth=2), (torch.randint(0, 64, (2, 16)),), {}
+
+
+def _bert_classifier():
+    """transformers' BertForSequenceClassification from a small config, called with keywords as its docs do."""
+    model, inputs = next(e for e in zoo.TRANSFORMERS if e.name == "bert_classifier").make()
+    return model, (), inputs
+
+
+@pytest.mark.parametrize("make", [_course_transformer, _bert_classifier], ids=["course_transformer", "bert"])
+def test_a_sweep_prepares_each_swept_payload_and_a_slider_move_sends_it_with_its_own_diff(monkeypatch, make):
     """After a sweep, a thread builds each swept partition's payload; a move to a swept budget sends that
     one (built nowhere else), with the diff against the partition shown before it, and a measurement made
     since the preparation is drawn, not the payload prepared before it."""
-    torch.manual_seed(0)
-    widget = bw.show(Transformer(width=32, depth=2), torch.randint(0, 64, (2, 16)))
+    model, args, kwargs = make()
+    widget = bw.show(model, *args, **kwargs)
     widget.run_sweep([0.0, 0.3, 1.0])
     for thread in threading.enumerate():
         if thread.name == "bwd-widgets-prepare":
