@@ -5,7 +5,9 @@ A real JupyterLab server and Debian's headless Chromium run one notebook: a cell
 fake mode, shows the widget and sweeps min-cut's budget (`run_sweep`, the Sweep button's work). Then,
 alternating, the slider is moved as a user moves it (its value set, a `change` event):
 (a) to a swept budget: the goal is the frame with the new partition drawn within 0.2 s of the move;
-(b) the baseline, in the same run: to a budget the sweep did not visit (partitioned again in the kernel).
+(b) the baseline, in the same run: to a budget the sweep did not visit (partitioned again in the kernel);
+(c) to a swept budget with the payload sent as JSON trait state, as before it went as one binary buffer
+    (views/payload.py `encode_payload`): the kernel's `data` serializer swapped for the identity between moves.
 Each move is timed from the `change` event to the frame after the graph pane drew the new payload.
 Run: .venv/bin/python bench/slider_speed.py [--repeats 3]
 """
@@ -55,6 +57,17 @@ MOVE = """async ([control, value]) => {
   return Number(root.dataset.paintedAt) - moved;
 }"""
 SLIDER = "input[type=range]"
+# runs `code` in the notebook's kernel without a cell; the answer is its stderr, empty when it worked
+IN_KERNEL = """async (code) => {
+  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  let failed = '';
+  const future = kernel.requestExecute({ code, silent: false, store_history: false });
+  future.onIOPub = (msg) => { if (msg.header.msg_type === 'error') failed = msg.content.evalue; };
+  await future.done;
+  return failed;
+}"""
+AS_JSON = "widget._data_to_json = lambda value: value"  # ipywidgets then walks and JSON-encodes the dict
+AS_BUFFER = "del widget._data_to_json"
 
 
 def main():
@@ -70,7 +83,7 @@ def main():
     with tempfile.TemporaryDirectory() as name, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
         page, process = open_notebook(browser, Path(name), "slider.ipynb", [SETUP])
-        swept, unswept = [], []
+        swept, unswept, as_json = [], [], []
         try:
             run_cell(page, 0)
             page.wait_for_function(
@@ -87,14 +100,25 @@ def main():
                 if args.trace and repeat == args.repeats - 1:
                     browser.stop_tracing()
                 unswept.append(page.evaluate(MOVE, [SLIDER, unswept_budgets[repeat % len(unswept_budgets)]]) / 1000)
-                print(f"move {repeat + 1}: to a swept budget {swept[-1]:.3f} s, to an unswept one {unswept[-1]:.3f} s")
+                for code in (AS_JSON, None, AS_BUFFER):
+                    if code is None:
+                        as_json.append(
+                            page.evaluate(MOVE, [SLIDER, swept_budgets[(repeat + 4) % len(swept_budgets)]]) / 1000
+                        )
+                    elif failed := page.evaluate(IN_KERNEL, code):
+                        raise RuntimeError(f"{code}: {failed}")
+                print(
+                    f"move {repeat + 1}: to a swept budget {swept[-1]:.3f} s, to an unswept one {unswept[-1]:.3f} s, "
+                    f"to a swept one as JSON {as_json[-1]:.3f} s"
+                )
         finally:
             browser.close()
             process.terminate()
             process.wait(timeout=30)
-    a, b = statistics.median(swept), statistics.median(unswept)
+    a, b, c = statistics.median(swept), statistics.median(unswept), statistics.median(as_json)
     print(f"(a) slider to a swept budget, repainted: {a:.3f} s (goal under 0.2 s, {'met' if a < 0.2 else 'NOT met'})")
     print(f"(b) slider to an unswept budget (partitioned again): {b:.3f} s; swept / unswept = {a / b:.2f}")
+    print(f"(c) slider to a swept budget, payload sent as JSON: {c:.3f} s; binary / JSON = {a / c:.2f}")
 
 
 if __name__ == "__main__":

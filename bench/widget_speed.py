@@ -42,7 +42,9 @@ big = bw.extract(model, tokens, mode="fake")
 print("extracted in", round(time.time() - started, 1), "s:", big.backward_node_count, "backward nodes")"""
 SHOW = """started = time.time()
 widget = bw.show(big)
-state = len(json.dumps({k: v for k, v in widget.get_state().items() if not k.startswith("_")}))
+state = sum(  # the payload goes as one binary buffer (a memoryview), the other traits as JSON
+    v.nbytes if isinstance(v, memoryview) else len(json.dumps(v)) for k, v in widget.get_state().items() if not k.startswith("_")
+)
 shown = time.time()
 display(widget)
 with open("timing.jsonl", "a") as f:

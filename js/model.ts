@@ -10,8 +10,13 @@ export interface PreviousTotals {
   saved_activation_bytes?: number;
 }
 
+/** The `data` trait as it arrives: from a kernel, the GraphData's UTF-8 JSON in one binary buffer
+ *  (views/payload.py `encode_payload`: ipywidgets neither walks nor re-encodes it); in the HTML export,
+ *  the object itself. Read it through `graphData`. */
+export type DataTrait = GraphData | DataView | ArrayBuffer;
+
 export interface Traits {
-  data: GraphData;
+  data: DataTrait;
   selected: string;
   partitioner: string;
   memory_budget: number;
@@ -63,6 +68,21 @@ export interface PaneContext {
   setFocus(path: string): void;
   /** Bring the side column's tab named `name` to the front. */
   showTab(name: string): void;
+}
+
+const decoded = new WeakMap<object, GraphData>();
+const utf8 = new TextDecoder();
+
+/** The payload shown: the `data` trait decoded, once per message however many panes ask. */
+export function graphData(model: Model): GraphData {
+  const wire = model.get("data");
+  if (!(wire instanceof ArrayBuffer || ArrayBuffer.isView(wire))) return wire;
+  let data = decoded.get(wire);
+  if (data === undefined) {
+    data = JSON.parse(utf8.decode(wire)) as GraphData;
+    decoded.set(wire, data);
+  }
+  return data;
 }
 
 /** Set a trait and send it to the kernel. */

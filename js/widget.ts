@@ -6,7 +6,7 @@
 import type { RenderProps } from "@anywidget/types";
 import { inTurn } from "./chunks";
 import { element } from "./dom";
-import { watch, type PaneContext, type Traits } from "./model";
+import { graphData, watch, type PaneContext, type Traits } from "./model";
 import { PANES } from "./panes";
 import type { Pane, PaneSpec } from "./panes/pane";
 
@@ -95,13 +95,13 @@ function render({ model, el, experimental, signal: viewSignal }: RenderProps<Tra
     place(spec, pane);
     panes.push(pane);
     if (spec.tab) tabPanes.set(spec.tab, pane);
-    if (spec.traits?.length) watch(model, spec.traits, () => pane.update(model.get("data")), signal);
+    if (spec.traits?.length) watch(model, spec.traits, () => pane.update(graphData(model)), signal);
   }
   let landing = 0; // a newer payload stops the panes' turns for an older one
   /** A new payload: each pane redraws in a task of its own, those on screen first, so that a big model's
    *  payload does not hold the page for all of them at once. */
   const onData = () => {
-    const data = model.get("data");
+    const data = graphData(model);
     const mine = ++landing;
     const onScreen = (i: number) => PANES[i].slot !== "tab" || PANES[i].tab === root.dataset.tab;
     const order = panes.map((_, i) => i).sort((a, b) => Number(onScreen(b)) - Number(onScreen(a)));

@@ -7,6 +7,7 @@ answers here, on these payloads, for the TypeScript twin to match. The test comm
 before vitest.
 """
 
+import base64
 import json
 import typing
 from pathlib import Path
@@ -136,6 +137,7 @@ def test_payload_matches_its_typed_dicts_and_is_written_for_the_front_end(conv_b
         "sweep_points": points,
         "keys": {name: _keys(name) for name in TYPES},
         "traits": _keys("WidgetState"),
+        "wire": base64.b64encode(payload.encode_payload(data, payload.encode_without_diff(data))).decode(),
         "python": {
             "graphs": _graph_answers("data", data)
             + _graph_answers("deep", deep)

@@ -145,11 +145,15 @@ def test_a_sweep_prepares_each_swept_payload_and_a_slider_move_sends_it_with_its
         raise AssertionError("a prepared payload is built again")
 
     monkeypatch.setattr("bwd_widgets.jupyter.widget.graph_payload", no_building)
+    monkeypatch.setattr("bwd_widgets.views.payload.encode_without_diff", no_building)  # encoded ahead as well
     widget.memory_budget = 0.3
+    wire = widget.get_state("data")["data"]
     monkeypatch.undo()
     assert widget.extraction is points[1] and widget.error == ""
     assert widget.data["diff"]["against"] == points[2].label and widget.data["diff"]["recomputed_now"]
     assert widget.data == graph_payload(points[1], 0, points[2])
+    assert isinstance(wire, memoryview), "the payload goes as one binary buffer"
+    assert json.loads(bytes(wire)) == json.loads(json.dumps(widget.data)), "the bytes sent are the payload shown"
     points[0].measure()
     widget.memory_budget = 0.0
     assert widget.data["run"]["memory"]["measured"] is not None

@@ -26,6 +26,8 @@ from ..views.payload import (
     GraphData,
     WidgetState,
     comparison_rows,
+    encode_payload,
+    encode_without_diff,
     graph_payload,
     since,
     sweep_points,
@@ -96,7 +98,9 @@ class BackwardGraphWidget(anywidget.AnyWidget):
     _esm = STATIC / "widget.js"
     _css = STATIC / "widget.css"
 
-    data = _synced("data", "the GraphData payload of the partition shown")
+    data = _synced("data", "the GraphData payload of the partition shown").tag(
+        to_json=lambda value, widget: widget._data_to_json(value)
+    )
     selected = _synced("selected", "id of the selected backward node; set it to select")
     partitioner = _synced("partitioner", "registered partitioner; setting it reruns")
     memory_budget = _synced("memory_budget", "budget for a partitioner that takes one")
@@ -119,6 +123,9 @@ class BackwardGraphWidget(anywidget.AnyWidget):
         **kwargs: object,
     ) -> None:
         self._updating = True
+        self._sending: tuple[object, bytes | None, bytes | None] = (None, None, None)
+        """(the `data` shown, its `encode_without_diff` when built ahead, its `encode_payload` once sent);
+        set before the traits, which ipywidgets may send while they are made."""
         super().__init__(**kwargs)
         self._comparison = comparison
         self._swept = sweep
@@ -127,8 +134,9 @@ class BackwardGraphWidget(anywidget.AnyWidget):
         self._cancel = threading.Event()
         self._building = threading.Lock()  # one payload built at a time: the slider's, or one prepared ahead
         self._preparing: object = None  # the preparation running (`_prepare`); a newer one stops it
-        self._prepared: dict[int, tuple[BackwardExtraction, int, object, GraphData]] = {}
-        """id of an extraction -> (it, graph index, its measurement, its payload without a diff), built ahead."""
+        self._prepared: dict[int, tuple[BackwardExtraction, int, object, GraphData, bytes]] = {}
+        """id of an extraction -> (it, graph index, its measurement, its payload without a diff and that
+        payload's `encode_without_diff`), built ahead."""
         if comparison is not None:
             self.comparison_rows = comparison_rows(comparison)
             self.compare_index = 0
@@ -156,16 +164,20 @@ class BackwardGraphWidget(anywidget.AnyWidget):
                     self.memory_budget = extraction.memory_budget
                 self.graph_index = min(self.graph_index, len(extraction.partitions) - 1)
                 self.sweep_index = self._sweep_point_of(extraction)
-                data = self._payload(extraction, previous)
+                data, without_diff = self._payload(extraction, previous)
                 if self.selected and self.selected not in {n["id"] for n in data["nodes"]}:
                     self.selected = ""
-                self.data = dict(data)
+                sent = dict(data)
+                self._sending = (sent, without_diff, None)
+                self.data = sent
         finally:
             self._updating = False
 
-    def _payload(self, extraction: BackwardExtraction, previous: BackwardExtraction | None) -> GraphData:
-        """`graph_payload` for the graph shown: the one `_prepare` built ahead when it still holds
-        (same graph, same measurement), with the diff against `previous`."""
+    def _payload(
+        self, extraction: BackwardExtraction, previous: BackwardExtraction | None
+    ) -> tuple[GraphData, bytes | None]:
+        """`graph_payload` for the graph shown, with the diff against `previous`: the one `_prepare` built
+        ahead when it still holds (same graph, same measurement), with its encoding without the diff."""
         with self._building:
             kept = self._prepared.get(id(extraction))
             if (
@@ -174,8 +186,18 @@ class BackwardGraphWidget(anywidget.AnyWidget):
                 and kept[1] == self.graph_index
                 and kept[2] is extraction.measured
             ):
-                return since(kept[3], extraction, previous)
-            return graph_payload(extraction, self.graph_index, previous)
+                return since(kept[3], extraction, previous), kept[4]
+            return graph_payload(extraction, self.graph_index, previous), None
+
+    def _data_to_json(self, value: object) -> memoryview:
+        """The `data` trait on the wire: `encode_payload`, from the encoding made ahead when there is one."""
+        shown, without_diff, encoded = self._sending
+        if shown is not value:
+            return memoryview(encode_payload(cast(GraphData, value)))
+        if encoded is None:
+            encoded = encode_payload(cast(GraphData, value), without_diff)
+            self._sending = (shown, without_diff, encoded)
+        return memoryview(encoded)
 
     def _sweep_point_of(self, extraction: BackwardExtraction) -> int:
         """The sweep point the shown partition is (min-cut at that point's budget), or -1: the chart's
@@ -327,7 +349,8 @@ class BackwardGraphWidget(anywidget.AnyWidget):
                 if self._preparing is not generation or graph_index >= len(extraction.partitions):
                     return
                 with self._building, contextlib.suppress(Exception):  # the move would build it and say why
-                    kept = (extraction, graph_index, extraction.measured, graph_payload(extraction, graph_index))
+                    built = graph_payload(extraction, graph_index)
+                    kept = (extraction, graph_index, extraction.measured, built, encode_without_diff(built))
                     if self._preparing is generation:
                         self._prepared[id(extraction)] = kept
 

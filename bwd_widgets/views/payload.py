@@ -6,6 +6,7 @@ as a JSON fixture that the front-end tests check against both. No IPython, no ip
 
 from __future__ import annotations
 
+import json
 from typing import TypedDict, cast
 
 from ..core.analysis import SavedTensor
@@ -303,6 +304,26 @@ def since(data: GraphData, extraction: BackwardExtraction, previous: BackwardExt
     before; None for nothing to compare): a payload built ahead is shown after whichever partition."""
     diff = NO_DIFF if previous is None or previous is extraction else diff_payload(previous, extraction)
     return data if data["diff"] is diff else cast(GraphData, {**data, "diff": diff})
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+def encode_without_diff(data: GraphData) -> bytes:
+    """`data` as UTF-8 JSON without its diff: the part of a payload that does not depend on the partition
+    shown before, so a payload built ahead is encoded ahead too (`encode_payload`)."""
+    return _json({key: value for key, value in data.items() if key != "diff"})
+
+
+def encode_payload(data: GraphData, without_diff: bytes | None = None) -> bytes:
+    """The payload as the widget sends it: UTF-8 JSON in one binary buffer, which ipywidgets sends as it is
+    (no walk for buffers, no second JSON encoding); js/model.ts `graphData` decodes it. `without_diff`
+    is `encode_without_diff(data)` made ahead; the diff is added to it."""
+    if "diff" not in data:  # the trait's empty default, before the first payload
+        return _json(data)
+    rest = encode_without_diff(data) if without_diff is None else without_diff
+    return rest[:-1] + b',"diff":' + _json(data["diff"]) + b"}"
 
 
 def run_totals(extraction: BackwardExtraction) -> RunTotals:

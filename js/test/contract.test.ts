@@ -12,7 +12,7 @@ import { nodeAtLine } from "../code";
 import { buildDot, clusterPaths } from "../dot";
 import { formatBytes, formatShape } from "../format";
 import { edgeKey, firstViews, GROUP_PREFIX, moduleTree, visibleGraph } from "../grouping";
-import { TRAIT_NAMES } from "../model";
+import { graphData, TRAIT_NAMES, type Model } from "../model";
 import { moduleBars, timelineGeometry } from "../memory";
 import { nodeOfPoint } from "../panes/memory";
 import { partitionerChoices, takesBudget } from "../partitioners";
@@ -43,6 +43,7 @@ interface Fixture {
   sweep_points: SweepPoint[];
   keys: Record<TypeName, string[]>;
   traits: string[];
+  wire: string; // `data` as the kernel sends it (encode_payload), base64
   python: {
     graphs: GraphAnswer[];
     ticks: { max: number; count: number; ticks: number[] }[];
@@ -79,6 +80,16 @@ describe("the TypeScript types mirror the Python TypedDicts", () => {
 
   it("js/model.ts has exactly the traits of the Python WidgetState (the widget's traits are made from it)", () => {
     expect(sorted(TRAIT_NAMES)).toEqual(sorted(fixture.traits));
+  });
+
+  it("graphData reads the payload the kernel sends as one binary buffer, and the HTML export's object as it is", () => {
+    const bytes = Uint8Array.from(Buffer.from(fixture.wire, "base64"));
+    const modelOf = (value: unknown) => ({ get: () => value }) as unknown as Model;
+    const wire = modelOf(new DataView(bytes.buffer));
+    expect(graphData(wire)).toEqual(data);
+    expect(graphData(wire)).toBe(graphData(wire)); // decoded once, however many panes ask
+    expect(graphData(modelOf(bytes.buffer))).toEqual(data);
+    expect(graphData(modelOf(data))).toBe(data);
   });
 
   for (const name of Object.keys(CONTRACT_KEYS) as TypeName[]) {
