@@ -23,6 +23,7 @@ from ..core.errors import BwdWidgetsError, one_line
 from ..core.partitioners import partitioner_names, resolve_partitioner
 from ..extraction import BackwardExtraction
 from ..extractor import extract
+from .progress import extracting_status
 from .widget import BackwardGraphWidget, keep_as_text
 
 
@@ -82,16 +83,17 @@ class BwdMagics(Magics):
             model, inputs = _cell_module(cell, shell.user_ns, args.output)
             called = "cell"
         try:
-            extraction = extract(
-                model,
-                *inputs,
-                model_kwargs=keywords,
-                output=args.output if cell is None else None,
-                partitioner=partitioner,
-                memory_budget=args.budget,
-                mode="fake" if args.fake else "real",
-                name=args.name,
-            )
+            with extracting_status(model, "fake" if args.fake else "real", args.name):
+                extraction = extract(
+                    model,
+                    *inputs,
+                    model_kwargs=keywords,
+                    output=args.output if cell is None else None,
+                    partitioner=partitioner,
+                    memory_budget=args.budget,
+                    mode="fake" if args.fake else "real",
+                    name=args.name,
+                )
         except BwdWidgetsError as error:
             raise UsageError(str(error)) from None
         if cell is not None and not args.fake:

@@ -15,6 +15,10 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from IPython.display import DisplayHandle
 
 # (module prefix, stage), the more specific first: the innermost frame of a module listed decides.
 STAGES = (
@@ -120,3 +124,57 @@ def placeholder(handle: object, title: str) -> Iterator[Ticker]:
         yield ticker
     finally:
         ticker.stop()
+
+
+class LateDisplay:
+    """A display handle that publishes only once `delay` seconds have passed: quick work leaves no line.
+    Updates before then are kept, not shown; `shown` says whether anything was published."""
+
+    def __init__(self, delay: float) -> None:
+        self.due = time.perf_counter() + delay
+        self.handle: DisplayHandle | None = None
+
+    @property
+    def shown(self) -> bool:
+        return self.handle is not None
+
+    def update(self, bundle: dict, raw: bool = True) -> None:
+        from IPython.display import display
+
+        if self.handle is not None:
+            self.handle.update(bundle, raw=raw)
+        elif time.perf_counter() >= self.due:
+            self.handle = display(bundle, raw=raw, display_id=True)
+
+
+@contextmanager
+def extracting_status(target: object, mode: object, name: str | None = None, delay: float = 0.0) -> Iterator[None]:
+    """A line in the cell's output while the extraction runs (a big model takes tens of seconds before
+    the widget can appear), then how long it took; outside a kernel, nothing. `name`: the model's name as
+    the user gave it, else the target's own. `delay`: seconds before the line appears, so that a quick
+    extraction (`bw.extract` of a small model in a course notebook) leaves none."""
+    from IPython import get_ipython
+
+    from ..display_hook import in_kernel
+
+    if not in_kernel(get_ipython()):
+        yield
+        return
+    name = name or getattr(target, "name", None) or type(target).__name__
+    started = time.perf_counter()
+    handle = LateDisplay(delay)
+    handle.update(
+        {
+            "text/plain": f"Extracting {name} ({mode} mode): tracing forward and backward through AOT Autograd, then partitioning\u2026 (interrupt the kernel to stop)"
+        }
+    )
+    ticker = Ticker(handle, f"Extracting {name} ({mode} mode)")  # stages and time elapsed, while it runs
+    ended = f"Extracting {name} stopped after"  # an error or an interrupt: the error says why
+    try:
+        yield
+        ended = f"Extracted {name} in"
+    finally:
+        stages = ticker.stop()
+        seconds = time.perf_counter() - started
+        if handle.shown:
+            handle.update({"text/plain": f"{ended} {seconds:.1f} s" + (f": {stages}." if stages else ".")})

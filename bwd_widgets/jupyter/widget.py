@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast, get_origin, get_type_hints
 
@@ -16,7 +15,6 @@ from anywidget.experimental import command
 
 from ..core.errors import BwdWidgetsError, one_line
 from ..core.measure import MeasuredMemory
-from ..display_hook import in_kernel
 from ..extraction import BackwardExtraction
 from ..extractor import extract
 from ..studio import DEFAULT_BUDGETS, Comparison, Sweep, SweepPoint, sweep
@@ -34,7 +32,7 @@ from ..views.payload import (
 )
 from ..views.plot import timeline
 from ..views.static import Drawing, fallback_svg, first_view, headline
-from .progress import Ticker
+from .progress import extracting_status
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
 
@@ -426,34 +424,3 @@ def show(target: Any, *example_inputs: object, **extract_kwargs: Any) -> Backwar
     with extracting_status(target, extract_kwargs.get("mode", "real")):
         extraction = extract(target, *example_inputs, **extract_kwargs)
     return BackwardGraphWidget(extraction)
-
-
-@contextlib.contextmanager
-def extracting_status(target: object, mode: object) -> Iterator[None]:
-    """A line in the cell's output while the extraction runs (a big model takes tens of seconds before
-    the widget can appear), removed when it ends; outside a kernel, nothing."""
-    from IPython import get_ipython
-    from IPython.display import display
-
-    if not in_kernel(get_ipython()):
-        yield
-        return
-    name = getattr(target, "name", None) or type(target).__name__
-    started = time.perf_counter()
-    handle = display(
-        {
-            "text/plain": f"Extracting {name} ({mode} mode): tracing forward and backward through AOT Autograd, then partitioning\u2026 (interrupt the kernel to stop)"
-        },
-        raw=True,
-        display_id=True,
-    )
-    ticker = Ticker(handle, f"Extracting {name} ({mode} mode)")  # stages and time elapsed, while it runs
-    try:
-        yield
-    finally:
-        stages = ticker.stop()
-        seconds = time.perf_counter() - started
-        if handle is not None:
-            handle.update(
-                {"text/plain": f"Extracted {name} in {seconds:.1f} s" + (f": {stages}." if stages else ".")}, raw=True
-            )
