@@ -15,7 +15,7 @@ from .core.kinds import Mode
 from .core.measure import MeasuredMemory
 from .core.measure import measure as measure_partitions
 from .core.partitioners import resolve_partitioner
-from .core.trace import Partition
+from .core.trace import TORCH_WORK, Partition
 from .display_hook import RichDisplay
 from .graphnet_writer import Layout, save_extraction
 
@@ -48,7 +48,8 @@ class BackwardExtraction(RichDisplay):
         """The same model and inputs under another partitioner: each trace is partitioned again, not traced."""
         resolved = resolve_partitioner(partitioner, memory_budget)
         started = time.perf_counter()
-        partitions = [p.trace.partition(resolved) for p in self.partitions]
+        with TORCH_WORK:  # a partition made in a thread waits for a capture, and the other way round
+            partitions = [p.trace.partition(resolved) for p in self.partitions]
         return dataclasses.replace(self, partitions=partitions, seconds=time.perf_counter() - started)
 
     @property

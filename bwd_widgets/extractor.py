@@ -45,6 +45,7 @@ from .core.outputs import (
     selecting,
 )
 from .core.partitioners import Partitioner, resolve_partitioner
+from .core.trace import TORCH_WORK
 from .extraction import BackwardExtraction
 from .graphnet import GraphNetSample
 from .requires_grad import (
@@ -111,7 +112,8 @@ def extract(
     if kept is not None:
         return dataclasses.replace(kept.rerun(resolved), model_name=call.name)
     digest = rng_digest()
-    extraction, notes = _capture(call, resolved, mode, capture_scalars)
+    with TORCH_WORK:  # no partition in another thread while the tracers patch torch
+        extraction, notes = _capture(call, resolved, mode, capture_scalars)
     if key is not None and not notes:
         keep(key, extraction, digest, call.model, call.inputs)
     return extraction

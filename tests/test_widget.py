@@ -160,6 +160,51 @@ def test_a_sweep_prepares_each_swept_payload_and_a_slider_move_sends_it_with_its
     assert widget.data == graph_payload(points[0], 0, points[1])
 
 
+def _join(name):
+    for thread in threading.enumerate():
+        if thread.name == name:
+            thread.join()
+
+
+def test_a_slider_move_partitions_its_two_neighbouring_budgets_ahead_and_the_next_step_uses_them(monkeypatch):
+    """After a move to budget b, b - step and b + step are partitioned (and their payloads built) in a thread;
+    a step to either then neither partitions nor builds, and asks for its own neighbours in turn."""
+    model, args, _ = _course_transformer()
+    widget = bw.show(model, *args)
+    widget.partitioner = "min_cut"
+    widget.memory_budget = 0.5
+    _join("bwd-widgets-neighbours")
+    # the move to min-cut was at 1.0 (its neighbour 0.95 made too unless the move to 0.5 came first)
+    assert {0.45, 0.5, 0.55, 1.0} <= set(widget._neighbours) <= {0.45, 0.5, 0.55, 0.95, 1.0}
+    assert widget._neighbours[0.5] is widget.extraction
+    shown = widget.extraction
+    ahead = widget._neighbours[0.55]
+    assert ahead.memory_budget == 0.55 and ahead.partitions[0].trace is shown.partitions[0].trace
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("a neighbouring budget is partitioned or built again")
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr("bwd_widgets.extraction.BackwardExtraction.rerun", no_work)
+        patched.setattr("bwd_widgets.jupyter.widget.graph_payload", no_work)
+        asked = []
+        patched.setattr(widget, "_partition_neighbours", asked.append)  # run below, with nothing patched
+        widget.memory_budget = 0.55
+    assert widget.error == "" and widget.extraction is ahead and asked == [ahead]
+    assert widget.data == graph_payload(ahead, 0, shown)
+    widget._partition_neighbours(ahead).join()
+    assert {0.45, 0.5, 0.55, 0.6, 1.0} <= set(widget._neighbours)
+    widget.memory_budget = 0.5  # back: the partition shown before is a neighbour too
+    assert widget.extraction is shown
+
+
+def test_the_neighbours_step_is_the_sliders():
+    from bwd_widgets.jupyter.widget import SLIDER_STEP
+
+    header = (STATIC.parents[1] / "js" / "panes" / "header.ts").read_text()
+    assert f'step: "{SLIDER_STEP}"' in header, "js/panes/header.ts's budget slider steps by SLIDER_STEP"
+
+
 def test_a_failed_rerun_shows_one_line_and_keeps_the_graph():
     widget = bw.show(Transformer(width=32, depth=1), torch.randint(0, 64, (2, 8)))
     data = widget.data

@@ -25,9 +25,11 @@ from .nodes import BackwardNode, backward_nodes
 from .partitioners import Partitioner, resolve_partitioner
 from .reuse import MinCuts, counted_flops
 
-_splitting = threading.RLock()
-"""Held for each split: torch's budget is a process-wide setting, and so are the functions the recording
-and the shared cuts put in torch's path; two threads splitting at once would read each other's."""
+TORCH_WORK = threading.RLock()
+"""Held for each split, each partition made again (`BackwardExtraction.rerun`) and each capture: torch's
+budget is a process-wide setting, and so are the functions the recording and the shared cuts put in
+torch's path, and a capture's tracers patch process-wide state (fx patches `nn.Module.__call__`) that a
+real-mode replay in another thread (the widget's sweep, its slider's neighbours) would run into."""
 
 
 class Split(NamedTuple):
@@ -145,7 +147,7 @@ class Trace:
         partition. If the structure changed, the working copy is dropped and the next split copies
         the untouched joint again. The cuts of flow graphs an earlier split built alike are shared.
         """
-        with _splitting:
+        with TORCH_WORK:
             return self._split(resolved)
 
     def _split(self, resolved: Partitioner) -> Split:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -70,6 +71,12 @@ def drawn_in_this_cell(obj: object) -> bool:
     return ref is not None and ref() is obj and count == _execution_count()
 
 
+SLIDER_STEP = 0.05
+"""The budget slider's step (js/panes/header.ts): a move's neighbours are this far either side."""
+NEIGHBOURS_AFTER_SECONDS = 0.5
+"""A move's neighbours are partitioned this long after it: on two cores, partitioning at once slows the
+browser drawing the move itself (0.35 s instead of 0.2 s, bench/slider_speed.py)."""
+
 _DEFAULTS: Mapping[str, object] = STATE_DEFAULTS
 _KINDS: dict[object, type[traitlets.TraitType]] = {
     str: traitlets.Unicode,
@@ -132,6 +139,8 @@ class BackwardGraphWidget(anywidget.AnyWidget):
         self._cancel = threading.Event()
         self._building = threading.Lock()  # one payload built at a time: the slider's, or one prepared ahead
         self._preparing: object = None  # the preparation running (`_prepare`); a newer one stops it
+        self._neighbours: dict[float, BackwardExtraction] = {}
+        """min-cut budget -> its partition of the joint graph shown, made ahead around the last slider move."""
         self._prepared: dict[int, tuple[BackwardExtraction, int, object, GraphData, bytes]] = {}
         """id of an extraction -> (it, graph index, its measurement, its payload without a diff and that
         payload's `encode_without_diff`), built ahead."""
@@ -230,6 +239,8 @@ class BackwardGraphWidget(anywidget.AnyWidget):
             self.error = str(error)
         finally:
             self.busy = self._sweeping
+        if not self.error and self.extraction.partitioner == "min_cut" and self.memory_budget is not None:
+            self._partition_neighbours(self.extraction)
 
     @traitlets.observe("partitioner", "memory_budget")
     def _rerun(self, change: traitlets.Bunch) -> None:
@@ -241,13 +252,50 @@ class BackwardGraphWidget(anywidget.AnyWidget):
 
     def _partitioned(self, partitioner: str, budget: float | None) -> BackwardExtraction:
         """The extraction under (partitioner, budget): a swept budget's own partition when the sweep has it,
-        else partitioned again from the kept joint graph (partitions do not change once built)."""
-        if partitioner == "min_cut" and budget is not None and self._swept is not None:
-            for point in self._swept.points:
-                if point.extraction is not None and budget == point.budget:
-                    if point.extraction.partitions[0].trace is self.extraction.partitions[0].trace:
-                        return point.extraction
+        or one made ahead beside the last move, else partitioned again from the kept joint graph
+        (partitions do not change once built)."""
+        if partitioner == "min_cut" and budget is not None:
+            trace = self.extraction.partitions[0].trace
+            swept = [p.extraction for p in self._swept.points if p.budget == budget] if self._swept else []
+            for kept in [*swept, self._neighbours.get(round(budget, 4))]:
+                if kept is not None and kept.partitions[0].trace is trace:
+                    return kept
         return self.extraction.rerun(partitioner, budget)
+
+    def _partition_neighbours(self, shown: BackwardExtraction) -> threading.Thread:
+        """Partition the slider's two neighbouring budgets of `shown` (min-cut) in a thread and build their
+        payloads, so the next step either way repaints without partitioning. Partitions of the joint graph
+        are made one at a time (`Trace.split`), so a move meanwhile waits for at most the one under way."""
+        budget, trace = shown.memory_budget, shown.partitions[0].trace
+        kept = {b: e for b, e in self._neighbours.items() if e.partitions[0].trace is trace}
+        kept[round(budget or 0.0, 4)] = shown
+        self._neighbours = kept
+        swept = {p.budget for p in self._swept.points} if self._swept is not None else set()
+        steps = [round((budget or 0.0) + step, 4) for step in (SLIDER_STEP, -SLIDER_STEP)]
+        wanted = [b for b in steps if 0.0 <= b <= 1.0 and b not in kept and b not in swept]
+        graph_index = self.graph_index
+
+        def partition() -> None:
+            time.sleep(NEIGHBOURS_AFTER_SECONDS)
+            for neighbour in wanted:
+                if self._sweeping or self.extraction is not shown:
+                    return  # a sweep makes its own; a newer move asks for its own neighbours
+                with contextlib.suppress(Exception):  # a move there partitions it again and says why
+                    extraction = shown.rerun("min_cut", neighbour)
+                    self._neighbours[neighbour] = extraction
+                    with self._building:
+                        built = graph_payload(extraction, graph_index)
+                        self._prepared[id(extraction)] = (
+                            extraction,
+                            graph_index,
+                            extraction.measured,
+                            built,
+                            encode_without_diff(built),
+                        )
+
+        thread = threading.Thread(target=partition, name="bwd-widgets-neighbours", daemon=True)
+        thread.start()
+        return thread
 
     @traitlets.observe("compare_index")
     def _pick_comparison(self, change: traitlets.Bunch) -> None:
