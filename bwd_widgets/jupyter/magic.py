@@ -20,6 +20,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..core.errors import BwdWidgetsError, one_line
+from ..core.kinds import Mode
 from ..core.partitioners import partitioner_names, resolve_partitioner
 from ..extraction import BackwardExtraction
 from ..extractor import extract
@@ -82,26 +83,20 @@ class BwdMagics(Magics):
         else:
             model, inputs = _cell_module(cell, shell.user_ns, args.output)
             called = "cell"
+        mode: Mode = "fake" if args.fake else "real"
+        output = args.output if cell is None else None
         try:
-            with extracting_status(model, "fake" if args.fake else "real", args.name):
+            with extracting_status(model, mode, args.name):
                 extraction = extract(
-                    model,
-                    *inputs,
-                    model_kwargs=keywords,
-                    output=args.output if cell is None else None,
-                    partitioner=partitioner,
-                    memory_budget=args.budget,
-                    mode="fake" if args.fake else "real",
-                    name=args.name,
-                )
+                    model, *inputs, model_kwargs=keywords, output=output, partitioner=partitioner,
+                    memory_budget=args.budget, mode=mode, name=args.name,
+                )  # fmt: skip
         except BwdWidgetsError as error:
             raise UsageError(str(error)) from None
         if cell is not None and not args.fake:
             shell.ex(cell)  # the names the cell assigns exist afterwards, as if it had run
         if target is not None:
-            _advise(
-                model, inputs, target, "fake" if args.fake else "real", keywords, args.output if cell is None else None
-            )
+            _advise(model, inputs, target, mode, keywords, output)
         if args.save:
             _save(extraction, Path(args.save), args.name or _free_name(Path(args.save), called))
         if args.no_display:
