@@ -7,11 +7,9 @@ This module is the public façade. Layers, each importing only those below it:
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
-from . import extractor
 from .advisor import Advice, Plan, advise
 from .batch import extract_many
 from .core.analysis import GradientOutput, SavedTensor, TensorInfo
@@ -36,7 +34,7 @@ from .core.partitioners import Partitioner, partitioner_names, register_partitio
 from .core.trace import InputSource, Partition, Trace
 from .display_hook import set_provider
 from .extraction import BackwardExtraction
-from .extractor import clear_trace_cache, default_requires_grad
+from .extractor import clear_trace_cache, default_requires_grad, extract
 from .graphnet import GraphNetSample, TensorMeta, load_graphnet_sample
 from .graphnet_validate import Validation, graph_hash, validate_sample
 from .studio import Comparison, Sweep, SweepPoint, compare, diff, sweep
@@ -127,23 +125,6 @@ def show(target: object, *example_inputs: object, **extract_kwargs: object) -> B
     from .jupyter.widget import show
 
     return show(target, *example_inputs, **extract_kwargs)
-
-
-EXTRACT_STATUS_DELAY = 3.0
-"""Seconds a bare `bw.extract` runs before its progress line appears: a small model's (the course
-notebooks', whose checked outputs it would change) leaves none."""
-
-
-@functools.wraps(extractor.extract)
-def extract(model: object, *example_inputs: object, **options: object) -> BackwardExtraction:
-    # `extractor.extract`, with a line in the cell's output while it runs in a Jupyter kernel (the stage
-    # and the seconds so far, then how long it took) once it has run a few seconds: a big model takes tens of
-    # seconds of silence otherwise.
-    from .jupyter.progress import extracting_status
-
-    name = cast(str | None, options.get("name"))
-    with extracting_status(model, options.get("mode", "real"), name, delay=EXTRACT_STATUS_DELAY):
-        return extractor.extract(model, *example_inputs, **options)  # type: ignore[arg-type]
 
 
 def load_ipython_extension(shell: InteractiveShell) -> None:

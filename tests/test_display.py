@@ -217,38 +217,6 @@ def test_showing_a_model_says_what_it_is_doing_until_the_widget_can_appear(shell
     assert published[-1]["text/plain"].startswith("Extracted Linear in ") and set(published[-1]) == {"text/plain"}
 
 
-def test_a_bare_extract_in_a_kernel_says_what_it_is_doing_once_it_takes_long(shell, published, monkeypatch):
-    """`g = bw.extract(model, x)` takes tens of seconds on a big model: after a few seconds the cell says what it is
-    doing, then how long it took, or that it stopped when it fails; a quick one (every course notebook's
-    small models) leaves no line."""
-    import time
-
-    import torch
-
-    from bwd_widgets import extractor
-
-    extraction = bw.extract(torch.nn.Linear(4, 2), torch.randn(3, 4))
-    assert isinstance(extraction, bw.BackwardExtraction) and published == []
-    original = extractor.extract
-
-    def slow(*args, **kwargs):
-        time.sleep(1.4)
-        return original(*args, **kwargs)
-
-    with pytest.MonkeyPatch.context() as patched:  # `monkeypatch` also holds what `published` patched
-        patched.setattr(extractor, "extract", slow)
-        patched.setattr(bw, "EXTRACT_STATUS_DELAY", 0.6)  # shown from the ticker's second look (1 s)
-        bw.extract(torch.nn.Linear(4, 2), torch.randn(3, 4), name="tiny")
-    texts = [d["text/plain"] for d in published]
-    assert texts[0].startswith("Extracting tiny (real mode) \u00b7 1 s so far"), texts
-    assert texts[-1].startswith("Extracted tiny in ") and all(set(d) == {"text/plain"} for d in published)
-    monkeypatch.setattr(bw, "EXTRACT_STATUS_DELAY", 0.0)
-    with pytest.raises(bw.NothingRequiresGradError):
-        bw.extract(torch.nn.Linear(4, 2), torch.randn(3, 4), requires_grad=False, mode="fake")
-    assert published[-2]["text/plain"].startswith("Extracting Linear (fake mode): tracing")
-    assert published[-1]["text/plain"].startswith("Extracting Linear stopped after ")
-
-
 def test_the_magic_in_a_kernel_says_what_it_is_doing_then_how_long_it_took(shell, published, monkeypatch):
     import torch
 

@@ -15,10 +15,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from IPython.display import DisplayHandle
 
 # (module prefix, stage), the more specific first: the innermost frame of a module listed decides.
 STAGES = (
@@ -126,34 +122,13 @@ def placeholder(handle: object, title: str) -> Iterator[Ticker]:
         ticker.stop()
 
 
-class LateDisplay:
-    """A display handle that publishes only once `delay` seconds have passed: quick work leaves no line.
-    Updates before then are kept, not shown; `shown` says whether anything was published."""
-
-    def __init__(self, delay: float) -> None:
-        self.due = time.perf_counter() + delay
-        self.handle: DisplayHandle | None = None
-
-    @property
-    def shown(self) -> bool:
-        return self.handle is not None
-
-    def update(self, bundle: dict, raw: bool = True) -> None:
-        from IPython.display import display
-
-        if self.handle is not None:
-            self.handle.update(bundle, raw=raw)
-        elif time.perf_counter() >= self.due:
-            self.handle = display(bundle, raw=raw, display_id=True)
-
-
 @contextmanager
-def extracting_status(target: object, mode: object, name: str | None = None, delay: float = 0.0) -> Iterator[None]:
+def extracting_status(target: object, mode: object, name: str | None = None) -> Iterator[None]:
     """A line in the cell's output while the extraction runs (a big model takes tens of seconds before
     the widget can appear), then how long it took; outside a kernel, nothing. `name`: the model's name as
-    the user gave it, else the target's own. `delay`: seconds before the line appears, so that a quick
-    extraction (`bw.extract` of a small model in a course notebook) leaves none."""
+    the user gave it, else the target's own."""
     from IPython import get_ipython
+    from IPython.display import display
 
     from ..display_hook import in_kernel
 
@@ -162,11 +137,12 @@ def extracting_status(target: object, mode: object, name: str | None = None, del
         return
     name = name or getattr(target, "name", None) or type(target).__name__
     started = time.perf_counter()
-    handle = LateDisplay(delay)
-    handle.update(
+    handle = display(
         {
             "text/plain": f"Extracting {name} ({mode} mode): tracing forward and backward through AOT Autograd, then partitioning\u2026 (interrupt the kernel to stop)"
-        }
+        },
+        raw=True,
+        display_id=True,
     )
     ticker = Ticker(handle, f"Extracting {name} ({mode} mode)")  # stages and time elapsed, while it runs
     ended = f"Extracting {name} stopped after"  # an error or an interrupt: the error says why
@@ -176,5 +152,5 @@ def extracting_status(target: object, mode: object, name: str | None = None, del
     finally:
         stages = ticker.stop()
         seconds = time.perf_counter() - started
-        if handle.shown:
-            handle.update({"text/plain": f"{ended} {seconds:.1f} s" + (f": {stages}." if stages else ".")})
+        if handle is not None:
+            handle.update({"text/plain": f"{ended} {seconds:.1f} s" + (f": {stages}." if stages else ".")}, raw=True)
