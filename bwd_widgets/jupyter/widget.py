@@ -74,8 +74,8 @@ def drawn_in_this_cell(obj: object) -> bool:
 SLIDER_STEP = 0.05
 """The budget slider's step (js/panes/header.ts): a move's neighbours are this far either side."""
 NEIGHBOURS_AFTER_SECONDS = 0.5
-"""A move's neighbours are partitioned this long after it: on two cores, partitioning at once slows the
-browser drawing the move itself (0.35 s instead of 0.2 s, bench/slider_speed.py)."""
+"""A move's neighbours are partitioned this long after it: on two cores, partitioning at once competes
+with the browser drawing the move itself (bench/slider_speed.py, docs/benchmarks.md)."""
 
 _DEFAULTS: Mapping[str, object] = STATE_DEFAULTS
 _KINDS: dict[object, type[traitlets.TraitType]] = {
@@ -284,14 +284,7 @@ class BackwardGraphWidget(anywidget.AnyWidget):
                     extraction = shown.rerun("min_cut", neighbour)
                     self._neighbours[neighbour] = extraction
                     with self._building:
-                        built = graph_payload(extraction, graph_index)
-                        self._prepared[id(extraction)] = (
-                            extraction,
-                            graph_index,
-                            extraction.measured,
-                            built,
-                            encode_without_diff(built),
-                        )
+                        self._prepared[id(extraction)] = _built_ahead(extraction, graph_index)
 
         thread = threading.Thread(target=partition, name="bwd-widgets-neighbours", daemon=True)
         thread.start()
@@ -395,8 +388,7 @@ class BackwardGraphWidget(anywidget.AnyWidget):
                 if self._preparing is not generation or graph_index >= len(extraction.partitions):
                     return
                 with self._building, contextlib.suppress(Exception):  # the move would build it and say why
-                    built = graph_payload(extraction, graph_index)
-                    kept = (extraction, graph_index, extraction.measured, built, encode_without_diff(built))
+                    kept = _built_ahead(extraction, graph_index)
                     if self._preparing is generation:
                         self._prepared[id(extraction)] = kept
 
@@ -459,6 +451,15 @@ class BackwardGraphWidget(anywidget.AnyWidget):
             f"BackwardGraph(bw_nodes={shown['backward_nodes']}, saved={shown['saved']}, "
             f"saved_activation_bytes={shown['saved_activation_bytes']})"
         )
+
+
+def _built_ahead(
+    extraction: BackwardExtraction, graph_index: int
+) -> tuple[BackwardExtraction, int, object, GraphData, bytes]:
+    """What `_prepared` keeps for `extraction`: it, the graph index and measurement the payload was built for,
+    the payload without a diff and that payload's `encode_without_diff`."""
+    built = graph_payload(extraction, graph_index)
+    return extraction, graph_index, extraction.measured, built, encode_without_diff(built)
 
 
 def show(target: Any, *example_inputs: object, **extract_kwargs: Any) -> BackwardGraphWidget:
