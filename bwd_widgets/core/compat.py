@@ -106,7 +106,7 @@ try:
     from torch.cuda.memory import _record_memory_history, _snapshot
 
     # A GraphModule whose Python code is generated only when read or run (cheap copies of big graphs).
-    from torch.fx._lazy_graph_module import _LazyGraphModule
+    from torch.fx._lazy_graph_module import _LazyGraphModule, _use_lazy_graph_module
 
     # Parameters and buffers swapped for fake ones for one call, tied weights kept tied (fake mode).
     from torch.nn.utils.stateless import _reparametrize_module
@@ -138,6 +138,7 @@ __all__ = [
     "OpTypes",
     "UntestedTorchWarning",
     "_LazyGraphModule",
+    "_use_lazy_graph_module",
     "check_torch_version",
     "default_partition",
     "detect_fake_mode",

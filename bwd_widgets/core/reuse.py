@@ -6,6 +6,9 @@ call would give:
 - `networkx.minimum_cut` on a flow graph torch's min-cut builds again: below budget 1, torch cuts the same
   three flow graphs for every budget before its knapsack. Keyed by the graph's nodes and edges with their
   capacities, in order (preflow-push is deterministic on them); torch sorts the cut it reads back.
+- torch's common-subexpression pass on the joint graph (`fx_graph_cse`, which min-cut runs first): its
+  output, kept as the trace's working copy, is handed back as it is, since the pass finds nothing more in
+  a graph it made (a fresh copy of 8,000 nodes per budget otherwise).
 - torch's FLOP counter on one op: keyed by the op and its arguments, tensors by shape, stride, offset,
   dtype and device (all a fake run of the op reads), so the twelve alike layers of a transformer and the
   backward graphs of eleven budgets count each distinct op once.
@@ -23,7 +26,7 @@ from typing import Any, cast
 import torch
 import torch.fx
 
-from .compat import FakeTensorMode, detect_fake_mode
+from .compat import FakeTensorMode, detect_fake_mode, torch_partitioners
 
 _SCALARS = (type(None), bool, int, float, str, torch.dtype, torch.device, torch.layout, torch.memory_format)
 
@@ -70,6 +73,32 @@ class MinCuts:
             yield
         finally:
             networkx.minimum_cut = original
+
+
+_CSE_MADE = "_bwd_widgets_cse_made"
+
+
+@contextlib.contextmanager
+def cse_once() -> Iterator[None]:
+    """For one split (under the split lock): torch's `fx_graph_cse` returns a graph it made already as it is,
+    and marks each graph it makes, so a working copy kept from an earlier split skips the pass."""
+    original = getattr(torch_partitioners, "fx_graph_cse", None)
+    if not callable(original):  # another torch: its partitioner runs as it is
+        yield
+        return
+
+    def fx_graph_cse(fx_g: torch.fx.Graph) -> torch.fx.Graph:
+        if getattr(fx_g, _CSE_MADE, False):
+            return fx_g
+        result = original(fx_g)
+        setattr(result, _CSE_MADE, True)
+        return result
+
+    torch_partitioners.fx_graph_cse = fx_graph_cse
+    try:
+        yield
+    finally:
+        torch_partitioners.fx_graph_cse = original
 
 
 def flow_key(flow_graph: Any, s: object, t: object) -> str:

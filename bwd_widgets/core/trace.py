@@ -7,6 +7,7 @@ and `build_partition` the only place a `Partition` is made; partitions do not ch
 
 from __future__ import annotations
 
+import gc
 import threading
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,19 +18,53 @@ import torch.fx
 
 from . import analysis
 from .codegen import copy_graph_module, graphnet_code, without_none_outputs
+from .compat import _use_lazy_graph_module
 from .decisions import Decisions, recording
 from .errors import PartitionerError, describe_failure, one_line
 from .kinds import InputKind
 from .memory import MemoryProfile, profile
 from .nodes import BackwardNode, backward_nodes
 from .partitioners import Partitioner, resolve_partitioner
-from .reuse import MinCuts, counted_flops
+from .reuse import MinCuts, counted_flops, cse_once
 
-TORCH_WORK = threading.RLock()
-"""Held for each split, each partition made again (`BackwardExtraction.rerun`) and each capture: torch's
-budget is a process-wide setting, and so are the functions the recording and the shared cuts put in
-torch's path, and a capture's tracers patch process-wide state (fx patches `nn.Module.__call__`) that a
-real-mode replay in another thread (the widget's sweep, its slider's neighbours) would run into."""
+
+class _TorchWork:
+    """A reentrant lock that pauses Python's cyclic garbage collector while held.
+
+    A partition builds some 100,000 fx objects (nodes, their metadata, generated code) in a heap that
+    already holds the joint graph's: the collector's passes over that heap took 36% of a sweep's time
+    (`bench/sweep_speed.py`). Paused, the work allocates the same; what it leaves unreachable is freed by
+    the collector's next pass once the lock is let go. A collector the user turned off stays off.
+    """
+
+    pause_collector = True  # bench/sweep_speed.py --collector-on turns it off to race the two
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._paused = False
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self._depth += 1
+        if self._depth == 1 and self.pause_collector and gc.isenabled():
+            gc.disable()
+            self._paused = True
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._depth -= 1
+        if self._depth == 0 and self._paused:
+            self._paused = False
+            gc.enable()
+        self._lock.release()
+
+
+TORCH_WORK = _TorchWork()
+"""Held for each split, each partition made again (`BackwardExtraction.rerun`), each sweep point and each
+capture: torch's budget is a process-wide setting, and so are the functions the recording and the shared
+cuts put in torch's path, and a capture's tracers patch process-wide state (fx patches
+`nn.Module.__call__`) that a real-mode replay in another thread (the widget's sweep, its slider's
+neighbours) would run into."""
 
 
 class Split(NamedTuple):
@@ -158,7 +193,13 @@ class Trace:
         attributes = [set(vars(n)) for n in nodes]
         fingerprint = _fingerprint(work)
         try:
-            with resolved.config(), self._cuts.sharing(), recording() as record:
+            with (
+                resolved.config(),
+                self._cuts.sharing(),
+                cse_once(),
+                recording() as record,
+                _use_lazy_graph_module(True),
+            ):
                 forward, backward = resolved.partition_fn(work, self.joint_inputs, **self.partition_kwargs)
             return Split(forward, backward, record.decisions)
         except Exception as error:  # torch's own partitioner failing on this graph: say which, in one line
@@ -167,8 +208,8 @@ class Trace:
                 "try another partitioner or memory budget."
             ) from None
         finally:
-            if _fingerprint(work) == fingerprint:
-                for node, meta, names in zip(nodes, metas, attributes):
+            if _fingerprint(work) == fingerprint:  # the same nodes, though min-cut's CSE pass put in a new graph
+                for node, meta, names in zip(work.graph.nodes, metas, attributes):
                     node.meta = meta
                     for added in set(vars(node)) - names:
                         delattr(node, added)
