@@ -5,18 +5,24 @@ carries), on a trace of its own, so that nothing is shared yet. Then, each on a 
 (a) the 11-point sweep through the widget (`run_sweep`, points drawn as they come): goal at most 5 s or
     3x the baseline, whichever is larger;
 (b) the first point drawn: the first `sweep_points` update after the sweep starts (goal within 1 s);
-(c) with --unshared, the same sweep with nothing shared (core/reuse.py turned off): the speed-up.
-Run: .venv/bin/python bench/sweep_speed.py [--repeats 1] [--unshared]
+(c) with --unshared, the same sweep with nothing shared (core/reuse.py turned off): the speed-up;
+(d) with --collector-on, the same sweep with Python's garbage collector left running during torch's work
+    (core/trace.py TORCH_WORK pauses it): the speed-up;
+(e) with --one-process, the same sweep with no worker process forked (`bwd_widgets/sweep_workers.py`):
+    the speed-up of the workers.
+Run: .venv/bin/python bench/sweep_speed.py [--repeats 1] [--unshared] [--collector-on] [--one-process]
 """
 
 import argparse
 import contextlib
+import threading
 import time
 from unittest import mock
 
 import torch
 
 import bwd_widgets as bw
+from bwd_widgets.core.trace import TORCH_WORK
 from bwd_widgets.examples import Transformer
 
 from _util import median, timed
@@ -33,7 +39,12 @@ def widget_sweep(extraction) -> tuple[float, float, int]:
     widget.observe(lambda change: arrivals.append(time.perf_counter()), "sweep_points")
     started = time.perf_counter()
     result = widget.run_sweep()
-    return time.perf_counter() - started, arrivals[0] - started, len(result.points)
+    seconds = time.perf_counter() - started
+    widget._preparing = None  # the swept payloads' preparation stops: the next measurement has the cores alone
+    for thread in threading.enumerate():
+        if thread.name == "bwd-widgets-prepare":
+            thread.join()
+    return seconds, arrivals[0] - started, len(result.points)
 
 
 @contextlib.contextmanager
@@ -49,11 +60,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--unshared", action="store_true", help="also time the sweep with nothing shared")
+    parser.add_argument("--collector-on", action="store_true", help="also time it with the collector running")
+    parser.add_argument("--one-process", action="store_true", help="also time it with no worker process")
     args = parser.parse_args()
     with torch.device("meta"):
         model = Transformer(width=768, depth=12, heads=12, vocab=32000)
         tokens = torch.randint(0, 32000, (8, 512))
-    ones, sweeps, firsts, unshared = [], [], [], []
+    ones, sweeps, firsts, unshared, collected, alone = [], [], [], [], [], []
     for _ in range(args.repeats):
         base = fresh(model, tokens)
         ones.append(timed(lambda base=base: bw.sweep(base, budgets=[0.5], progress=False)))
@@ -63,6 +76,12 @@ def main():
         if args.unshared:
             with nothing_shared():
                 unshared.append(widget_sweep(fresh(model, tokens))[0])
+        if args.collector_on:
+            with mock.patch.object(TORCH_WORK, "pause_collector", False):
+                collected.append(widget_sweep(fresh(model, tokens))[0])
+        if args.one_process:
+            with mock.patch("bwd_widgets.sweep_workers.default_workers", lambda base: 0):
+                alone.append(widget_sweep(fresh(model, tokens))[0])
     one, all_points, first = median(ones), median(sweeps), median(firsts)
     goal = max(5.0, 3 * one)
     print(f"one partition at budget 0.5 (with its sweep numbers): {one:.2f} s")
@@ -75,6 +94,16 @@ def main():
         print(
             f"(c) the same sweep with nothing shared: {median(unshared):.2f} s; shared is "
             f"{median(unshared) / all_points:.2f}x faster"
+        )
+    if collected:
+        print(
+            f"(d) the same sweep with the garbage collector running: {median(collected):.2f} s; paused is "
+            f"{median(collected) / all_points:.2f}x faster"
+        )
+    if alone:
+        print(
+            f"(e) the same sweep in this process alone: {median(alone):.2f} s; with workers it is "
+            f"{median(alone) / all_points:.2f}x faster"
         )
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from .core.errors import BwdWidgetsError
 from .core.partitioners import resolve_partitioner
+from .core.trace import TORCH_WORK
 from .display_hook import RichDisplay
 from .extraction import BackwardExtraction
 from .extractor import extract
@@ -124,13 +125,34 @@ class SweepPoint:
     recompute_flops: int
     backward_flops: int
     saved: int
-    extraction: BackwardExtraction | None = field(repr=False, default=None)
+    _extraction: BackwardExtraction | None = field(repr=False, default=None, compare=False)
     torch_budget_ratio: float | None = None
     """The budget as torch measures the plan it chose (`Partition.torch_budget_ratio`): at or under `budget`."""
     peak_activation_bytes: int = 0
     peak_above_budget: float | None = None
     """A larger budget of the sweep whose peak is lower than this point's: this budget's extra recomputation
     buys no peak memory (torch's plans are not monotonic in peak); None when no larger budget peaks lower."""
+    live_bytes: list[int] = field(repr=False, default_factory=list, compare=False)
+    """The memory timeline's live bytes, step by step (the sweep chart's overlay)."""
+    _source: BackwardExtraction | None = field(repr=False, default=None, compare=False)
+    """The extraction a worker process partitioned this point from, to partition it again here when read."""
+
+    @property
+    def extraction(self) -> BackwardExtraction | None:
+        """This budget's partition. A point a worker process swept carries only its numbers: its partition
+        is made here (from the same joint graph) the first time it is read."""
+        if self._extraction is None and self._source is not None:
+            self._extraction = self._source.rerun("min_cut", self.budget)
+        return self._extraction
+
+    @extraction.setter
+    def extraction(self, extraction: BackwardExtraction | None) -> None:
+        self._extraction = extraction
+
+    @property
+    def extraction_made(self) -> BackwardExtraction | None:
+        """The partition if it is made already: None where reading `extraction` would partition."""
+        return self._extraction
 
 
 def torch_budget_ratio(extraction: BackwardExtraction) -> float | None:
@@ -151,6 +173,9 @@ def flag_peaks(points: list[SweepPoint]) -> None:
         lower = [q for q in points if q.budget > point.budget and q.peak_activation_bytes < point.peak_activation_bytes]
         best = min(lower, key=lambda q: (q.peak_activation_bytes, q.budget), default=None)
         point.peak_above_budget = best.budget if best is not None else None
+
+
+_NOT_IN_ROWS = {"_extraction", "_source", "live_bytes"}  # a partition, an extraction, a curve: not numbers
 
 
 @dataclass
@@ -174,7 +199,8 @@ class Sweep(RichDisplay):
 
     def rows(self) -> list[dict]:
         return [
-            {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.name != "extraction"} for p in self.points
+            {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.name not in _NOT_IN_ROWS}
+            for p in self.points
         ]
 
     def __repr__(self) -> str:
@@ -199,6 +225,7 @@ def _point(budget: float, e: BackwardExtraction) -> SweepPoint:
         e,
         torch_budget_ratio(e),
         e.peak_activation_bytes,
+        live_bytes=[step["live_bytes"] for step in e.memory_timeline()],
     )
 
 
@@ -209,6 +236,7 @@ def sweep(
     progress: bool = True,
     on_point: Callable[[SweepPoint, int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    workers: int | None = None,
     **extract_kwargs: object,
 ) -> Sweep:
     """Min-cut across memory budgets (default 0, 0.1, ..., 1), tracing once; the budgets share what
@@ -216,29 +244,51 @@ def sweep(
 
     Shows a progress bar; Ctrl-C (or the notebook's interrupt) stops the sweep and
     returns the points done so far. torch's budget is restored after every point.
-    `on_point(point, done, total)` is called after each point (the widget draws it), and
-    `should_stop()` before each: true stops there, as Ctrl-C does (the widget's cancel button).
+    `on_point(point, done, total)` is called after each point as it arrives (the widget draws it), and
+    `should_stop()` between points: true stops there, as Ctrl-C does (the widget's cancel button).
+
+    The budgets are shared with `workers` processes forked from this one (default: one per further core
+    this process may use; fake mode only, 0 for none), each taking the next budget when it is free: a
+    worker sends each point's numbers, and the point's partition is made here when first read
+    (`SweepPoint.extraction`).
     """
     from tqdm.auto import tqdm
+
+    from .sweep_workers import SweepWorkers, default_workers
 
     budgets = DEFAULT_BUDGETS if budgets is None else listed(budgets, "budgets", "(0.0, 0.5, 1.0)")
     for budget in budgets:
         resolve_partitioner("min_cut", budget)  # a bad budget fails before any work
     base = _base(model_or_extraction, inputs, extract_kwargs)
-    points, interrupted = [], False
-    bar = tqdm(budgets, desc="memory budget sweep", unit="budget", disable=not progress)
+    done: dict[int, SweepPoint] = {}
+    bar = tqdm(total=len(budgets), desc="memory budget sweep", unit="budget", disable=not progress)
+
+    def arrived(index: int, point: SweepPoint) -> None:
+        done[index] = point
+        flag_peaks([done[i] for i in sorted(done)])
+        bar.update(1)
+        if on_point is not None:
+            on_point(point, len(done), len(budgets))
+
+    count = default_workers(base) if workers is None else workers
+    pool = SweepWorkers(base, budgets, count, point_of=_point)
     try:
-        for budget in bar:
-            if should_stop is not None and should_stop():
-                interrupted = True
+        while not (should_stop is not None and should_stop()):
+            index = pool.next_own()
+            pool.start()  # once this process holds the first budget: the workers start on the next ones
+            if index is not None:
+                extraction = base.rerun("min_cut", budgets[index])
+                with TORCH_WORK:  # its numbers, with the garbage collector paused as for the partition
+                    point = _point(budgets[index], extraction)
+                arrived(index, point)
+            elif not pool.busy:
                 break
-            e = base.rerun("min_cut", budget)
-            points.append(_point(budget, e))
-            flag_peaks(points)
-            if on_point is not None:
-                on_point(points[-1], len(points), len(budgets))
+            for arrival in pool.arrivals(wait=index is None):
+                arrived(*arrival)
     except KeyboardInterrupt:
-        interrupted = True
+        pass
     finally:
+        pool.close()
         bar.close()
-    return Sweep(points, interrupted)
+    points = [done[i] for i in sorted(done)]
+    return Sweep(points, len(points) < len(budgets))

@@ -1,5 +1,7 @@
 """Trace once, partition many: repartition, compare, sweep, diff, why saved."""
 
+import sys
+
 import pytest
 import torch
 
@@ -265,3 +267,169 @@ def test_sweep_stops_between_points_when_asked(transformer):
     result = bw.sweep(transformer, budgets=[0.0, 0.5, 1.0, 0.3], progress=False, should_stop=stop_after_two)
     assert result.interrupted and [p.budget for p in result.points] == [0.0, 0.5]
     assert torch._functorch.config.activation_memory_budget == 1.0
+
+
+def test_torchs_work_runs_with_the_garbage_collector_paused_and_gives_it_back(transformer):
+    """A sweep's partitions build some 100,000 fx objects each: no collector pass runs while torch works,
+    the collector is back on after, even when the work fails, and one the user turned off stays off."""
+    import gc
+
+    from bwd_widgets.core.trace import TORCH_WORK
+
+    passes_while_held = []
+    gc.callbacks.append(lambda phase, info: passes_while_held.append(TORCH_WORK._depth) if phase == "start" else None)
+    try:
+        sweep = bw.sweep(transformer, budgets=[0.3, 0.6], progress=False)
+        torch.manual_seed(0)
+        bw.extract(Transformer(width=64, depth=2), torch.randint(0, 64, (4, 32)), cache=False)
+    finally:
+        gc.callbacks.pop()
+    assert len(sweep.points) == 2
+    assert passes_while_held and set(passes_while_held) == {0}  # passes ran, only between torch's work
+    assert gc.isenabled()
+    with pytest.raises(ZeroDivisionError), TORCH_WORK:
+        with TORCH_WORK:
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # still inside the outer hold
+        _ = 1 / 0
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with TORCH_WORK:
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+@pytest.fixture(scope="module")
+def fake_transformer():
+    with torch.device("meta"):
+        model, tokens = Transformer(width=64, depth=2), torch.randint(0, 64, (4, 32))
+    return bw.extract(model, tokens, mode="fake", cache=False)
+
+
+def _numbers(point):
+    return (
+        point.budget,
+        point.saved_activation_bytes,
+        point.recompute_flops,
+        point.backward_flops,
+        point.saved,
+        point.torch_budget_ratio,
+        point.peak_activation_bytes,
+        point.peak_above_budget,
+        point.live_bytes,
+    )
+
+
+def test_a_fake_sweep_shares_its_budgets_with_a_forked_worker_and_equals_one_made_in_process(fake_transformer):
+    budgets = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    arrived = []
+    here = bw.sweep(fake_transformer, budgets=budgets, progress=False, workers=0)
+    shared = bw.sweep(
+        fake_transformer, budgets=budgets, progress=False, workers=1, on_point=lambda p, n, total: arrived.append(n)
+    )
+    assert not shared.interrupted and arrived == [1, 2, 3, 4, 5, 6]
+    assert [_numbers(p) for p in shared.points] == [_numbers(p) for p in here.points]
+    by_worker = [p for p in shared.points if p.extraction_made is None]
+    assert by_worker and shared.points[0].extraction_made is not None  # this process took the first budget
+    for point, same in zip(shared.points, here.points):
+        extraction = point.extraction  # a worker's point is partitioned here when read, once
+        assert extraction is point.extraction and extraction.memory_budget == point.budget
+        assert [s.name for s in extraction.saved_tensors] == [s.name for s in same.extraction.saved_tensors]
+    assert bw.sweep(fake_transformer, budgets=[0.5], progress=False).points[0].extraction_made is not None
+
+
+def test_budgets_a_worker_leaves_undone_are_partitioned_in_this_process(fake_transformer, monkeypatch):
+    import os
+
+    import bwd_widgets.sweep_workers as sweep_workers
+    from bwd_widgets.sweep_workers import default_workers
+
+    monkeypatch.setattr(sweep_workers, "_work", lambda *args: os._exit(1))  # the worker dies at once
+    budgets = [0.0, 0.25, 0.5, 0.75, 1.0]
+    result = bw.sweep(fake_transformer, budgets=budgets, progress=False, workers=1)
+    assert not result.interrupted and [p.budget for p in result.points] == budgets
+    assert all(p.extraction_made is not None for p in result.points)
+    assert default_workers(fake_transformer) == len(os.sched_getaffinity(0)) - 1
+    torch.manual_seed(0)
+    real = bw.extract(Transformer(width=64, depth=2), torch.randint(0, 64, (4, 32)))
+    assert default_workers(real) == 0  # a real-mode replay stays in the process that has the real tensors
+
+
+def _hold_at_the_fork(lock, forked):
+    """A thread that holds `lock` until this process forks, as a thread of the kernel might."""
+    import os
+    import threading
+
+    held = threading.Event()
+
+    def hold():
+        with lock:
+            held.set()
+            forked.wait(60)
+
+    os.register_at_fork(after_in_parent=forked.set)
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    held.wait()
+    return thread
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="cached_property holds no lock from Python 3.12")
+def test_a_worker_forked_while_another_thread_holds_a_cached_property_lock_still_sends_its_points(
+    fake_transformer, monkeypatch
+):
+    """Python 3.11's cached_property has one lock per attribute; a worker forked while another thread held
+    one (the widget preparing payloads, a cell reading a memory profile) hung on it before."""
+    import threading
+
+    import bwd_widgets.sweep_workers as sweep_workers
+    from bwd_widgets.core.trace import Partition
+
+    monkeypatch.setattr(sweep_workers, "STALLED_AFTER_SECONDS", 30.0)  # a hung worker is given up on sooner
+    forked = threading.Event()
+    thread = _hold_at_the_fork(Partition.__dict__["memory"].lock, forked)
+    result = bw.sweep(fake_transformer, budgets=[0.0, 0.25, 0.5, 0.75, 1.0], progress=False, workers=1)
+    thread.join()
+    assert forked.is_set() and not result.interrupted and len(result.points) == 5
+    assert any(p.extraction_made is None for p in result.points)  # the worker's points came from the worker
+
+
+def test_a_worker_that_stalls_is_given_up_on_and_its_budgets_are_partitioned_here(fake_transformer, monkeypatch):
+    import time
+
+    import bwd_widgets.sweep_workers as sweep_workers
+
+    def take_one_and_stall(owner, base, budgets, counter, connection, point_of):
+        counter.take(owner)
+        time.sleep(600)
+
+    monkeypatch.setattr(sweep_workers, "_work", take_one_and_stall)
+    monkeypatch.setattr(sweep_workers, "STALLED_AFTER_SECONDS", 1.0)
+    budgets = [0.0, 0.25, 0.5, 0.75, 1.0]
+    result = bw.sweep(fake_transformer, budgets=budgets, progress=False, workers=1)
+    assert not result.interrupted and [p.budget for p in result.points] == budgets
+    assert all(p.extraction_made is not None for p in result.points)
+
+
+def test_torchs_cse_pass_runs_once_per_trace_and_each_partition_equals_a_fresh_extraction(monkeypatch):
+    """min-cut runs `fx_graph_cse` on the joint graph first; the trace keeps its output as the working copy
+    and hands it back (core/reuse.py `cse_once`), so three budgets run the pass once, not three times."""
+    from bwd_widgets.core.compat import torch_partitioners
+
+    calls = []
+    original = torch_partitioners.fx_graph_cse
+    monkeypatch.setattr(torch_partitioners, "fx_graph_cse", lambda graph: calls.append(graph) or original(graph))
+    with torch.device("meta"):
+        model, tokens = Transformer(width=64, depth=2), torch.randint(0, 64, (4, 32))
+    base = bw.extract(model, tokens, mode="fake", cache=False)
+    for budget in (1.0, 0.5, 0.2):
+        again = base.rerun("min_cut", budget)
+        fresh = bw.extract(model, tokens, mode="fake", cache=False, partitioner="min_cut", memory_budget=budget)
+        assert [str(n) for n in again.partitions[0].backward.graph.nodes] == [
+            str(n) for n in fresh.partitions[0].backward.graph.nodes
+        ]
+        assert [(s.name, s.bytes) for s in again.saved_tensors] == [(s.name, s.bytes) for s in fresh.saved_tensors]
+    assert len(calls) == 1 + 3  # the trace's own pass, then each fresh extraction's

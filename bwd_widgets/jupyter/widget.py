@@ -212,7 +212,7 @@ class BackwardGraphWidget(anywidget.AnyWidget):
         points = self._swept.points if self._swept is not None else []
         for index, point in enumerate(points):
             same_plan = extraction.partitioner == "min_cut" and extraction.memory_budget == point.budget
-            if point.extraction is extraction or same_plan:
+            if point.extraction_made is extraction or same_plan:
                 return index
         return -1
 
@@ -351,9 +351,11 @@ class BackwardGraphWidget(anywidget.AnyWidget):
         listed = DEFAULT_BUDGETS if budgets is None else budgets if isinstance(budgets, (list, tuple)) else ()
         self.sweep_progress = f"0/{len(listed)}"  # the Cancel button shows from now on
         done: list = []
+        order = {budget: index for index, budget in reversed(list(enumerate(listed)))}
 
         def progress(point: SweepPoint, count: int, total: int) -> None:
             done.append(point)
+            done.sort(key=lambda p: order.get(p.budget, len(order)))  # workers' points come out of order
             self.sweep_progress = f"{count}/{total}"  # before the point: a chart of n points reads n/total
             self._set_sweep(Sweep(list(done)))
 
@@ -374,18 +376,25 @@ class BackwardGraphWidget(anywidget.AnyWidget):
             self.sweep_progress += " (cancelled)" if self._cancel.is_set() else " (interrupted)"
         if result.points:
             self._set_sweep(result)
-            self._prepare([p.extraction for p in result.points if p.extraction is not None])
+            self._prepare(result.points)
         return result
 
-    def _prepare(self, extractions: list[BackwardExtraction]) -> threading.Thread:
-        """Build the payloads of `extractions` for the graph shown, in a thread: a slider move to a swept
-        budget then sends its payload without building it. A newer sweep's preparation replaces this one."""
+    def _prepare(self, points: list[SweepPoint]) -> threading.Thread:
+        """Build the payloads of the swept partitions for the graph shown, in a thread, those made already
+        first, then those a worker process swept (partitioned here first): a slider move to a swept budget
+        then sends its payload without building it. A newer sweep's preparation replaces this one."""
         graph_index, generation = self.graph_index, object()
         self._preparing, self._prepared = generation, {}
+        ordered = sorted(points, key=lambda p: p.extraction_made is None)
 
         def build() -> None:
-            for extraction in extractions:
-                if self._preparing is not generation or graph_index >= len(extraction.partitions):
+            for point in ordered:
+                extraction = None
+                with contextlib.suppress(Exception):  # a move there partitions it and says why
+                    extraction = point.extraction  # a worker's point is partitioned here, once
+                if self._preparing is not generation or extraction is None:
+                    return
+                if graph_index >= len(extraction.partitions):
                     return
                 with self._building, contextlib.suppress(Exception):  # the move would build it and say why
                     kept = _built_ahead(extraction, graph_index)

@@ -388,7 +388,7 @@ def sweep_points(result: Sweep) -> list[SweepPoint]:
     front = {id(p) for p in result.pareto()}
     points = []
     for p in result.points:
-        live = [s["live_bytes"] for s in p.extraction.memory_timeline()] if p.extraction is not None else []
+        live = p.live_bytes
         points.append(
             SweepPoint(
                 budget=p.budget,
