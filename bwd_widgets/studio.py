@@ -254,7 +254,7 @@ def sweep(
     """
     from tqdm.auto import tqdm
 
-    from .sweep_workers import SweepWorkers, default_workers
+    from .forked import ForkedTasks, default_workers
 
     budgets = DEFAULT_BUDGETS if budgets is None else listed(budgets, "budgets", "(0.0, 0.5, 1.0)")
     for budget in budgets:
@@ -270,8 +270,12 @@ def sweep(
         if on_point is not None:
             on_point(point, len(done), len(budgets))
 
-    count = default_workers(base) if workers is None else workers
-    pool = SweepWorkers(base, budgets, count, point_of=_point)
+    def numbers(index: int) -> SweepPoint:  # in a worker: the point without its partition (it does not pickle)
+        extraction = base.rerun("min_cut", budgets[index])
+        with TORCH_WORK:
+            return dataclasses.replace(_point(budgets[index], extraction), _extraction=None)
+
+    pool = ForkedTasks(len(budgets), default_workers(base.mode) if workers is None else workers, numbers)
     try:
         while not (should_stop is not None and should_stop()):
             index = pool.next_own()
@@ -283,8 +287,8 @@ def sweep(
                 arrived(index, point)
             elif not pool.busy:
                 break
-            for arrival in pool.arrivals(wait=index is None):
-                arrived(*arrival)
+            for their, point in pool.arrivals(wait=index is None):
+                arrived(their, dataclasses.replace(point, _source=base))  # its partition is made here when read
     except KeyboardInterrupt:
         pass
     finally:

@@ -18,6 +18,7 @@ OPERATIONS = {
     "graphnet_pass",
     "extractor",
     "studio",
+    "forked",
     "advisor",
     "examples",
     "batch",

@@ -344,18 +344,18 @@ def test_a_fake_sweep_shares_its_budgets_with_a_forked_worker_and_equals_one_mad
 def test_budgets_a_worker_leaves_undone_are_partitioned_in_this_process(fake_transformer, monkeypatch):
     import os
 
-    import bwd_widgets.sweep_workers as sweep_workers
-    from bwd_widgets.sweep_workers import default_workers
+    import bwd_widgets.forked as forked
+    from bwd_widgets.forked import default_workers
 
-    monkeypatch.setattr(sweep_workers, "_work", lambda *args: os._exit(1))  # the worker dies at once
+    monkeypatch.setattr(forked, "_serve", lambda *args: os._exit(1))  # the worker dies at once
     budgets = [0.0, 0.25, 0.5, 0.75, 1.0]
     result = bw.sweep(fake_transformer, budgets=budgets, progress=False, workers=1)
     assert not result.interrupted and [p.budget for p in result.points] == budgets
     assert all(p.extraction_made is not None for p in result.points)
-    assert default_workers(fake_transformer) == len(os.sched_getaffinity(0)) - 1
+    assert default_workers(fake_transformer.mode) == len(os.sched_getaffinity(0)) - 1
     torch.manual_seed(0)
     real = bw.extract(Transformer(width=64, depth=2), torch.randint(0, 64, (4, 32)))
-    assert default_workers(real) == 0  # a real-mode replay stays in the process that has the real tensors
+    assert default_workers(real.mode) == 0  # a real-mode replay stays in the process that has the real tensors
 
 
 def _hold_at_the_fork(lock, forked):
@@ -385,10 +385,10 @@ def test_a_worker_forked_while_another_thread_holds_a_cached_property_lock_still
     one (the widget preparing payloads, a cell reading a memory profile) hung on it before."""
     import threading
 
-    import bwd_widgets.sweep_workers as sweep_workers
+    import bwd_widgets.forked as forked
     from bwd_widgets.core.trace import Partition
 
-    monkeypatch.setattr(sweep_workers, "STALLED_AFTER_SECONDS", 30.0)  # a hung worker is given up on sooner
+    monkeypatch.setattr(forked, "STALLED_AFTER_SECONDS", 30.0)  # a hung worker is given up on sooner
     forked = threading.Event()
     thread = _hold_at_the_fork(Partition.__dict__["memory"].lock, forked)
     result = bw.sweep(fake_transformer, budgets=[0.0, 0.25, 0.5, 0.75, 1.0], progress=False, workers=1)
@@ -400,14 +400,14 @@ def test_a_worker_forked_while_another_thread_holds_a_cached_property_lock_still
 def test_a_worker_that_stalls_is_given_up_on_and_its_budgets_are_partitioned_here(fake_transformer, monkeypatch):
     import time
 
-    import bwd_widgets.sweep_workers as sweep_workers
+    import bwd_widgets.forked as forked
 
-    def take_one_and_stall(owner, base, budgets, counter, connection, point_of):
+    def take_one_and_stall(owner, counter, connection, work):
         counter.take(owner)
         time.sleep(600)
 
-    monkeypatch.setattr(sweep_workers, "_work", take_one_and_stall)
-    monkeypatch.setattr(sweep_workers, "STALLED_AFTER_SECONDS", 1.0)
+    monkeypatch.setattr(forked, "_serve", take_one_and_stall)
+    monkeypatch.setattr(forked, "STALLED_AFTER_SECONDS", 1.0)
     budgets = [0.0, 0.25, 0.5, 0.75, 1.0]
     result = bw.sweep(fake_transformer, budgets=budgets, progress=False, workers=1)
     assert not result.interrupted and [p.budget for p in result.points] == budgets

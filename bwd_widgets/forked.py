@@ -1,19 +1,20 @@
-"""A sweep's budgets shared with worker processes forked from this one, one point's numbers sent back each.
+"""Work on one fake-mode trace shared with worker processes forked from this one, a result sent back per task.
 
-A fork copies the joint graph, its working copy and what the trace shares between partitions
-(`core/reuse.py`) without pickling any of it, and a 2-core machine partitions two budgets at once. The
-processes take budgets in order from one shared counter, each the next when it is free, so none waits
-while budgets are left. Only the numbers come back (a `SweepPoint` without its partition, which holds
-fake tensors that do not pickle): the point's partition is made again in this process when it is read.
+A fork copies the traces, their working copies and what they share between partitions (`core/reuse.py`)
+without pickling any of it, and a 2-core machine then runs two of torch's partitions or captures at once.
+The processes take tasks in order from one shared counter, each the next when it is free, so none waits
+while tasks are left. Only plain results come back (numbers, text): what holds fake tensors does not pickle,
+so the caller makes it again in this process when it is wanted (a sweep point's partition, a plan's
+extraction).
 
-Fake-mode traces only: a real-mode partition replays the forward on real tensors, and a forked child
-would inherit torch's CPU thread pool from a process that has used it.
+Fake mode only: real-mode work replays the forward on real tensors, and a forked child would inherit
+torch's CPU thread pool from a process that has used it. The sweep (`studio.sweep`) and the advisor
+(`advisor.advise`) share their work this way.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import multiprocessing
 import multiprocessing.connection
@@ -23,35 +24,29 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 
 from .core.trace import TORCH_WORK
 
-if TYPE_CHECKING:
-    from .extraction import BackwardExtraction
-    from .studio import SweepPoint
-
-PointOf = Callable[[float, "BackwardExtraction"], "SweepPoint"]
-
 STALLED_AFTER_SECONDS = 60.0
-"""A worker silent this long (or five times the slowest point so far, if longer) is given up on: its budgets
-are partitioned here. A fork can copy a lock another thread held at that moment; this keeps that a delay."""
+"""A worker silent this long (or five times the slowest task so far, if longer) is given up on: its tasks
+are done here. A fork can copy a lock another thread held at that moment; this keeps that a delay."""
 
 
-def default_workers(base: BackwardExtraction) -> int:
-    """One worker per core beyond the first that this process may run on, where fork exists and the trace
-    is fake; none otherwise."""
-    if base.mode != "fake" or "fork" not in multiprocessing.get_all_start_methods():
+def default_workers(mode: str) -> int:
+    """One worker per core beyond the first that this process may run on, where fork exists and the work
+    is on fake tensors; none otherwise."""
+    if mode != "fake" or "fork" not in multiprocessing.get_all_start_methods():
         return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(cores - 1, 0)
 
 
 class _Counter:
-    """The next budget's index, shared by this process and its workers; who took each index."""
+    """The next task's index, shared by this process and its workers; who took each index."""
 
     def __init__(self, size: int, shared: bool) -> None:
         self.size = size
@@ -73,7 +68,7 @@ class _Counter:
 
 
 class _Local:
-    """The counter of a sweep without workers: nothing to share."""
+    """The counter of work without workers: nothing to share."""
 
     value = 0
 
@@ -81,16 +76,17 @@ class _Local:
         return contextlib.nullcontext()
 
 
-class SweepWorkers:
-    """The budgets' indices this process partitions (`next_own`) and the points the workers send
-    (`arrivals`). `start` forks the workers; from then on every process takes the next budget when it is
-    free. A budget a worker fails on, or leaves undone, comes back to this process, which partitions it
-    and raises its error as a sweep without workers would."""
+class ForkedTasks:
+    """Tasks 0 .. size-1: the indices this process does (`next_own`) and the results the workers send
+    (`arrivals`). `start` forks the workers; from then on every process takes the next task when it is
+    free, a worker running `work(index)` and sending its result. A task a worker fails on (its `work`
+    raised or returned None), or leaves undone, comes back to this process, which does it itself and so
+    raises its error as work without workers would."""
 
-    def __init__(self, base: BackwardExtraction, budgets: Sequence[float], count: int, point_of: PointOf) -> None:
-        self.base, self.budgets, self.point_of = base, list(budgets), point_of
-        self.count = count if len(self.budgets) >= 3 else 0  # a worker for one or two budgets would not pay its fork
-        self.counter = _Counter(len(self.budgets), shared=self.count > 0)
+    def __init__(self, size: int, count: int, work: Callable[[int], object], least: int = 3) -> None:
+        self.size, self.work = size, work
+        self.count = count if size >= least else 0  # a worker for one or two tasks would not pay its fork
+        self.counter = _Counter(size, shared=self.count > 0)
         self.redo: deque[int] = deque()
         self.arrived: set[int] = set()
         self.workers: dict[int, tuple[Any, multiprocessing.connection.Connection]] = {}
@@ -111,15 +107,14 @@ class SweepWorkers:
         return bool(self.workers)
 
     def start(self) -> None:
-        """Fork the workers, once; each starts on the next budget this process has not taken."""
+        """Fork the workers, once; each starts on the next task this process has not taken."""
         if self.started:
             return
         self.started = True
         context = multiprocessing.get_context("fork")
         for owner in range(1, self.count + 1):
             receiving, sending = context.Pipe(duplex=False)
-            args = (owner, self.base, self.budgets, self.counter, sending, self.point_of)
-            process = context.Process(target=_work, args=args, daemon=True)
+            process = context.Process(target=_serve, args=(owner, self.counter, sending, self.work), daemon=True)
             with TORCH_WORK, warnings.catch_warnings():  # no thread of ours is inside torch at the fork
                 warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12's "multi-threaded, fork()"
                 process.start()
@@ -127,9 +122,9 @@ class SweepWorkers:
             self.workers[owner] = (process, receiving)
         self._heard = time.monotonic()
 
-    def arrivals(self, wait: bool) -> Iterator[tuple[int, SweepPoint]]:
-        """The points the workers have sent (waiting up to 0.1 s for one when `wait`), each with its
-        budget's index and made to partition itself from this process's extraction when read."""
+    def arrivals(self, wait: bool) -> Iterator[tuple[int, Any]]:
+        """The results the workers have sent (waiting up to 0.1 s for one when `wait`), each with its task's
+        index."""
         owners = {id(connection): owner for owner, (_, connection) in self.workers.items()}
         ready = multiprocessing.connection.wait([c for _, c in self.workers.values()], 0.1 if wait else 0)
         now = time.monotonic()
@@ -139,17 +134,17 @@ class SweepWorkers:
         for connection in ready:
             owner = owners[id(connection)]
             try:
-                index, point = self.workers[owner][1].recv()
+                index, result = self.workers[owner][1].recv()
             except (EOFError, OSError):  # the worker ended: what it had taken is this process's again
                 self._end(owner)
                 continue
             self.slowest = max(self.slowest, now - self._heard)
             self._heard = now
             self.arrived.add(index)
-            if point is None:
+            if result is None:
                 self.redo.append(index)
             else:
-                yield index, dataclasses.replace(point, _source=self.base)
+                yield index, result
 
     def _end(self, owner: int) -> None:
         process, connection = self.workers.pop(owner)
@@ -157,8 +152,7 @@ class SweepWorkers:
         if process.is_alive():
             process.kill()  # it holds nothing of the user's: it writes no file, it only sends
         process.join()
-        left = [i for i in range(len(self.budgets)) if self.counter.taken[i] == owner and i not in self.arrived]
-        self.redo.extend(left)
+        self.redo.extend(i for i in range(self.size) if self.counter.taken[i] == owner and i not in self.arrived)
 
     def close(self) -> None:
         for owner in list(self.workers):
@@ -178,27 +172,20 @@ def _fresh_cached_property_locks() -> None:
                         attribute.lock = threading.RLock()  # type: ignore[attr-defined]
 
 
-def _work(
-    owner: int,
-    base: BackwardExtraction,
-    budgets: list[float],
-    counter: _Counter,
-    connection: multiprocessing.connection.Connection,
-    point_of: PointOf,
+def _serve(
+    owner: int, counter: _Counter, connection: multiprocessing.connection.Connection, work: Callable[[int], object]
 ) -> None:
-    """In the forked worker: the next budget's point while any is left, its numbers sent; nothing printed
-    into the kernel's streams, which belong to the parent."""
-    index = counter.take(owner)  # first, so the worker has its budget before this process takes the next
+    """In the forked worker: the next task's result while any is left, each sent; nothing printed into the
+    kernel's streams, which belong to the parent."""
+    index = counter.take(owner)  # first, so the worker has its task before this process takes the next
     sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (the process ends with it)
     warnings.simplefilter("ignore")
     _fresh_cached_property_locks()
     torch.set_num_threads(1)  # the parent's OpenMP pool is not in the fork: a parallel region would hang
     while index is not None:
-        point = None
-        with contextlib.suppress(Exception):  # the parent partitions it again and says why
-            extraction = base.rerun("min_cut", budgets[index])
-            with TORCH_WORK:
-                point = dataclasses.replace(point_of(budgets[index], extraction), _extraction=None)
-        connection.send((index, point))
+        result = None
+        with contextlib.suppress(Exception):  # the parent does it again and says why
+            result = work(index)
+        connection.send((index, result))
         index = counter.take(owner)
     connection.close()
