@@ -2,12 +2,16 @@
 
 Beside each, one min-cut extraction's seconds (the advisor's own first step) as the reference ratio:
 there is no other tool to race. Batch 8, sequence 512, vocabulary 32000. Goal: under 60 s for the 6.7 B model.
-Run: .venv/bin/python bench/advisor_speed.py [--only small|big|big-bf16] [--small-target BYTES]
+With --one-process, each model is advised a second time with no worker process forked (`bwd_widgets/forked.py`),
+the order alternating by model, and the speed-up of the workers printed.
+Run: .venv/bin/python bench/advisor_speed.py [--only small|big|big-bf16] [--small-target BYTES] [--one-process]
 """
 
 import argparse
+import contextlib
 import logging
 import time
+from unittest import mock
 
 import torch
 
@@ -25,7 +29,7 @@ MODELS = {
 26.8 GB of the memory pane's peak but not of the target's (they are the step bill's, with optimizer=...)."""
 
 
-def one(name, depth, width, heads, target, dtype, batch, seq):
+def one(name, depth, width, heads, target, dtype, batch, seq, alone=False):
     model = big_transformer_on_meta(depth=depth, width=width, heads=heads).to(dtype)
     with torch.device("meta"):
         tokens = torch.randint(0, 32000, (batch, seq))
@@ -35,10 +39,15 @@ def one(name, depth, width, heads, target, dtype, batch, seq):
     extract_seconds = time.perf_counter() - started
     bw.clear_trace_cache()  # the advisor traces for itself
     target = target or int(reference.peak_activation_only_bytes * 0.5)
+    no_workers = (
+        mock.patch("bwd_widgets.advisor.default_workers", lambda mode: 0) if alone else contextlib.nullcontext()
+    )
     started = time.perf_counter()
-    advice = bw.advise(model, tokens, target=target, mode="fake", progress=False)
+    with no_workers:
+        advice = bw.advise(model, tokens, target=target, mode="fake", progress=False)
     seconds = time.perf_counter() - started
-    print(f"== {name}: {depth} layers x width {width}, {parameters:.2f} B parameters, {dtype}, target {target}")
+    how = "one process" if alone else "with workers"
+    print(f"== {name} ({how}): {depth} layers x width {width}, {parameters:.2f} B parameters, {dtype}, target {target}")
     print(advice)
     best = advice.best
     verified = (
@@ -61,12 +70,22 @@ def main():
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--small-target", type=int, help="bytes for the 12-layer model (default: half its peak)")
+    parser.add_argument("--one-process", action="store_true", help="also advise with no worker process, alternating")
     args = parser.parse_args()
     logging.getLogger("torch").setLevel(logging.ERROR)  # torch's reminder about in-place ops under context_fn
-    for name, (depth, width, heads, target, dtype) in MODELS.items():
-        if args.only in (None, name):
-            chosen = args.small_target if name == "small" and args.small_target else target
-            one(name, depth, width, heads, chosen, dtype, args.batch, args.seq)
+    chosen_models = [(n, m) for n, m in MODELS.items() if args.only in (None, n)]
+    for turn, (name, (depth, width, heads, target, dtype)) in enumerate(chosen_models):
+        chosen = args.small_target if name == "small" and args.small_target else target
+        order = [False, True] if turn % 2 == 0 else [True, False]
+        seconds = {
+            alone: one(name, depth, width, heads, chosen, dtype, args.batch, args.seq, alone)
+            for alone in (order if args.one_process else [False])
+        }
+        if args.one_process:
+            print(
+                f"{name}: {seconds[True]:.1f} s in one process, {seconds[False]:.1f} s with workers: "
+                f"{seconds[True] / seconds[False]:.2f}x faster"
+            )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -25,11 +26,13 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
 from .core.trace import TORCH_WORK
+
+T = TypeVar("T")
 
 STALLED_AFTER_SECONDS = 60.0
 """A worker silent this long (or five times the slowest task so far, if longer) is given up on: its tasks
@@ -146,6 +149,30 @@ class ForkedTasks:
             else:
                 yield index, result
 
+    def run(
+        self,
+        do: Callable[[int], T],
+        done: Callable[[int, T, bool], None],
+        should_stop: Callable[[], bool] | None = None,
+    ) -> bool:
+        """Start the workers once this process holds its first task, do this process's tasks with `do`, and
+        hand every result to `done(index, result, here)` as it comes (`here`: made by `do`, else a worker's
+        `work`), until every task is done (False) or `should_stop()` says so between tasks (True). The workers
+        end with it, also on an error or Ctrl-C."""
+        try:
+            while not (should_stop is not None and should_stop()):
+                index = self.next_own()
+                self.start()
+                if index is not None:
+                    done(index, do(index), True)
+                elif not self.busy:
+                    return False
+                for theirs, result in self.arrivals(wait=index is None):
+                    done(theirs, result, False)
+            return True
+        finally:
+            self.close()
+
     def _end(self, owner: int) -> None:
         process, connection = self.workers.pop(owner)
         connection.close()
@@ -189,3 +216,22 @@ def _serve(
         connection.send((index, result))
         index = counter.take(owner)
     connection.close()
+
+
+class Awaited:
+    """A number this process sets once (`put`) that forked workers wait for (`get`); None is a number too.
+    Work that needs a result this process makes while the workers already run (the advisor's lowest budget)."""
+
+    def __init__(self, shared: bool) -> None:
+        context = multiprocessing.get_context("fork") if shared else None
+        self._value: Any = context.Value("d", math.nan) if context else _Local()
+        self._set: Any = context.Event() if context else threading.Event()
+
+    def put(self, value: float | None) -> None:
+        self._value.value = math.nan if value is None else value
+        self._set.set()
+
+    def get(self) -> float | None:
+        self._set.wait()
+        value = float(self._value.value)
+        return None if math.isnan(value) else value

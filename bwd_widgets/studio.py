@@ -263,36 +263,27 @@ def sweep(
     done: dict[int, SweepPoint] = {}
     bar = tqdm(total=len(budgets), desc="memory budget sweep", unit="budget", disable=not progress)
 
-    def arrived(index: int, point: SweepPoint) -> None:
-        done[index] = point
+    def here(index: int) -> SweepPoint:
+        extraction = base.rerun("min_cut", budgets[index])
+        with TORCH_WORK:  # its numbers, with the garbage collector paused as for the partition
+            return _point(budgets[index], extraction)
+
+    def numbers(index: int) -> SweepPoint:  # in a worker: the point without its partition (it does not pickle)
+        return dataclasses.replace(here(index), _extraction=None)
+
+    def came(index: int, point: SweepPoint, made_here: bool) -> None:
+        done[index] = point if made_here else dataclasses.replace(point, _source=base)  # partitioned when read
         flag_peaks([done[i] for i in sorted(done)])
         bar.update(1)
         if on_point is not None:
-            on_point(point, len(done), len(budgets))
-
-    def numbers(index: int) -> SweepPoint:  # in a worker: the point without its partition (it does not pickle)
-        extraction = base.rerun("min_cut", budgets[index])
-        with TORCH_WORK:
-            return dataclasses.replace(_point(budgets[index], extraction), _extraction=None)
+            on_point(done[index], len(done), len(budgets))
 
     pool = ForkedTasks(len(budgets), default_workers(base.mode) if workers is None else workers, numbers)
     try:
-        while not (should_stop is not None and should_stop()):
-            index = pool.next_own()
-            pool.start()  # once this process holds the first budget: the workers start on the next ones
-            if index is not None:
-                extraction = base.rerun("min_cut", budgets[index])
-                with TORCH_WORK:  # its numbers, with the garbage collector paused as for the partition
-                    point = _point(budgets[index], extraction)
-                arrived(index, point)
-            elif not pool.busy:
-                break
-            for their, point in pool.arrivals(wait=index is None):
-                arrived(their, dataclasses.replace(point, _source=base))  # its partition is made here when read
+        pool.run(here, came, should_stop)
     except KeyboardInterrupt:
         pass
     finally:
-        pool.close()
         bar.close()
     points = [done[i] for i in sorted(done)]
     return Sweep(points, len(points) < len(budgets))

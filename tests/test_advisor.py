@@ -247,3 +247,55 @@ def test_fake_mode_on_a_small_copy_of_the_big_transformer():
     assert advice.best.measured_peak_bytes is None  # fake mode runs nothing
     again = reextract(advice.best, model, tokens, mode="fake")
     assert again.peak_activation_only_bytes == advice.best.verified_peak_bytes
+
+
+def _backward_ops(e):
+    return [str(n.target) for n in e.partitions[0].backward.graph.nodes]
+
+
+def test_the_pasted_checkpoint_code_does_what_torchs_checkpoint_does_by_hand():
+    """Checkpoint plans are traced from their own pasted code: held here against blocks wrapped by hand."""
+    import functools
+
+    from torch.utils.checkpoint import checkpoint
+
+    from bwd_widgets.advisor.code import checkpoint_code, run_code, selective_code
+
+    torch.manual_seed(0)
+    model, tokens = Transformer(), torch.randint(0, 64, (4, 16))
+    by_hand = copy.deepcopy(model)
+    for block in by_hand.blocks:
+        block.forward = functools.partial(checkpoint, block.forward, use_reentrant=False)
+    pasted, _ = run_code(checkpoint_code("blocks", 1), model, "blocks")
+    ours = bw.extract(pasted, tokens, partitioner="min_cut")
+    theirs = bw.extract(by_hand, tokens, partitioner="min_cut")
+    assert _backward_ops(ours) == _backward_ops(theirs)
+    assert ours.peak_activation_only_bytes == theirs.peak_activation_only_bytes
+    matmuls = {"aten.mm", "aten.addmm", "aten.bmm"}
+    assert {op for _, op in ours.recomputed} & matmuls  # full checkpointing reruns the blocks' matmuls
+    selective, _ = run_code(selective_code("blocks", "matmuls"), model, "blocks")
+    saves_matmuls = bw.extract(selective, tokens, partitioner="min_cut")
+    assert not {op for _, op in saves_matmuls.recomputed} & matmuls  # the policy keeps them
+    assert saves_matmuls.recomputed  # and recomputes the rest of the block
+
+
+def test_fake_mode_traces_the_checkpoint_plans_in_a_forked_worker_with_the_plans_of_one_process(monkeypatch):
+    import bwd_widgets.advisor as advisor_module
+
+    model = big_transformer_on_meta(depth=2, width=256, heads=2, vocab=1000)
+    with torch.device("meta"):
+        tokens = torch.randint(0, 1000, (2, 128))
+    settings = dict(target=10**7, mode="fake", budgets=(1.0, 0.5), policies=("matmuls",), every=(1, 2), progress=False)
+    shared = bw.advise(model, tokens, **settings)
+    monkeypatch.setattr(advisor_module, "default_workers", lambda mode: 0)
+    alone = bw.advise(model, tokens, **settings)
+
+    def numbers(advice):
+        return [(p.label, p.predicted_peak_bytes, p.verified_peak_bytes, p.recompute_flops, p.fits) for p in advice.tried]
+
+    assert numbers(shared) == numbers(alone) and len(shared.tried) >= 5
+    from_worker = [p for p in shared.tried if p._extraction is None]
+    assert from_worker and all(p.kind in ("selective", "checkpoint", "combined") for p in from_worker)
+    plan = from_worker[0]
+    e = plan.extraction  # made again here from the plan's own code, once
+    assert e is plan.extraction and e.peak_activation_only_bytes == plan.verified_peak_bytes

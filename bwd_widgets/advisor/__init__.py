@@ -1,28 +1,31 @@
 """`bw.advise`: fit an activation-memory target with the plans a practitioner would try, and prove each.
 
 Trace once for the min-cut budgets (each is a re-partition of that trace); trace once per checkpoint plan
-(checkpointing changes the traced program). Every plan on the Pareto front is then re-extracted from its
-own pasted code (`code.run_code`), and only that re-extracted peak decides whether it fits. The peak is
-activation-only (`peak_activation_only_bytes`: the returned gradients left out, since no plan lowers them);
-an optimizer's step bill adds parameters, gradients and optimizer state once. An operations
-module: it imports the core and the studio's helpers, never Jupyter.
+(checkpointing changes the traced program), from the plan's own pasted code (`code.run_code`). A budget plan
+is re-partitioned again under its pasted `config.patch` before it may fit, a checkpoint plan combined with a
+budget likewise on its own trace: only such a peak, got by executing the code, decides whether a plan fits.
+In fake mode the checkpoint plans are traced in worker processes forked at the start (`forked.py`) while
+this process traces the model and partitions its budgets. The peak is activation-only
+(`peak_activation_only_bytes`: the returned gradients left out, since no plan lowers them); an optimizer's
+step bill adds parameters, gradients and optimizer state once. An operations module: it imports the core
+and the studio's helpers, never Jupyter.
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 from ..core.kinds import Mode
 from ..core.partitioners import check_budget
 from ..extraction import BackwardExtraction
 from ..extractor import extract
+from ..forked import Awaited, ForkedTasks, default_workers
 from ..studio import listed
 from . import code as snippets
 from .plans import Advice, AdviceError, Plan, pareto, parse_bytes, step_bytes
@@ -38,7 +41,7 @@ def _every(k: int) -> str:
 
 @dataclass
 class _Run:
-    """One advisor call's fixed settings and the plans it has made so far."""
+    """One advisor call's fixed settings and the trace of the model."""
 
     model: Any
     inputs: tuple
@@ -49,8 +52,15 @@ class _Run:
     path: str | None
     optimizer: str | None = None
     base: BackwardExtraction | None = None
-    tried: list[Plan] = field(default_factory=list)
+    budget_plans: list[Plan] = field(default_factory=list)
+    by_spec: dict[int, list[Plan]] = field(default_factory=dict)
+    """Each checkpoint plan's plans (alone, and with a budget), by its place in the specs."""
     unverified: list[Plan] = field(default_factory=list)
+
+    @property
+    def tried(self) -> list[Plan]:
+        """The plans tried, in the order a one-process run makes them, whichever process made each."""
+        return self.budget_plans + [p for i in sorted(self.by_spec) for p in self.by_spec[i]]
 
     def extract(self, model: Any, budget: float | None = 1.0) -> BackwardExtraction:
         return extract(
@@ -60,30 +70,14 @@ class _Run:
     def plan(self, label: str, kind: str, code: str, e: BackwardExtraction) -> Plan:
         made = Plan(label, kind, code, e.peak_activation_only_bytes, e.saved_activation_bytes, e.recompute_flops)
         made.step_bytes, made.extraction = self.step, e
-        self.tried.append(made)
         return made
 
-
-def _policy(ops: Sequence[str]):
-    keep = {getattr(torch.ops.aten, op).default for op in ops if hasattr(torch.ops.aten, op)}
-
-    def policy(ctx, op, *args, **kwargs):
-        return CheckpointPolicy.MUST_SAVE if op in keep else CheckpointPolicy.PREFER_RECOMPUTE
-
-    return policy
-
-
-def _wrapped(model: torch.nn.Module, path: str, every: int, saves: str | None) -> torch.nn.Module:
-    """bw's own application of a checkpoint plan (the prediction), on a shadow: the user's model is untouched."""
-    copy = snippets.shadow(model, path)
-    kwargs: dict = {"use_reentrant": False}
-    if saves is not None:
-        kwargs["context_fn"] = functools.partial(
-            create_selective_checkpoint_contexts, _policy(snippets.POLICY_OPS[saves])
-        )
-    for block in list(copy.get_submodule(path).children())[::every]:
-        block.forward = functools.partial(checkpoint, block.forward, **kwargs)
-    return copy
+    def from_code(self, code: str) -> BackwardExtraction:
+        """Execute a plan's code on a shadow of the model and extract: the model as the code left it, under
+        the budget patch the code defined."""
+        model, budget = snippets.run_code(code, self.model, self.path)
+        with budget:
+            return extract(model, *self.inputs, partitioner="min_cut", mode=self.mode, **self.extract_kwargs)
 
 
 def _budget_plans(run: _Run, budgets: tuple, bar) -> list[Plan]:
@@ -97,36 +91,52 @@ def _budget_plans(run: _Run, budgets: tuple, bar) -> list[Plan]:
     return made
 
 
-def _checkpoint_specs(path: str, policies: tuple, every: tuple) -> list[tuple[str, str, str, int, str | None]]:
-    """(label, kind, code, every, saves) for each checkpoint plan, cheapest recompute first."""
+def _lowest_budget(run: _Run, budget_plans: list[Plan]) -> float | None:
+    """The budget of lowest peak below 1.0, tried with each checkpoint plan that does not fit alone."""
+    lowest = min(
+        (p for p in budget_plans if p.extraction is not run.base), key=lambda p: p.predicted_peak_bytes, default=None
+    )
+    return None if lowest is None else float(lowest.label.rsplit(" ", 1)[1])
+
+
+def _checkpoint_specs(path: str, policies: tuple, every: tuple) -> list[tuple[str, str, str]]:
+    """(label, kind, code) for each checkpoint plan, cheapest recompute first."""
     specs = [
-        (f"selective: save {saves}, every block", "selective", snippets.selective_code(path, saves), 1, saves)
+        (f"selective: save {saves}, every block", "selective", snippets.selective_code(path, saves))
         for saves in policies
     ]
     specs += [
-        (f"checkpoint {_every(k)}", "checkpoint", snippets.checkpoint_code(path, k), k, None)
+        (f"checkpoint {_every(k)}", "checkpoint", snippets.checkpoint_code(path, k))
         for k in sorted(every, reverse=True)
     ]
     return specs
 
 
-def _checkpoint_plans(run: _Run, specs: list, budget_plans: list[Plan], bar) -> None:
-    """Trace each checkpoint plan once; one that does not fit alone is also tried with the budget of lowest
-    peak (a re-partition of the same trace)."""
-    assert run.path is not None
-    lowest = min(
-        (p for p in budget_plans if p.extraction is not run.base), key=lambda p: p.predicted_peak_bytes, default=None
-    )
-    for label, kind, code, every, saves in specs:
-        bar.set_postfix_str(label)
-        e = run.extract(_wrapped(run.model, run.path, every, saves))
-        alone = run.plan(label, kind, code, e)
-        bar.update()
-        if lowest is not None and alone.predicted_bill_bytes > run.target:
-            budget = float(lowest.label.rsplit(" ", 1)[1])
-            bar.set_postfix_str(f"{label} + budget {budget:g}")
-            both = e.rerun("min_cut", budget)
-            run.plan(f"{label} + min-cut budget {budget:g}", "combined", code + "\n" + lowest.code, both)
+def _checkpoint_plans(run: _Run, spec: tuple[str, str, str], lowest: Callable[[], float | None]) -> list[Plan]:
+    """One checkpoint plan, traced from its own code (so its prediction is verified by construction); one that
+    does not fit alone is also tried with the `lowest()` budget, a re-partition of that trace, and verified
+    under the budget patch of its pasted code. Runs in this process or in a forked worker."""
+    label, kind, code = spec
+    e = run.from_code(code)
+    alone = run.plan(label, kind, code, e)
+    _verified(run, alone, e)
+    made = [alone]
+    budget = lowest() if alone.predicted_bill_bytes > run.target else None
+    if budget is not None:
+        both_code = code + "\n" + snippets.budget_code(budget)
+        both = run.plan(f"{label} + min-cut budget {budget:g}", "combined", both_code, e.rerun("min_cut", budget))
+        _, patch = snippets.run_code(both_code, run.model, run.path)
+        with patch:
+            _verified(run, both, e.rerun("min_cut"))  # the budget from the pasted config patch alone
+        made.append(both)
+    return made
+
+
+def _shipped(plans: list[Plan]) -> list[Plan]:
+    """In a worker: the plans without their extractions (fake tensors do not pickle)."""
+    for plan in plans:
+        plan.extraction = None
+    return plans
 
 
 def _offload_plan(run: _Run) -> Plan | None:
@@ -161,14 +171,16 @@ def _offload_plan(run: _Run) -> Plan | None:
 
 
 def verify(run: _Run, plan: Plan) -> None:
-    """Execute the plan's code on a shadow of the model and extract again: the peak that decides `fits`."""
+    """A budget plan: execute its code and partition the model's trace again under the budget patch the code
+    defined: the peak that decides `fits`."""
     assert run.base is not None
-    model, budget = snippets.run_code(plan.code, run.model, run.path)
+    _, budget = snippets.run_code(plan.code, run.model, run.path)
     with budget:
-        if plan.kind == "budget":
-            e = run.base.rerun("min_cut")  # the budget comes from the pasted config patch alone
-        else:
-            e = extract(model, *run.inputs, partitioner="min_cut", mode=run.mode, **run.extract_kwargs)
+        e = run.base.rerun("min_cut")  # the budget comes from the pasted config patch alone
+    _verified(run, plan, e)
+
+
+def _verified(run: _Run, plan: Plan, e: BackwardExtraction) -> None:
     plan.verified_peak_bytes, plan.extraction = e.peak_activation_only_bytes, e
     plan.saved_bytes, plan.recompute_flops = e.saved_activation_bytes, e.recompute_flops
     plan.fits = e.peak_activation_only_bytes + run.step <= run.target
@@ -289,15 +301,7 @@ def advise(
     started, interrupted = time.perf_counter(), False
     bar = tqdm(total=1 + len(budgets) + len(specs), desc="advisor", unit="plan", disable=not progress)
     try:
-        bar.set_postfix_str("trace")
-        run.base = run.extract(model)
-        bar.update()
-        budget_plans = _budget_plans(run, budgets, bar)
-        if specs:
-            _checkpoint_plans(run, specs, budget_plans, bar)
-        if offload:
-            _offload_plan(run)
-        _verify_front(run, bar)
+        _search(run, budgets, specs, offload, bar)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -306,3 +310,39 @@ def advise(
     if measure and not interrupted:
         _measure(advice.best, mode)
     return advice
+
+
+def _search(run: _Run, budgets: tuple, specs: list[tuple[str, str, str]], offload: bool, bar) -> None:
+    """Trace the model and partition its budgets while forked workers (fake mode) trace the checkpoint plans,
+    then share what is left of those; then the offload estimate and the verification of the Pareto front."""
+    count = default_workers(run.mode)
+    lowest = Awaited(shared=count > 0 and bool(specs))
+    pool = ForkedTasks(len(specs), count, lambda i: _shipped(_checkpoint_plans(run, specs[i], lowest.get)), least=2)
+
+    def here(index: int) -> list[Plan]:
+        bar.set_postfix_str(specs[index][0])
+        return _checkpoint_plans(run, specs[index], lowest.get)
+
+    def came(index: int, plans: list[Plan], made_here: bool) -> None:
+        run.by_spec[index] = plans if made_here else [_remade(run, plan) for plan in plans]
+        bar.update()
+
+    try:
+        pool.start()  # fake mode: the workers trace checkpoint plans while this process traces the model
+        bar.set_postfix_str("trace")
+        run.base = run.extract(run.model)
+        bar.update()
+        run.budget_plans = _budget_plans(run, budgets, bar)
+        lowest.put(_lowest_budget(run, run.budget_plans))
+        pool.run(here, came)
+    finally:
+        pool.close()
+    if offload:
+        _offload_plan(run)
+    _verify_front(run, bar)
+
+
+def _remade(run: _Run, plan: Plan) -> Plan:
+    """A worker's plan: its extraction is made again here, from its own code, when first read."""
+    plan.remake = functools.partial(run.from_code, plan.code)
+    return plan

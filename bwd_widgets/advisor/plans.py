@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -69,7 +70,8 @@ class Plan:
     code: str
     predicted_peak_bytes: int
     """Activation-only peak (`peak_activation_only_bytes`: saved values and temporaries, not the returned
-    gradients) of bw's own extraction for the plan (the budget or block wrapping applied directly)."""
+    gradients) of bw's own extraction for the plan: a budget applied directly, a checkpoint plan traced from
+    its own code (so for it the verified peak is the same extraction's)."""
     saved_bytes: int
     recompute_flops: int
     verified_peak_bytes: int | None = None
@@ -82,8 +84,21 @@ class Plan:
     """Real mode, the chosen plan: `MeasuredMemory.activation_peak_bytes` from running the graphs (gradient
     outputs' storages left out, like `verified_peak_bytes`)."""
     note: str = ""
-    extraction: BackwardExtraction | None = field(default=None, repr=False)
-    """The extraction `verified_peak_bytes` came from (or the predicted one before verification)."""
+    _extraction: BackwardExtraction | None = field(default=None, repr=False, compare=False)
+    remake: Callable[[], BackwardExtraction] | None = field(default=None, repr=False, compare=False)
+    """How to make `extraction` where it was not kept: a plan a worker process made carries only numbers."""
+
+    @property
+    def extraction(self) -> BackwardExtraction | None:
+        """The extraction `verified_peak_bytes` came from (or the predicted one before verification); a plan
+        made in a worker process extracts it again from its own code here, once, when first read."""
+        if self._extraction is None and self.remake is not None:
+            self._extraction, self.remake = self.remake(), None
+        return self._extraction
+
+    @extraction.setter
+    def extraction(self, extraction: BackwardExtraction | None) -> None:
+        self._extraction = extraction
 
     @property
     def predicted_bill_bytes(self) -> int:
