@@ -121,7 +121,8 @@ def to_html(extraction: BackwardExtraction, path: str | Path, graph_index: int =
 
 
 def show(target: object, *example_inputs: object, **extract_kwargs: object) -> BackwardGraphWidget:
-    """The widget for an extraction, a comparison, a sweep, or `show(model, *inputs, **extract_kwargs)`."""
+    """The widget for an extraction, a comparison, a sweep, an advice, or `show(model, *inputs, **extract_kwargs)`
+    (which keeps the model, so the partitions tab can advise)."""
     from .jupyter.widget import show
 
     return show(target, *example_inputs, **extract_kwargs)

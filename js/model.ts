@@ -2,7 +2,7 @@
  *  `WidgetState` in views/payload.py), typed once. */
 
 import type { AnyModel, Experimental } from "@anywidget/types";
-import type { ComparisonRow, GraphData, SweepPoint } from "./types";
+import type { AdvicePlanRow, ComparisonRow, GraphData, SweepPoint } from "./types";
 
 /** Totals of the partition shown before the current one; empty before any switch. */
 export interface PreviousTotals {
@@ -30,6 +30,11 @@ export interface Traits {
   sweep_points: SweepPoint[];
   sweep_index: number;
   sweep_progress: string;
+  can_advise: boolean;
+  advice_rows: AdvicePlanRow[];
+  advice_index: number;
+  advice_summary: string;
+  advice_progress: string;
 }
 
 export type TraitName = keyof Traits & string;
@@ -38,7 +43,8 @@ export type TraitName = keyof Traits & string;
 type AllTraits<Keys extends readonly TraitName[]> = [Exclude<TraitName, Keys[number]>] extends [never] ? Keys : { missing_traits: Exclude<TraitName, Keys[number]> };
 const TRAITS = [
   "data", "selected", "partitioner", "memory_budget", "graph_index", "busy", "error", "previous", "can_rerun",
-  "comparison_rows", "compare_index", "sweep_points", "sweep_index", "sweep_progress",
+  "comparison_rows", "compare_index", "sweep_points", "sweep_index", "sweep_progress", "can_advise", "advice_rows",
+  "advice_index", "advice_summary", "advice_progress",
 ] as const satisfies readonly TraitName[];
 /** Every trait by name (checked complete at compile time); js/test/contract.test.ts checks it against
  *  the Python `WidgetState`, the one list the widget's traits are made from. */
@@ -51,6 +57,11 @@ export interface SweepStarted {
   started: boolean;
   error: string;
 }
+
+/** The kernel's reply to the `_advise` command (`{target: "24GB"}`): it starts `bw.advise` in a thread and
+ *  answers at once; its steps arrive as `advice_progress`, its plans as `advice_rows`. `_cancel_advise` stops
+ *  it after the step under way. */
+export type AdviceStarted = SweepStarted;
 
 /** What every pane is built with. */
 export interface PaneContext {

@@ -208,6 +208,20 @@ export interface SweepPoint {
   peak_above_budget: number | null; // a larger budget whose peak is lower: this one's recompute buys no peak
 }
 
+/** One plan of `bw.advise` (views/payload.py `advice_rows`): the Pareto set, then the unverified plans. */
+export interface AdvicePlanRow {
+  label: string;
+  kind: string; // "budget", "selective", "checkpoint", "combined" or "offload"
+  code: string; // the code to paste: shown as text
+  predicted_peak_bytes: number;
+  verified_peak_bytes: number | null; // from executing `code` and extracting; null where bw cannot
+  recompute_flops: number;
+  fits: boolean;
+  best: boolean;
+  note: string;
+  selectable: boolean; // the widget can show its partition (an offload plan has none)
+}
+
 // Key lists. `satisfies` rejects a key the interface lacks; Exact<> (on CONTRACT_KEYS) rejects
 // a list that misses one of the interface's keys. Either fails `npm run typecheck`.
 
@@ -242,6 +256,9 @@ export const SWEEP_POINT_KEYS = [
   "budget", "saved_activation_bytes", "recompute_flops", "saved", "pareto", "peak_activation_bytes", "timeline",
   "torch_budget_ratio", "peak_above_budget",
 ] as const satisfies readonly (keyof SweepPoint)[];
+export const ADVICE_PLAN_ROW_KEYS = [
+  "label", "kind", "code", "predicted_peak_bytes", "verified_peak_bytes", "recompute_flops", "fits", "best", "note", "selectable",
+] as const satisfies readonly (keyof AdvicePlanRow)[];
 export const MEMORY_POINT_KEYS = ["step", "phase", "node", "graph", "live_bytes"] as const satisfies readonly (keyof MemoryPoint)[];
 export const MEMORY_PEAK_KEYS = ["step", "phase", "node", "graph", "live_bytes", "module"] as const satisfies readonly (keyof MemoryPeak)[];
 export const MODULE_BYTES_KEYS = ["module", "bytes"] as const satisfies readonly (keyof ModuleBytes)[];
@@ -267,6 +284,7 @@ export const CONTRACT_KEYS: {
   PartitionerOption: Exact<PartitionerOption, typeof PARTITIONER_OPTION_KEYS>;
   ComparisonRow: Exact<ComparisonRow, typeof COMPARISON_ROW_KEYS>;
   SweepPoint: Exact<SweepPoint, typeof SWEEP_POINT_KEYS>;
+  AdvicePlanRow: Exact<AdvicePlanRow, typeof ADVICE_PLAN_ROW_KEYS>;
   MemoryPoint: Exact<MemoryPoint, typeof MEMORY_POINT_KEYS>;
   MemoryPeak: Exact<MemoryPeak, typeof MEMORY_PEAK_KEYS>;
   ModuleBytes: Exact<ModuleBytes, typeof MODULE_BYTES_KEYS>;
@@ -287,6 +305,7 @@ export const CONTRACT_KEYS: {
   PartitionerOption: PARTITIONER_OPTION_KEYS,
   ComparisonRow: COMPARISON_ROW_KEYS,
   SweepPoint: SWEEP_POINT_KEYS,
+  AdvicePlanRow: ADVICE_PLAN_ROW_KEYS,
   MemoryPoint: MEMORY_POINT_KEYS,
   MemoryPeak: MEMORY_PEAK_KEYS,
   ModuleBytes: MODULE_BYTES_KEYS,

@@ -291,7 +291,9 @@ def test_fake_mode_traces_the_checkpoint_plans_in_a_forked_worker_with_the_plans
     alone = bw.advise(model, tokens, **settings)
 
     def numbers(advice):
-        return [(p.label, p.predicted_peak_bytes, p.verified_peak_bytes, p.recompute_flops, p.fits) for p in advice.tried]
+        return [
+            (p.label, p.predicted_peak_bytes, p.verified_peak_bytes, p.recompute_flops, p.fits) for p in advice.tried
+        ]
 
     assert numbers(shared) == numbers(alone) and len(shared.tried) >= 5
     from_worker = [p for p in shared.tried if p._extraction is None]

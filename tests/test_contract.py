@@ -36,6 +36,7 @@ TYPES = (
     "PartitionerOption",
     "ComparisonRow",
     "SweepPoint",
+    "AdvicePlanRow",
     "Memory",
     "MeasuredMemory",
     "MemoryPoint",
@@ -119,7 +120,10 @@ def test_payload_matches_its_typed_dicts_and_is_written_for_the_front_end(conv_b
     reference = bw.extract(bw.load_graphnet_sample(conv_bn_dir))
     data = payload.graph_payload(reference, previous=reference.rerun("min_cut", 0.0))
     torch.manual_seed(0)
-    mlp = bw.extract(MLP(width=8, depth=2), torch.randn(2, 8))
+    mlp_model, mlp_input = MLP(width=8, depth=2), torch.randn(2, 8)
+    mlp = bw.extract(mlp_model, mlp_input)
+    advice = bw.advise(mlp_model, mlp_input, target=mlp.peak_activation_only_bytes - 1, every=(1,), progress=False)
+    plans = payload.advice_rows(advice)
     rows = payload.comparison_rows(bw.compare(mlp, partitioners=["default", 0.0]))
     points = payload.sweep_points(bw.sweep(mlp, budgets=[0.0, 1.0], progress=False))
     transformer = bw.extract(Transformer(width=8, depth=2, heads=2), torch.randint(0, 64, (2, 4)))
@@ -127,6 +131,8 @@ def test_payload_matches_its_typed_dicts_and_is_written_for_the_front_end(conv_b
     recomputing = payload.graph_payload(transformer.rerun(0.5))
     assert any(n["recomputed"] for n in recomputing["nodes"]), "min-cut at 0.5 recomputes: recomputed reads drawn"
     _check_keys(data, rows, points)
+    assert plans and all(list(p) == _keys("AdvicePlanRow") for p in plans)
+    assert [p["label"] for p in plans] == [p.label for p in advice.plans + advice.unverified]
 
     FIXTURE.parent.mkdir(parents=True, exist_ok=True)
     fixture = {
@@ -135,6 +141,7 @@ def test_payload_matches_its_typed_dicts_and_is_written_for_the_front_end(conv_b
         "recomputing": recomputing,
         "comparison_rows": rows,
         "sweep_points": points,
+        "advice_rows": plans,
         "keys": {name: _keys(name) for name in TYPES},
         "traits": _keys("WidgetState"),
         "wire": base64.b64encode(payload.encode_payload(data, payload.encode_without_diff(data))).decode(),

@@ -437,3 +437,85 @@ def test_the_sweep_button_streams_points_in_a_thread_and_cancel_stops_it_between
     widget.memory_budget = 0.5  # the swept budget: the sweep's own partition, marked current
     assert widget.extraction is widget._swept.points[1].extraction and widget.sweep_index == 1
     assert widget.cancel_sweep() is False, "nothing runs to cancel"
+
+
+ADVICE_TARGET = 300_000
+"""Course Transformer, tokens 4 x 16 (tests/test_advisor.py): min-cut 1.0's activation-only peak is 337,920 B,
+budget 0.5's 221,184 B: a target between them needs a plan."""
+
+
+@pytest.fixture(scope="module")
+def advised():
+    """A widget opened on the model, advised from its field as the Advise button does, with its steps."""
+    torch.manual_seed(0)
+    model, tokens = Transformer(), torch.randint(0, 64, (4, 16))
+    widget = bw.show(model, tokens)
+    steps = []
+    widget.observe(lambda change: steps.append(change["new"]), "advice_progress")
+    thread = widget.start_advise(f"{ADVICE_TARGET} B")
+    thread.join()
+    return model, tokens, widget, steps
+
+
+def test_the_advisor_field_lists_the_plans_and_marks_the_cheapest_that_fits(advised):
+    model, tokens, widget, steps = advised
+    rows = widget.advice_rows
+    advice = widget._advice
+    assert widget.can_advise and not widget.busy and widget.error == ""
+    assert [r["label"] for r in rows] == [p.label for p in advice.plans + advice.unverified]
+    best = [r for r in rows if r["best"]]
+    assert len(best) == 1 and best[0]["label"] == advice.best.label and best[0]["fits"]
+    assert best[0]["verified_peak_bytes"] <= ADVICE_TARGET
+    assert widget.advice_summary.startswith(f"best: {advice.best.label}")
+    assert steps[0] == "starting" and any(s.startswith("1/") for s in steps) and steps[-1] == ""
+    assert any("min-cut budget" in s for s in steps)  # each step says what it is doing
+    assert widget.advice_index == -1  # advising does not change the graph under the user
+
+
+def test_picking_a_plan_shows_its_partition_and_marks_its_row(advised):
+    _, _, widget, _ = advised
+    plans = widget._advice.plans
+    index = next(i for i, p in enumerate(plans) if p.kind != "budget") if any(p.kind != "budget" for p in plans) else 0
+    widget.advice_index = index
+    assert widget.extraction is plans[index].extraction and widget.advice_index == index
+    assert widget.payload["partition"]["saved_activation_bytes"] == plans[index].extraction.saved_activation_bytes
+    best = next(i for i, r in enumerate(widget.advice_rows) if r["best"])
+    widget.advice_index = best
+    assert widget.extraction is widget._advice.best.extraction
+    widget.partitioner = "default"  # another partition: no plan row is current
+    assert widget.advice_index == -1
+
+
+def test_a_bad_target_or_a_widget_without_its_model_says_so_in_one_sentence(reference):
+    torch.manual_seed(0)
+    widget = bw.show(Transformer(), torch.randint(0, 64, (4, 16)))
+    assert widget.start_advise("lots") is None and widget.error.startswith("target='lots' is not a size")
+    assert not widget.busy and widget.advice_rows == []
+    bare = bw.show(reference)
+    assert not bare.can_advise
+    assert bare.start_advise("1GB") is None and "bw.show(model, inputs)" in bare.error
+
+
+def test_cancel_stops_the_advisor_after_the_step_under_way():
+    torch.manual_seed(0)
+    widget = bw.show(Transformer(), torch.randint(0, 64, (4, 16)))
+
+    def stop_after_the_trace(change):
+        if change["new"].startswith("1/"):
+            widget._cancel_advise({}, [])
+
+    widget.observe(stop_after_the_trace, "advice_progress")
+    thread = widget.start_advise(str(ADVICE_TARGET))
+    thread.join()
+    advice = widget._advice
+    assert advice.interrupted and widget.advice_progress == "stopped" and not widget.busy
+    assert widget.advice_summary.endswith(advice.target_means[1:]) and "stopped" in widget.advice_summary
+
+
+def test_show_advice_opens_on_the_best_plan_with_its_row_current():
+    torch.manual_seed(0)
+    model, tokens = Transformer(), torch.randint(0, 64, (4, 16))
+    advice = bw.advise(model, tokens, target=ADVICE_TARGET, budgets=(1.0, 0.5), policies=(), every=(1,), progress=False)
+    widget = bw.show(advice)
+    current = widget.advice_rows[widget.advice_index]
+    assert current["best"] and widget.extraction is advice.best.extraction and not widget.can_advise

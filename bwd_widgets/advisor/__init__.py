@@ -30,7 +30,7 @@ from ..studio import listed
 from . import code as snippets
 from .plans import Advice, AdviceError, Plan, pareto, parse_bytes, step_bytes
 
-__all__ = ["Advice", "AdviceError", "Plan", "advise", "parse_bytes"]
+__all__ = ["Advice", "AdviceError", "Plan", "Stopped", "advise", "parse_bytes"]
 
 ORDINAL = {1: "every block", 2: "every 2nd block", 3: "every 3rd block"}
 
@@ -80,7 +80,45 @@ class _Run:
             return extract(model, *self.inputs, partitioner="min_cut", mode=self.mode, **self.extract_kwargs)
 
 
-def _budget_plans(run: _Run, budgets: tuple, bar) -> list[Plan]:
+class Stopped(KeyboardInterrupt):
+    """`should_stop()` said stop: the advisor ends as on Ctrl-C, with the plans made so far."""
+
+
+class _Steps:
+    """The advisor's progress: tqdm's bar, and `on_step(label, done, total)` for a caller that draws its own
+    (the widget); between steps `should_stop()` ends the run as Ctrl-C does."""
+
+    def __init__(self, bar: Any, on_step: StepCallback | None, should_stop: Callable[[], bool] | None) -> None:
+        self.bar, self.on_step, self.should_stop = bar, on_step, should_stop
+        self.label, self.done = "", 0
+
+    @property
+    def total(self) -> int:
+        return int(self.bar.total or 0)
+
+    @total.setter
+    def total(self, total: int) -> None:
+        self.bar.total = total
+
+    def set_postfix_str(self, label: str) -> None:
+        self.label = label
+        self.bar.set_postfix_str(label)
+        if self.on_step is not None:
+            self.on_step(label, self.done, self.total)
+
+    def update(self) -> None:
+        self.done += 1
+        self.bar.update()
+        if self.on_step is not None:
+            self.on_step(self.label, self.done, self.total)
+        if self.should_stop is not None and self.should_stop():
+            raise Stopped
+
+
+StepCallback = Callable[[str, int, int], None]
+
+
+def _budget_plans(run: _Run, budgets: tuple, bar: _Steps) -> list[Plan]:
     assert run.base is not None
     made = []
     for budget in budgets:
@@ -186,7 +224,7 @@ def _verified(run: _Run, plan: Plan, e: BackwardExtraction) -> None:
     plan.fits = e.peak_activation_only_bytes + run.step <= run.target
 
 
-def _verify_front(run: _Run, bar) -> None:
+def _verify_front(run: _Run, bar: _Steps) -> None:
     """Verify until every plan on the Pareto front has been re-extracted from its code."""
     while True:
         pending = [p for p in pareto(run.tried) if p.verified_peak_bytes is None]
@@ -271,6 +309,8 @@ def advise(
     offload: bool = True,
     measure: bool = True,
     progress: bool = True,
+    on_step: StepCallback | None = None,
+    should_stop: Callable[[], bool] | None = None,
     **extract_kwargs: object,
 ) -> Advice:
     """The plans that fit `target` bytes of activation memory, and the cheapest.
@@ -285,6 +325,8 @@ def advise(
     the one recomputing least whose re-extracted peak fits. Real mode: `best.measured_peak_bytes` is
     measured by running its graphs (measure=False skips it). Offloading is predicted only (`unverified`).
     The user's model is never changed: plans are applied to shallow copies. Ctrl-C returns the plans so far.
+    on_step(label, done, total) is called as each step starts and ends; should_stop() is asked after each
+    step, and true ends the run as Ctrl-C does (the widget's Cancel button).
     """
     from tqdm.auto import tqdm
 
@@ -300,8 +342,9 @@ def advise(
     specs = _checkpoint_specs(path, tuple(policies), tuple(every)) if path else []
     started, interrupted = time.perf_counter(), False
     bar = tqdm(total=1 + len(budgets) + len(specs), desc="advisor", unit="plan", disable=not progress)
+    steps = _Steps(bar, on_step, should_stop)
     try:
-        _search(run, budgets, specs, offload, bar)
+        _search(run, budgets, specs, offload, steps)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -312,7 +355,7 @@ def advise(
     return advice
 
 
-def _search(run: _Run, budgets: tuple, specs: list[tuple[str, str, str]], offload: bool, bar) -> None:
+def _search(run: _Run, budgets: tuple, specs: list[tuple[str, str, str]], offload: bool, bar: _Steps) -> None:
     """Trace the model and partition its budgets while forked workers (fake mode) trace the checkpoint plans,
     then share what is left of those; then the offload estimate and the verification of the Pareto front."""
     count = default_workers(run.mode)

@@ -25,7 +25,7 @@ from ..core.partitioners import partitioner_names, resolve_partitioner
 from ..extraction import BackwardExtraction
 from ..extractor import extract
 from .progress import extracting_status
-from .widget import BackwardGraphWidget, keep_as_text
+from .widget import BackwardGraphWidget, keep_as_text, model_source
 
 
 @magics_class
@@ -104,7 +104,8 @@ class BwdMagics(Magics):
         else:
             from IPython.display import display
 
-            display(BackwardGraphWidget(extraction))
+            source = model_source(model, tuple(inputs), {"model_kwargs": keywords, "output": output})
+            display(BackwardGraphWidget(extraction, source=source))
         return extraction
 
 

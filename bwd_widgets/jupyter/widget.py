@@ -14,6 +14,7 @@ import anywidget
 import traitlets
 from anywidget.experimental import command
 
+from ..advisor import Advice
 from ..core.errors import BwdWidgetsError, one_line
 from ..core.measure import MeasuredMemory
 from ..extraction import BackwardExtraction
@@ -33,6 +34,7 @@ from ..views.payload import (
 )
 from ..views.plot import timeline
 from ..views.static import Drawing, fallback_svg, first_view, headline
+from .advising import Advising, ModelSource, first_shown, model_source
 from .progress import extracting_status
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
@@ -96,7 +98,7 @@ def _synced(name: str, help: str) -> traitlets.TraitType:
     return trait.tag(sync=True)
 
 
-class BackwardGraphWidget(anywidget.AnyWidget):
+class BackwardGraphWidget(Advising, anywidget.AnyWidget):
     """Backward graph, saved tensors and code, linked; partitioner controls, comparisons
     and memory-budget sweeps partition the same joint graph again."""
 
@@ -119,12 +121,19 @@ class BackwardGraphWidget(anywidget.AnyWidget):
     sweep_points = _synced("sweep_points", "SweepPoint per memory budget swept")
     sweep_index = _synced("sweep_index", "sweep point shown; -1 for none")
     sweep_progress = _synced("sweep_progress", "`done/total` while a sweep runs")
+    can_advise = _synced("can_advise", "whether the model is kept, so the advisor can trace its plans")
+    advice_rows = _synced("advice_rows", "AdvicePlanRow per plan of the last bw.advise")
+    advice_index = _synced("advice_index", "advice row shown; -1 for none")
+    advice_summary = _synced("advice_summary", "the advice's best plan or why none fits, one line")
+    advice_progress = _synced("advice_progress", "the advisor's step while it runs")
 
     def __init__(
         self,
         extraction: BackwardExtraction | None = None,
         comparison: Comparison | None = None,
         sweep: Sweep | None = None,
+        advice: Advice | None = None,
+        source: ModelSource | None = None,
         **kwargs: object,
     ) -> None:
         self._updating = True
@@ -134,6 +143,7 @@ class BackwardGraphWidget(anywidget.AnyWidget):
         super().__init__(**kwargs)
         self._comparison = comparison
         self._swept = sweep
+        self._start_advising(advice, source)
         self._sweep_lock = threading.Lock()
         self._sweeping = False
         self._cancel = threading.Event()
@@ -153,8 +163,9 @@ class BackwardGraphWidget(anywidget.AnyWidget):
                 raise BwdWidgetsError("the sweep has no points to show: run it again and let it finish a budget.")
             self._set_sweep(sweep, len(sweep.points) - 1)
             extraction = extraction or sweep.points[-1].extraction
+        extraction = extraction or (first_shown(advice) if advice is not None else None)
         if extraction is None:
-            raise BwdWidgetsError("nothing to show: pass an extraction, a comparison or a non-empty sweep.")
+            raise BwdWidgetsError("nothing to show: pass an extraction, a comparison, a non-empty sweep or advice.")
         self.extraction = extraction
         self._show(extraction)
 
@@ -171,6 +182,7 @@ class BackwardGraphWidget(anywidget.AnyWidget):
                     self.memory_budget = extraction.memory_budget
                 self.graph_index = min(self.graph_index, len(extraction.partitions) - 1)
                 self.sweep_index = self._sweep_point_of(extraction)
+                self.advice_index = self._advice_row_of(extraction)
                 data, without_diff = self._payload(extraction, previous)
                 if self.selected and self.selected not in {n["id"] for n in data["nodes"]}:
                     self.selected = ""
@@ -238,7 +250,7 @@ class BackwardGraphWidget(anywidget.AnyWidget):
         except BwdWidgetsError as error:
             self.error = str(error)
         finally:
-            self.busy = self._sweeping
+            self.busy = self._sweeping or self._advising
         if not self.error and self.extraction.partitioner == "min_cut" and self.memory_budget is not None:
             self._partition_neighbours(self.extraction)
 
@@ -329,7 +341,7 @@ class BackwardGraphWidget(anywidget.AnyWidget):
         """`run_sweep` in a thread of its own (None when a sweep already runs): the busy flag is up before
         this returns."""
         with self._sweep_lock:
-            if self._sweeping:
+            if self._sweeping or self._advising:
                 return None
             self._sweeping, self.busy = True, True
         thread = threading.Thread(target=self.run_sweep, args=(budgets,), name="bwd-widgets-sweep", daemon=True)
@@ -371,7 +383,7 @@ class BackwardGraphWidget(anywidget.AnyWidget):
             return None
         finally:
             self._sweeping = False
-            self.busy = False
+            self.busy = self._advising
         if result.interrupted:
             self.sweep_progress += " (cancelled)" if self._cancel.is_set() else " (interrupted)"
         if result.points:
@@ -472,13 +484,15 @@ def _built_ahead(
 
 
 def show(target: Any, *example_inputs: object, **extract_kwargs: Any) -> BackwardGraphWidget:
-    """`show(extraction)`, `show(comparison)`, `show(sweep)`, or `show(model, *inputs, ...)`."""
+    """`show(extraction)`, `show(comparison)`, `show(sweep)`, `show(advice)`, or `show(model, *inputs, ...)`."""
     if isinstance(target, BackwardExtraction):
         return BackwardGraphWidget(target)
     if isinstance(target, Comparison):
         return BackwardGraphWidget(comparison=target)
     if isinstance(target, Sweep):
         return BackwardGraphWidget(sweep=target)
+    if isinstance(target, Advice):
+        return BackwardGraphWidget(advice=target)
     with extracting_status(target, extract_kwargs.get("mode", "real")):
         extraction = extract(target, *example_inputs, **extract_kwargs)
-    return BackwardGraphWidget(extraction)
+    return BackwardGraphWidget(extraction, source=model_source(target, example_inputs, extract_kwargs))

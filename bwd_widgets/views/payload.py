@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import TypedDict, cast
 
+from ..advisor import Advice
 from ..core.analysis import SavedTensor
 from ..core.errors import BwdWidgetsError
 from ..core.kinds import Mode, NodeKind
@@ -166,6 +167,23 @@ class SweepPoint(TypedDict):
     """Live bytes over the run in OVERLAY_POINTS stretches (each the highest), to overlay budgets."""
 
 
+class AdvicePlanRow(TypedDict):
+    """One plan of `bw.advise`: the Pareto set, then the plans bw cannot re-extract (offloading)."""
+
+    label: str
+    kind: str
+    code: str
+    """The code to paste, as text (the browser shows it as text, never HTML)."""
+    predicted_peak_bytes: int
+    verified_peak_bytes: int | None
+    recompute_flops: int
+    fits: bool
+    best: bool
+    note: str
+    selectable: bool
+    """Whether the widget can show the plan's partition (an offload plan has none)."""
+
+
 class Previous(TypedDict, total=False):
     saved: int
     saved_activation_bytes: int
@@ -187,6 +205,11 @@ class TraitDefaults(TypedDict):
     sweep_points: list[SweepPoint]
     sweep_index: int
     sweep_progress: str
+    can_advise: bool
+    advice_rows: list[AdvicePlanRow]
+    advice_index: int
+    advice_summary: str
+    advice_progress: str
 
 
 class WidgetState(TraitDefaults):
@@ -210,6 +233,11 @@ STATE_DEFAULTS = TraitDefaults(
     sweep_points=[],
     sweep_index=-1,
     sweep_progress="",
+    can_advise=False,
+    advice_rows=[],
+    advice_index=-1,
+    advice_summary="",
+    advice_progress="",
 )
 """Trait defaults, in one place: the widget's traits and the HTML export both start here."""
 
@@ -382,6 +410,35 @@ def comparison_rows(comparison: Comparison) -> list[ComparisonRow]:
         cast(ComparisonRow, {**row, "peak_activation_bytes": extraction.peak_activation_bytes})
         for row, extraction in zip(comparison.rows, comparison.extractions)
     ]
+
+
+def advice_rows(advice: Advice) -> list[AdvicePlanRow]:
+    """The advisor's Pareto plans (lowest peak first), then its unverified ones, as the partitions tab lists them."""
+    return [
+        AdvicePlanRow(
+            label=p.label,
+            kind=p.kind,
+            code=p.code,
+            predicted_peak_bytes=p.predicted_peak_bytes,
+            verified_peak_bytes=p.verified_peak_bytes,
+            recompute_flops=p.recompute_flops,
+            fits=p.fits,
+            best=p is advice.best,
+            note=p.note,
+            selectable=p.kind != "offload",
+        )
+        for p in [*advice.plans, *advice.unverified]
+    ]
+
+
+def advice_summary(advice: Advice) -> str:
+    """One line above the plans: what the target is held against, and the best plan or why there is none."""
+    done = f"{len(advice.tried)} plans tried in {advice.seconds:.0f} s" + (", stopped" if advice.interrupted else "")
+    if advice.best is not None:
+        verdict = f"best: {advice.best.label}, the plan that fits and recomputes least"
+    else:
+        verdict = f"none fits: {advice.why}"
+    return f"{verdict} ({done}). The {advice.target_means}"
 
 
 def sweep_points(result: Sweep) -> list[SweepPoint]:

@@ -9,7 +9,10 @@ import type { PaneSpec } from "./pane";
 import { savedPane } from "./saved";
 import { studioPane } from "./studio";
 
-const STUDIO_TRAITS = ["comparison_rows", "compare_index", "sweep_points", "sweep_index", "sweep_progress", "busy", "can_rerun"] as const;
+const STUDIO_TRAITS = [
+  "comparison_rows", "compare_index", "sweep_points", "sweep_index", "sweep_progress", "busy", "can_rerun", "can_advise",
+  "advice_rows", "advice_index", "advice_summary", "advice_progress",
+] as const;
 
 export const PANES: readonly PaneSpec[] = [
   { slot: "top", create: headerPane, traits: ["partitioner", "memory_budget", "graph_index", "busy", "error", "previous", "can_rerun"] },

@@ -1,5 +1,5 @@
 /** The partitioner studio: the sweep button and its progress, the comparison table, the sweep chart
- *  (axes with units, values on hover) and its Pareto points. */
+ *  (axes with units, values on hover), its Pareto points, and the advisor's plans (panes/advice.ts). */
 
 import { formatFlops } from "../chart";
 import { element, show, svgElement } from "../dom";
@@ -7,6 +7,7 @@ import { formatBytes } from "../format";
 import { setTrait, type Model, type PaneContext, type SweepStarted } from "../model";
 import { chartGeometry, emptyStudioText, paretoPoints, peakOrderText, pointText, sweepRunning } from "../sweep";
 import type { ComparisonRow, SweepPoint } from "../types";
+import { advicePart } from "./advice";
 import { chartAxes } from "./axes";
 import type { Pane } from "./pane";
 
@@ -117,7 +118,8 @@ export function studioPane({ model, signal, experimental, showTab }: PaneContext
   const readout = element("div", "bwd-readout", "Hover a point for its numbers; click it to show that partition.");
   const pareto = element("table", "bwd-pareto");
   const empty = element("div", "bwd-hint bwd-studio-empty");
-  el.append(bar, empty, compare, chart, readout, pareto);
+  const advice = advicePart({ model, signal, experimental });
+  el.append(bar, empty, compare, chart, readout, pareto, advice.el);
   let starting = false; // a _sweep command is in flight
   let cancelling = false; // Cancel was pressed for the sweep running now
   let shownOnce = false; // comparisons and sweeps open on this tab
@@ -174,7 +176,8 @@ export function studioPane({ model, signal, experimental, showTab }: PaneContext
       renderChart(chart, readout, model, signal);
       show(readout, (model.get("sweep_points") ?? []).length > 0);
       renderPareto(pareto, model, signal);
-      const studied = (model.get("comparison_rows") ?? []).length > 0 || (model.get("sweep_points") ?? []).length > 0;
+      advice.update();
+      const studied = (model.get("comparison_rows") ?? []).length > 0 || (model.get("sweep_points") ?? []).length > 0 || (model.get("advice_rows") ?? []).length > 0;
       empty.textContent = emptyStudioText(Boolean(model.get("can_rerun")) && experimental !== undefined);
       show(empty, !studied);
       if (studied && !shownOnce) showTab("partitions");

@@ -19,7 +19,7 @@ import { partitionerChoices, takesBudget } from "../partitioners";
 import { resultText, searchNodes, searchReasons } from "../search";
 import { chartGeometry } from "../sweep";
 import { COLUMNS, savedCells, sortRows } from "../table";
-import { CONTRACT_KEYS, type ComparisonRow, type GraphData, type SweepPoint } from "../types";
+import { CONTRACT_KEYS, type AdvicePlanRow, type ComparisonRow, type GraphData, type SweepPoint } from "../types";
 import { moduleRows } from "./synthetic";
 
 type TypeName = keyof typeof CONTRACT_KEYS;
@@ -41,6 +41,7 @@ interface Fixture {
   recomputing: GraphData; // the same at min-cut budget 0.5: recomputed forward ops read in backward
   comparison_rows: ComparisonRow[];
   sweep_points: SweepPoint[];
+  advice_rows: AdvicePlanRow[]; // bw.advise on a small MLP: the Pareto plans, then the unverified offload plan
   keys: Record<TypeName, string[]>;
   traits: string[];
   wire: string; // `data` as the kernel sends it (encode_payload), base64
@@ -123,9 +124,10 @@ describe("the reference payload carries exactly those fields", () => {
     expectKeys("ModuleBytes", memory.by_module);
   });
 
-  it("in comparison rows and sweep points", () => {
+  it("in comparison rows, sweep points and the advisor's plans", () => {
     expectKeys("ComparisonRow", fixture.comparison_rows);
     expectKeys("SweepPoint", fixture.sweep_points);
+    expectKeys("AdvicePlanRow", fixture.advice_rows);
   });
 });
 

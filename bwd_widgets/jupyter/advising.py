@@ -1,0 +1,165 @@
+"""The widget's advisor: `bw.advise` from the partitions tab's target field, in a thread, its steps and plans
+as traits, and a plan row that shows the plan's partition. A mixin of `BackwardGraphWidget` (jupyter/widget.py
+declares the traits); `show(model, x)` and `%bwd_extract` hand it the model (`model_source`)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import traitlets
+from anywidget.experimental import command
+
+from ..advisor import Advice, Plan, advise, parse_bytes
+from ..core.errors import BwdWidgetsError, one_line
+from ..extraction import BackwardExtraction
+from ..views.payload import advice_rows, advice_summary
+
+ModelSource = tuple[Any, tuple, dict]
+"""(model, example inputs, extract keywords) a widget was opened with: what the advisor traces again."""
+
+
+class Advising:
+    """The advisor's half of the widget: `start_advise` / `run_advise`, the `_advise` and `_cancel_advise`
+    commands, and `advice_index` showing a plan."""
+
+    if TYPE_CHECKING:  # the widget's traits and what it sets up in __init__ (jupyter/widget.py)
+        busy: bool
+        error: str
+        can_advise: bool
+        advice_rows: list
+        advice_index: int
+        advice_summary: str
+        advice_progress: str
+        extraction: BackwardExtraction
+        _updating: bool
+        _sweeping: bool
+        _sweep_lock: threading.Lock
+
+        def hold_sync(self) -> Any: ...
+        def _switch(self, make: Callable[[], BackwardExtraction]) -> None: ...
+
+    def _start_advising(self, advice: Advice | None, source: ModelSource | None) -> None:
+        """Set up in the widget's __init__, before its first partition is shown."""
+        self._advice = advice
+        self._source = source
+        self._advising = False
+        self._stop_advice = threading.Event()
+        self.can_advise = source is not None
+        self.observe(self._pick_plan, "advice_index")  # type: ignore[attr-defined]
+        if advice is not None:
+            self._set_advice(advice)
+
+    @command
+    def _advise(self, message: dict, buffers: list) -> tuple[dict, list]:
+        """The front end's Advise button: `{"target": "24GB"}` starts `bw.advise` in a thread and answers at once
+        (`{"started": bool, "error": str}`); the steps arrive as `advice_progress`, the plans as `advice_rows`."""
+        target = message.get("target", "") if isinstance(message, dict) else ""
+        started = self.start_advise(str(target))
+        return {"started": started is not None, "error": self.error}, []
+
+    @command
+    def _cancel_advise(self, message: dict, buffers: list) -> tuple[dict, list]:
+        """The front end's Cancel button for the advisor: it stops after the step under way (`{"cancelled": bool}`)."""
+        running = self._advising
+        self._stop_advice.set()
+        return {"cancelled": running}, []
+
+    def start_advise(self, target: str) -> threading.Thread | None:
+        """`run_advise(target)` in a thread (None, with `error` set, for a bad target, a widget without its
+        model, or while a sweep or another advice runs)."""
+        self.error = ""
+        try:
+            parse_bytes(target)
+        except BwdWidgetsError as error:
+            self.error = str(error)
+            return None
+        with self._sweep_lock:
+            if self._source is None:
+                self.error = "the advisor traces the model with each plan: open the widget with bw.show(model, inputs)."
+                return None
+            if self._sweeping or self._advising:
+                return None
+            self._advising, self.busy = True, True
+        thread = threading.Thread(target=self.run_advise, args=(target,), name="bwd-widgets-advise", daemon=True)
+        thread.start()
+        return thread
+
+    def run_advise(self, target: int | str) -> Advice | None:
+        """`bw.advise` on the model this widget was opened with, for `target` bytes of activation memory; each
+        step is shown as it starts, the plans when it ends (a plan row shows its partition)."""
+        if self._source is None:
+            raise BwdWidgetsError(
+                "the advisor traces the model with each plan: open the widget with bw.show(model, x)."
+            )
+        model, inputs, kwargs = self._source
+        self._advising, self.busy = True, True
+        self._stop_advice.clear()
+        self.advice_progress = "starting"
+
+        def step(label: str, done: int, total: int) -> None:
+            self.advice_progress = f"{done}/{total}: {label}" if label else f"{done}/{total}"
+
+        try:
+            advice = advise(
+                model, *inputs, target=target, progress=False, on_step=step, should_stop=self._stop_advice.is_set,
+                **{"mode": self.extraction.mode, **kwargs},
+            )  # fmt: skip
+        except BwdWidgetsError as error:
+            self.error, self.advice_progress = str(error), ""
+            return None
+        except Exception as error:  # in the advisor's thread nothing else would say it
+            self.error, self.advice_progress = f"the advisor failed: {one_line(error)}", ""
+            return None
+        finally:
+            self._advising = False
+            self.busy = self._sweeping
+        self.advice_progress = "stopped" if advice.interrupted else ""
+        self._set_advice(advice)
+        return advice
+
+    def _set_advice(self, advice: Advice) -> None:
+        """Show `advice`'s plans in the partitions tab, the plan shown marked when it is one of them."""
+        self._advice = advice
+        with self.hold_sync():
+            self.advice_rows = advice_rows(advice)
+            self.advice_summary = advice_summary(advice)
+            self.advice_index = self._advice_row_of(getattr(self, "extraction", None))
+
+    def _advice_plans(self) -> list[Plan]:
+        return [*self._advice.plans, *self._advice.unverified] if self._advice is not None else []
+
+    def _advice_row_of(self, extraction: BackwardExtraction | None) -> int:
+        for index, plan in enumerate(self._advice_plans()):
+            if extraction is not None and plan._extraction is extraction:
+                return index
+        return -1
+
+    def _pick_plan(self, change: traitlets.Bunch) -> None:
+        plans, index = self._advice_plans(), change["new"]
+        if self._updating or not 0 <= index < len(plans) or plans[index].kind == "offload":
+            return
+        plan = plans[index]
+        self._switch(lambda: _plan_extraction(plan))
+
+
+def model_source(model: Any, inputs: tuple, extract_kwargs: Mapping[str, Any]) -> ModelSource:
+    """What the advisor needs to trace `model` again: its inputs and the keywords of the extraction, less
+    the partitioner and mode (each plan names its own; the mode is the extraction's)."""
+    chosen = {k: v for k, v in extract_kwargs.items() if k not in ("partitioner", "memory_budget", "mode")}
+    return model, tuple(inputs), chosen
+
+
+def _plan_extraction(plan: Plan) -> BackwardExtraction:
+    """A plan's partition (a worker's plan extracts it here, from its own code)."""
+    extraction = plan.extraction
+    if extraction is None:
+        raise BwdWidgetsError(f"{plan.label} has no extraction to show.")
+    return extraction
+
+
+def first_shown(advice: Advice) -> BackwardExtraction | None:
+    """What `show(advice)` opens on: the best plan's partition, else the Pareto plan of lowest peak."""
+    plans = [p for p in ([advice.best] if advice.best else []) + advice.plans if p.kind != "offload"]
+    return plans[0].extraction if plans else None

@@ -1,0 +1,39 @@
+/** The advisor's plans as the partitions tab lists them: columns, the fits mark, and what the tab says
+ *  around them. The plans and their numbers come from the kernel (views/payload.py `advice_rows`). */
+
+import { formatFlops } from "./chart";
+import { formatBytes } from "./format";
+import type { AdvicePlanRow } from "./types";
+
+/** "yes" / "no" against the target, "not verified" where bw cannot re-extract the plan (offloading). */
+export function fitsText(row: AdvicePlanRow): string {
+  if (row.verified_peak_bytes === null) return "not verified";
+  return row.fits ? "yes" : "no";
+}
+
+export const ADVICE_COLUMNS: readonly [string, (row: AdvicePlanRow) => string][] = [
+  ["plan", (r) => (r.best ? `\u2605 ${r.label}` : r.label)],
+  ["predicted peak", (r) => formatBytes(r.predicted_peak_bytes)],
+  ["verified peak", (r) => (r.verified_peak_bytes === null ? "\u2014" : formatBytes(r.verified_peak_bytes))],
+  ["recompute", (r) => formatFlops(r.recompute_flops)],
+  ["fits", fitsText],
+];
+
+/** A row's tooltip: what clicking it does. */
+export function adviceRowTitle(row: AdvicePlanRow): string {
+  if (!row.selectable) return "predicted only: AOT Autograd's graphs cannot see saved_tensors_hooks, so there is no partition to show";
+  return row.best ? "the plan that fits and recomputes least: click to show its partition" : "click to show its partition";
+}
+
+/** Whether the advisor runs: the kernel is busy and its step line is not an end state. */
+export function adviceRunning(progress: string, busy: boolean): boolean {
+  return busy && progress !== "" && progress !== "stopped";
+}
+
+/** What the advisor part says before it holds plans. */
+export function emptyAdviceText(canAdvise: boolean): string {
+  const what = "The advisor tries min-cut budgets, selective and full checkpointing of the repeated blocks and offloading, re-extracts each plan from the code it gives you, and marks the one that fits the target and recomputes least.";
+  return canAdvise
+    ? `${what} Type a target of activation memory (e.g. 24GB, 512 MiB or bytes) and press Advise.`
+    : `${what} Run bw.advise(model, x, target="24GB") and bw.show(advice), or open this widget with bw.show(model, x), to fill it.`;
+}

@@ -1,0 +1,47 @@
+/** The advisor's part of the partitions tab: its pure rules, on the plans the kernel wrote into the contract
+ *  fixture (tests/test_contract.py: bw.advise on a small MLP) and on hand-made rows. */
+
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { ADVICE_COLUMNS, adviceRowTitle, adviceRunning, emptyAdviceText, fitsText } from "../advice";
+import type { AdvicePlanRow } from "../types";
+
+const FIXTURE = fileURLToPath(new URL("./fixtures/payload.json", import.meta.url));
+const rows = (JSON.parse(readFileSync(FIXTURE, "utf8")) as { advice_rows: AdvicePlanRow[] }).advice_rows;
+
+const plan = (extra: Partial<AdvicePlanRow> = {}): AdvicePlanRow => ({
+  label: "min-cut budget 0.5", kind: "budget", code: "memory_budget = ...", predicted_peak_bytes: 2_000_000,
+  verified_peak_bytes: 2_000_000, recompute_flops: 3e9, fits: true, best: false, note: "", selectable: true, ...extra,
+});
+
+describe("the advisor's plans", () => {
+  it("lists the kernel's plans with one cell per column, the best one starred", () => {
+    expect(rows.length).toBeGreaterThan(1);
+    for (const row of rows) expect(ADVICE_COLUMNS.map(([, cell]) => cell(row))).toHaveLength(5);
+    const best = rows.filter((r) => r.best);
+    expect(best).toHaveLength(1);
+    expect(ADVICE_COLUMNS[0][1](best[0])).toBe(`\u2605 ${best[0].label}`);
+  });
+
+  it("says an offload plan is not verified and cannot be shown, and a verified one fits or not", () => {
+    const offload = rows.find((r) => r.kind === "offload");
+    expect(offload).toBeDefined();
+    expect(offload && [fitsText(offload), offload.selectable]).toEqual(["not verified", false]);
+    expect(offload && adviceRowTitle(offload)).toContain("saved_tensors_hooks");
+    expect([fitsText(plan()), fitsText(plan({ fits: false }))]).toEqual(["yes", "no"]);
+    expect(ADVICE_COLUMNS[2][1](plan({ verified_peak_bytes: null }))).toBe("\u2014");
+  });
+
+  it("runs while the kernel is busy with a step line, not once stopped or idle", () => {
+    expect(adviceRunning("2/8: checkpoint every block", true)).toBe(true);
+    expect(adviceRunning("stopped", true)).toBe(false);
+    expect(adviceRunning("2/8: checkpoint every block", false)).toBe(false);
+    expect(adviceRunning("", true)).toBe(false);
+  });
+
+  it("explains itself before any advice, and says how to get one where it cannot run", () => {
+    expect(emptyAdviceText(true)).toContain("press Advise");
+    expect(emptyAdviceText(false)).toContain("bw.show(advice)");
+  });
+});
