@@ -7,9 +7,11 @@ This module is the public façade. Layers, each importing only those below it:
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
+from . import extractor
 from .advisor import Advice, Plan, advise
 from .batch import extract_many
 from .core.analysis import GradientOutput, SavedTensor, TensorInfo
@@ -34,7 +36,7 @@ from .core.partitioners import Partitioner, partitioner_names, register_partitio
 from .core.trace import InputSource, Partition, Trace
 from .display_hook import set_provider
 from .extraction import BackwardExtraction
-from .extractor import clear_trace_cache, default_requires_grad, extract
+from .extractor import clear_trace_cache, default_requires_grad
 from .graphnet import GraphNetSample, TensorMeta, load_graphnet_sample
 from .graphnet_validate import Validation, graph_hash, validate_sample
 from .studio import Comparison, Sweep, SweepPoint, compare, diff, sweep
@@ -126,6 +128,17 @@ def show(target: object, *example_inputs: object, **extract_kwargs: object) -> B
     from .jupyter.widget import show
 
     return show(target, *example_inputs, **extract_kwargs)
+
+
+@functools.wraps(extractor.extract)
+def extract(model: object, *example_inputs: object, **options: object) -> BackwardExtraction:
+    # `extractor.extract`; in a Jupyter kernel the cell shows the stage and seconds while it runs, in an
+    # output emptied at the end (jupyter/progress.py passing_status): a big model is tens of seconds of silence
+    # otherwise, and a notebook keeps nothing of it.
+    from .jupyter.progress import passing_status
+
+    with passing_status(model, options.get("mode", "real"), cast(str | None, options.get("name"))):
+        return extractor.extract(model, *example_inputs, **options)  # type: ignore[arg-type]
 
 
 def load_ipython_extension(shell: InteractiveShell) -> None:

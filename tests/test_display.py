@@ -233,3 +233,37 @@ def test_the_magic_in_a_kernel_says_what_it_is_doing_then_how_long_it_took(shell
         shell.run_line_magic("unload_ext", "bwd_widgets")
     assert [d["text/plain"].split(":")[0] for d in seen[0]] == ["Extracting lin4 (real mode)"]
     assert published[-1]["text/plain"].startswith("Extracted lin4 in ")
+
+
+def test_a_bare_extract_shows_its_stages_in_an_output_it_empties_at_the_end(shell, published, monkeypatch):
+    """`g = bw.extract(model, x)` in a kernel: an output with no data, rewritten with the stage and seconds
+    while the extraction runs, and emptied again at the end, also when it fails: the saved notebook keeps
+    nothing, and nbval, which reads the first bundle of an output, compares nothing of it."""
+    import time
+
+    import torch
+
+    from bwd_widgets import extractor
+
+    original = extractor.extract
+
+    def slow(*args, **kwargs):
+        time.sleep(1.2)  # long enough for the placeholder's first rewrite (jupyter/progress.py TICK_SECONDS)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(extractor, "extract", slow)
+    bw.extract(torch.nn.Linear(4, 2), torch.randn(3, 4), name="lin")
+    assert published[0] == {} and published[-1] == {}
+    during = [bundle["text/plain"] for bundle in published[1:-1]]
+    assert during and during[0].startswith("Extracting lin (real mode) \u00b7 ") and "interrupt the kernel" in during[0]
+    published.clear()
+    with pytest.raises(bw.BwdWidgetsError):
+        bw.extract(torch.nn.Linear(4, 2), "not a tensor")
+    assert published[0] == {} and published[-1] == {}  # an error empties it too; the error says why
+
+
+def test_a_bare_extract_outside_a_kernel_prints_nothing(capsys):
+    import torch
+
+    bw.extract(torch.nn.Linear(4, 2), torch.randn(3, 4))
+    assert capsys.readouterr() == ("", "")

@@ -154,3 +154,29 @@ def extracting_status(target: object, mode: object, name: str | None = None) -> 
         seconds = time.perf_counter() - started
         if handle is not None:
             handle.update({"text/plain": f"{ended} {seconds:.1f} s" + (f": {stages}." if stages else ".")}, raw=True)
+
+
+@contextmanager
+def passing_status(target: object, mode: object, name: str | None = None) -> Iterator[None]:
+    """A bare `bw.extract` in a kernel: the same stages and seconds while it runs, in an output that holds no
+    data before and after (published empty, rewritten in place, emptied at the end, also on an error or an
+    interrupt). The notebook keeps nothing of it, so a saved notebook and nbval's comparison of outputs are
+    as without it (nbval reads the first bundle, not the rewrites); JupyterLab draws an empty output as
+    nothing. Outside a kernel, nothing."""
+    from IPython import get_ipython
+    from IPython.display import display
+
+    from ..display_hook import in_kernel
+
+    if not in_kernel(get_ipython()):
+        yield
+        return
+    name = name or getattr(target, "name", None) or type(target).__name__
+    handle = display({}, raw=True, display_id=True)
+    ticker = Ticker(handle, f"Extracting {name} ({mode} mode)")  # its first line after TICK_SECONDS
+    try:
+        yield
+    finally:
+        ticker.stop()
+        if handle is not None:
+            handle.update({}, raw=True)

@@ -123,14 +123,30 @@ def test_a_20_s_extraction_shows_its_stage_and_elapsed_time(long_page, artifacts
     assert not errors
 
 
-def test_no_long_task_when_a_48_layer_models_code_tab_opens(long_page, artifacts):
+def test_a_bare_extract_shows_its_stage_while_it_runs_and_leaves_no_output(long_page, artifacts):
+    """`big = bw.extract(...)` (48 layers, fake mode: tens of seconds): the stage and time elapsed while it
+    runs, in an output that is empty once it ends (nothing for a saved notebook or nbval to keep)."""
     page, errors = long_page
     _run_cell(page, 2)
+    page.wait_for_function(
+        "document.querySelectorAll('.jp-Notebook .jp-CodeCell')[2].querySelector('.jp-OutputArea')?.innerText"
+        ".includes('Extracting Transformer (fake mode) \u00b7 ')",
+        timeout=120_000,
+    )
+    during = _cell_output(page, 2)
+    assert "s so far (interrupt the kernel to stop)" in during and "\u25b6 " in during, during
+    page.locator(".jp-Notebook .jp-CodeCell").nth(2).screenshot(path=str(artifacts / "bare-extract-running.png"))
     page.wait_for_function(
         "document.querySelectorAll('.jp-Notebook .jp-CodeCell')[2].querySelector('.jp-InputArea-prompt')"
         "?.textContent.trim().match(/^\\[\\d+\\]/)",
         timeout=600_000,
     )  # the extraction's cell has its execution count: it ended
+    assert _cell_output(page, 2).strip() == "", "nothing is left in the cell's output"
+    assert not errors
+
+
+def test_no_long_task_when_a_48_layer_models_code_tab_opens(long_page, artifacts):
+    page, errors = long_page
     before = page.evaluate("performance.now()")
     _run_cell(page, 3)
     page.wait_for_function(
