@@ -610,3 +610,61 @@ def test_the_widget_draws_as_many_nodes_as_the_extraction_counts(conv_bn):
     from bwd_widgets.views.payload import graph_payload
 
     assert len(graph_payload(conv_bn)["nodes"]) == conv_bn.backward_node_count == conv_bn.summary()["backward_nodes"]
+
+
+@pytest.fixture(scope="module")
+def fit_it():
+    """Notebook 7's model, its default partition and its target: 60% of the activation-only peak."""
+    torch.manual_seed(0)
+    model = Transformer(width=64, depth=4)
+    tokens = torch.randint(0, 64, (8, 64))
+    g = bw.extract(model, tokens)
+    return model, tokens, g, int(0.6 * g.peak_activation_only_bytes)
+
+
+def test_notebook_7s_sweep_budget_zero_peaks_as_budget_one_and_a_low_nonzero_budget_peaks_lowest(fit_it):
+    model, tokens, _, _ = fit_it
+    sweep = bw.sweep(model, tokens, budgets=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], mode="fake", progress=False)
+    peaks = {p.budget: p.peak_activation_bytes for p in sweep.points}
+    assert peaks[0.0] == peaks[1.0], peaks  # "its peak equals budget 1's: the peak only moves"
+    lowest = min(peaks, key=peaks.__getitem__)
+    assert 0.0 < lowest <= 0.4, peaks  # "the lowest peaks are at the low but nonzero budgets"
+    flagged = {p.budget for p in sweep.points if p.peak_above_budget is not None}
+    assert 0.0 in flagged, flagged  # the sweep flags a budget whose peak a larger budget beats
+
+
+def test_notebook_7s_advisor_picks_a_budget_that_keeps_the_linear_outputs_and_recomputes_a_tenth(fit_it):
+    model, tokens, g, target = fit_it
+    advice = bw.advise(model, tokens, target=target, policies=("matmuls",), every=(1,), progress=False)
+    best = advice.best
+    assert best.label == "min-cut budget 0.5" and best.verified_peak_bytes <= target  # the worked answer's label
+    recomputed = {op for _, op in best.extraction.recomputed}
+    assert {"aten.native_layer_norm", "aten.gelu", "aten._softmax", "aten.bmm"} <= recomputed, recomputed
+    assert not recomputed & {"aten.addmm", "aten.mm"}, "it keeps the Linear layers' outputs"
+    every_block = next(p for p in advice.tried if p.label == "checkpoint every block")
+    assert every_block.verified_peak_bytes == min(p.verified_peak_bytes for p in advice.plans)  # the lowest peak
+    assert 8 <= every_block.recompute_flops / best.recompute_flops <= 12  # "a tenth of the FLOPs"
+    measured = best.extraction.measure()
+    assert measured.peak_bytes == best.extraction.peak_activation_bytes  # "should agree": exactly, on this CPU
+
+
+def test_notebook_7s_build_a_budget_exercise_passes_in_a_narrow_band(fit_it):
+    _, _, g, _ = fit_it
+    half, at_most = g.peak_activation_only_bytes // 2, 60e6
+
+    def passes(budget):
+        e = g.rerun("min_cut", budget)
+        return e.peak_activation_only_bytes <= half and e.recompute_flops <= at_most
+
+    assert [b for b in (0.2, 0.3, 0.4, 0.5) if passes(b)] == [0.4]  # lower recomputes too much, higher saves too much
+
+
+def test_notebook_7s_fsdp_bill_needs_eight_gpus_for_the_6_7_b_model():
+    from bwd_widgets.examples import big_transformer_on_meta
+
+    big = big_transformer_on_meta(depth=32, width=4096, heads=32)
+    bill = 4 * sum(p.numel() * p.element_size() for p in big.parameters())  # parameters, gradients, Adam's two
+    assert round(bill / 1e9, 1) == 107.3
+    free = 80e9 - 60e9  # an 80 GB card with 60 GB of activations
+    gpus = next(n for n in (1, 2, 4, 8, 16, 32, 64) if bill / n <= free)
+    assert gpus == 8 and round(bill / gpus / 1e9, 1) == 13.4
