@@ -408,8 +408,16 @@ def test_saved_notebook_keeps_a_small_static_picture(notebook_page):
         assert svg.startswith("<svg") and len(svg.encode()) < 100_000
         assert "peak activation memory" in svg and "saved" in svg
         assert "<script" not in svg and "onerror" not in svg.replace("onerror=alert(1)&gt;", "")
-    first = "".join(widget_cells[0]["outputs"][0]["data"]["text/plain"])
+    outputs = widget_cells[0]["outputs"]
+    shown = next(o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {}))
+    first = "".join(shown["data"]["text/plain"])
     assert first.startswith("BackwardExtraction(model='conv_bn'"), "the text stays the extraction's repr"
+    # `ref = bw.extract(...)` left its progress output empty: nothing of it is saved
+    assert [
+        o["data"]
+        for o in outputs
+        if o is not shown and "image/svg+xml" not in o.get("data", {}) and "text/html" not in o.get("data", {})
+    ] == [{}]
 
 
 def test_dark_theme_keeps_text_readable(notebook_page, artifacts):
