@@ -87,11 +87,14 @@ def cse_once() -> Iterator[None]:
         yield
         return
 
-    def fx_graph_cse(fx_g: torch.fx.Graph) -> torch.fx.Graph:
-        if getattr(fx_g, _CSE_MADE, False):
+    def fx_graph_cse(fx_g: torch.fx.Graph, *args: Any, **kwargs: Any) -> torch.fx.Graph:
+        # torch 2.14 passes `extra_node_key`, a function made per call: its graphs are then never handed
+        # back (their mark differs), only torch 2.13's
+        made_with = repr((args, sorted(kwargs.items())))
+        if getattr(fx_g, _CSE_MADE, None) == made_with:
             return fx_g
-        result = original(fx_g)
-        setattr(result, _CSE_MADE, True)
+        result = original(fx_g, *args, **kwargs)
+        setattr(result, _CSE_MADE, made_with)
         return result
 
     torch_partitioners.fx_graph_cse = fx_graph_cse
