@@ -2,13 +2,14 @@
 fake transformer that bench/sweep_speed.py sweeps (issue 24).
 
 A real JupyterLab server and Debian's headless Chromium run one notebook: a cell extracts the model in
-fake mode, shows the widget and sweeps min-cut's budget (`run_sweep`, the Sweep button's work). Then,
-alternating, the slider is moved as a user moves it (its value set, a `change` event):
+fake mode, shows the widget and sweeps min-cut's budget (`run_sweep`, the Sweep button's work); the widget
+sends the swept payloads to the browser (js/ahead.ts). Then, alternating, the slider is moved as a user moves
+it (its value set, a `change` event):
 (a) to a swept budget: the goal is the frame with the new partition drawn within 0.2 s of the move;
 (b) the baseline, in the same run: to a budget the sweep did not visit (partitioned again in the kernel: the
-    partitions the widget made ahead beside earlier moves dropped first);
-(c) to a swept budget with the payload sent as JSON trait state, as before it went as one binary buffer
-    (views/payload.py `encode_payload`): the kernel's `data` serializer swapped for the identity between moves;
+    partitions the widget made ahead beside earlier moves dropped first, in the kernel and the browser);
+(c) to a swept budget with the browser's payloads made ahead dropped first: the kernel's round trip, as a
+    move went before the browser kept them (they are sent again after);
 (d) one slider step on from (a), once the widget has partitioned that move's two neighbouring budgets in a
     thread (the kernel is waited on for them, as a user reads the graph for a few seconds).
 Each move is timed from the `change` event to the frame after the graph pane drew the new payload.
@@ -70,11 +71,16 @@ IN_KERNEL = """async (code) => {
   await future.done;
   return failed;
 }"""
-AS_JSON = "widget._data_to_json = lambda value: value"  # ipywidgets then walks and JSON-encodes the dict
-AS_BUFFER = "del widget._data_to_json"
-# the neighbouring budgets a move partitions in a thread: wait for them; drop them, so a move partitions again
+# the neighbouring budgets a move partitions in a thread: wait for them; drop them (and their payloads, here
+# and in the browser), so a move partitions again
 SETTLED = "[t.join() for t in __import__('threading').enumerate() if t.name == 'bwd-widgets-neighbours']"
-FORGET = "widget._neighbours.clear()"
+FORGET = (
+    "swept = {id(p.extraction_made) for p in widget._swept.points}; widget._neighbours.clear(); "
+    "widget._prepared = {k: v for k, v in widget._prepared.items() if k in swept}; "
+    "widget._forget_ahead(); widget._send_ahead()"
+)
+BY_KERNEL = "widget._forget_ahead()"  # the browser keeps no payload made ahead: a move waits for the kernel
+AHEAD = "widget._send_ahead()"
 
 
 def main():
@@ -90,7 +96,7 @@ def main():
     with tempfile.TemporaryDirectory() as name, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
         page, process = open_notebook(browser, Path(name), "slider.ipynb", [SETUP])
-        swept, unswept, as_json, neighbour = [], [], [], []
+        swept, unswept, by_kernel, neighbour = [], [], [], []
         try:
             run_cell(page, 0)
             page.wait_for_function(
@@ -103,7 +109,7 @@ def main():
 
             def kernel(code: str) -> None:
                 """Run `code` in the kernel, then let the page settle (the kernel's busy and idle redraw
-                JupyterLab's toolbar) as it would before a user's next move."""
+                JupyterLab's toolbar, the payloads sent ahead arrive) as it would before a user's next move."""
                 if failed := page.evaluate(IN_KERNEL, code):
                     sys.exit(f"{code}: {failed}")
                 page.wait_for_timeout(500)
@@ -121,21 +127,23 @@ def main():
                 neighbour.append(move(round(budget + 0.05, 2)))
                 kernel(SETTLED + "; " + FORGET)
                 unswept.append(move(unswept_budgets[(repeat + 2) % len(unswept_budgets)]))  # not where (d) left it
-                kernel(SETTLED + "; " + AS_JSON)
-                as_json.append(move(swept_budgets[(repeat + 4) % len(swept_budgets)]))
-                kernel(AS_BUFFER)
+                kernel(SETTLED + "; " + FORGET + "; " + BY_KERNEL)
+                by_kernel.append(move(swept_budgets[(repeat + 4) % len(swept_budgets)]))
+                kernel(SETTLED + "; " + AHEAD)
                 print(
                     f"move {repeat + 1}: to a swept budget {swept[-1]:.3f} s, to its neighbour {neighbour[-1]:.3f} s, "
-                    f"to an unswept one {unswept[-1]:.3f} s, to a swept one as JSON {as_json[-1]:.3f} s"
+                    f"to an unswept one {unswept[-1]:.3f} s, to a swept one by the kernel {by_kernel[-1]:.3f} s"
                 )
         finally:
             browser.close()
             process.terminate()
             process.wait(timeout=30)
-    a, b, c = statistics.median(swept), statistics.median(unswept), statistics.median(as_json)
+    a, b, c = statistics.median(swept), statistics.median(unswept), statistics.median(by_kernel)
     print(f"(a) slider to a swept budget, repainted: {a:.3f} s (goal under 0.2 s, {'met' if a < 0.2 else 'NOT met'})")
     print(f"(b) slider to an unswept budget (partitioned again): {b:.3f} s; swept / unswept = {a / b:.2f}")
-    print(f"(c) slider to a swept budget, payload sent as JSON: {c:.3f} s; binary / JSON = {a / c:.2f}")
+    print(
+        f"(c) slider to a swept budget by the kernel's round trip: {c:.3f} s; made ahead / by the kernel = {a / c:.2f}"
+    )
     d = statistics.median(neighbour)
     print(f"(d) slider one step on from a move, its neighbours partitioned ahead: {d:.3f} s; / unswept = {d / b:.2f}")
 

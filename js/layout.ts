@@ -20,7 +20,10 @@ export type Owner = object;
 export class LayoutClient {
   private next = 1;
   private latest = new WeakMap<Owner, number>();
-  private pending = new Map<number, { resolve: (svg: string) => void; reject: (e: Error) => void; dot: string; owner: Owner }>();
+  private pending = new Map<number, { resolve: (svg: string) => void; reject: (e: Error) => void; dot: string }>();
+  /** DOT -> its layout in the worker now: a second request for it waits for that one (a payload drawn
+   *  ahead and the kernel's own for the same partition lay out the same graph). */
+  private inFlight = new Map<string, Promise<string>>();
   private cache = new Map<string, string>();
 
   constructor(private post: (request: { id: number; dot: string }) => void, private cacheSize = 16) {}
@@ -31,9 +34,17 @@ export class LayoutClient {
     this.latest.set(owner, id);
     const cached = this.cache.get(dot);
     if (cached !== undefined) return Promise.resolve(cached);
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject, dot, owner });
-      this.post({ id, dot });
+    let laidOut = this.inFlight.get(dot);
+    if (laidOut === undefined) {
+      laidOut = new Promise<string>((resolve, reject) => {
+        this.pending.set(id, { resolve, reject, dot });
+        this.post({ id, dot });
+      });
+      this.inFlight.set(dot, laidOut);
+    }
+    return laidOut.then((svg) => {
+      if (id !== this.latest.get(owner)) throw new StaleLayout();
+      return svg;
     });
   }
 
@@ -41,13 +52,13 @@ export class LayoutClient {
     const waiting = this.pending.get(reply.id);
     if (!waiting) return;
     this.pending.delete(reply.id);
+    this.inFlight.delete(waiting.dot);
     if (reply.error !== undefined || reply.svg === undefined) {
       waiting.reject(new Error(reply.error ?? "layout failed"));
       return;
     }
     this.remember(waiting.dot, reply.svg);
-    if (reply.id !== this.latest.get(waiting.owner)) waiting.reject(new StaleLayout());
-    else waiting.resolve(reply.svg);
+    waiting.resolve(reply.svg);
   }
 
   private remember(dot: string, svg: string): void {

@@ -2,6 +2,7 @@
  *  `WidgetState` in views/payload.py), typed once. */
 
 import type { AnyModel, Experimental } from "@anywidget/types";
+import type { AheadKey } from "./ahead";
 import type { AdvicePlanRow, ComparisonRow, GraphData, SweepPoint } from "./types";
 
 /** Totals of the partition shown before the current one; empty before any switch. */
@@ -79,14 +80,30 @@ export interface PaneContext {
   setFocus(path: string): void;
   /** Bring the side column's tab named `name` to the front. */
   showTab(name: string): void;
+  /** Draw the partition `key` names at once when the kernel made its payload ahead (js/ahead.ts); false
+   *  when it did not, and the kernel's answer to the move is waited for. */
+  showAhead(key: AheadKey): boolean;
 }
 
 const decoded = new WeakMap<object, GraphData>();
 const utf8 = new TextDecoder();
+const shownAhead = new WeakMap<Model, DataView | ArrayBuffer>();
 
-/** The payload shown: the `data` trait decoded, once per message however many panes ask. */
+/** Show `wire`, a payload the kernel made ahead (js/ahead.ts), in place of the `data` trait until
+ *  `dropAhead`: the kernel's own payload for the same move follows it. */
+export function showAhead(model: Model, wire: DataView | ArrayBuffer): void {
+  shownAhead.set(model, wire);
+}
+
+/** Show the `data` trait again; true when a payload made ahead was shown. */
+export function dropAhead(model: Model): boolean {
+  return shownAhead.delete(model);
+}
+
+/** The payload shown: the `data` trait (or one made ahead, `showAhead`) decoded, once per message however
+ *  many panes ask. */
 export function graphData(model: Model): GraphData {
-  const wire = model.get("data");
+  const wire = shownAhead.get(model) ?? model.get("data");
   if (!(wire instanceof ArrayBuffer || ArrayBuffer.isView(wire))) return wire;
   let data = decoded.get(wire);
   if (data === undefined) {

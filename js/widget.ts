@@ -6,7 +6,8 @@
 import type { RenderProps } from "@anywidget/types";
 import { inTurn } from "./chunks";
 import { element } from "./dom";
-import { graphData, watch, type PaneContext, type Traits } from "./model";
+import { PayloadsAhead } from "./ahead";
+import { dropAhead, graphData, showAhead, watch, type PaneContext, type Traits } from "./model";
 import { PANES } from "./panes";
 import type { Pane, PaneSpec } from "./panes/pane";
 
@@ -79,6 +80,15 @@ function render({ model, el, experimental, signal: viewSignal }: RenderProps<Tra
     if (!changed) highlight(id, true); // no change event: pan to it again all the same
     root.dataset.selectMs = String(Math.round(performance.now() - before));
   };
+  const ahead = new PayloadsAhead();
+  const onMessage = (message: unknown, buffers: DataView[]) => void ahead.receive(message, buffers);
+  model.on("msg:custom", onMessage);
+  signal.addEventListener("abort", () => model.off("msg:custom", onMessage), { once: true });
+  try {
+    model.send({ send_ahead: true }); // those made before this view was (a page reload, a widget shown later)
+  } catch {
+    // no kernel to ask (an HTML export): every move there is the kernel's, and there is none
+  }
   const ctx: PaneContext = {
     model,
     signal,
@@ -88,6 +98,14 @@ function render({ model, el, experimental, signal: viewSignal }: RenderProps<Tra
     openModule: (path) => panes.forEach((pane) => pane.open?.(path)),
     setFocus: (path) => panes.forEach((pane) => pane.focus?.(path)),
     showTab,
+    showAhead: (key) => {
+      const wire = ahead.find(key);
+      if (wire !== undefined) {
+        showAhead(model, wire);
+        onData();
+      }
+      return wire !== undefined;
+    },
   };
 
   for (const spec of PANES) {
@@ -107,7 +125,8 @@ function render({ model, el, experimental, signal: viewSignal }: RenderProps<Tra
     const order = panes.map((_, i) => i).sort((a, b) => Number(onScreen(b)) - Number(onScreen(a)));
     inTurn(order.map((i) => () => panes[i].update(data)), () => mine === landing && !signal.aborted);
   };
-  watch(model, ["data"], onData, signal);
+  watch(model, ["data"], () => (dropAhead(model), onData()), signal); // the kernel's payload, with its diff
+  watch(model, ["error"], () => model.get("error") && dropAhead(model) && onData(), signal); // the move failed
   watch(model, ["selected"], () => highlight(model.get("selected"), true), signal);
   onData();
   return () => controller.abort();

@@ -9,6 +9,7 @@ before vitest.
 
 import base64
 import json
+import threading
 import typing
 from pathlib import Path
 
@@ -131,6 +132,15 @@ def test_payload_matches_its_typed_dicts_and_is_written_for_the_front_end(conv_b
     recomputing = payload.graph_payload(transformer.rerun(0.5))
     assert any(n["recomputed"] for n in recomputing["nodes"]), "min-cut at 0.5 recomputes: recomputed reads drawn"
     _check_keys(data, rows, points)
+    shown, ahead = BackwardGraphWidget(mlp), []
+    shown.send = lambda content, buffers=None: ahead.append(
+        [content, [base64.b64encode(b).decode() for b in buffers or []]]
+    )
+    shown.run_sweep([0.0, 0.45])
+    for thread in threading.enumerate():
+        if thread.name == "bwd-widgets-prepare":
+            thread.join()
+    assert len(ahead) == 2, "each swept payload is sent ahead"
     assert plans and all(list(p) == _keys("AdvicePlanRow") for p in plans)
     assert [p["label"] for p in plans] == [p.label for p in advice.plans + advice.unverified]
 
@@ -142,6 +152,7 @@ def test_payload_matches_its_typed_dicts_and_is_written_for_the_front_end(conv_b
         "comparison_rows": rows,
         "sweep_points": points,
         "advice_rows": plans,
+        "ahead": ahead,
         "keys": {name: _keys(name) for name in TYPES},
         "traits": _keys("WidgetState"),
         "wire": base64.b64encode(payload.encode_payload(data, payload.encode_without_diff(data))).decode(),

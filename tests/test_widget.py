@@ -198,6 +198,42 @@ def test_a_slider_move_partitions_its_two_neighbouring_budgets_ahead_and_the_nex
     assert widget.extraction is shown
 
 
+def test_payloads_made_ahead_are_sent_to_the_browser_once_each_and_forgotten_when_they_no_longer_hold(monkeypatch):
+    """After a sweep each swept partition's payload goes to the browser (js/ahead.ts) as one custom message,
+    keyed by the payload's own partitioner, budget and graph index, its buffer the bytes a move would send;
+    a view that asks again gets them again; a measurement has the browser forget them, and those that still
+    hold are sent again; past `AHEAD_BYTES` none is sent."""
+    from bwd_widgets.jupyter import widget as widget_module
+
+    model, args, _ = _course_transformer()
+    widget = bw.show(model, *args)
+    sent: list[tuple[dict, list]] = []
+    monkeypatch.setattr(widget, "send", lambda content, buffers=None: sent.append((content, buffers or [])))
+    widget.run_sweep([0.0, 0.3, 1.0])
+    _join("bwd-widgets-prepare")
+    points = [p.extraction for p in widget._swept.points]
+    assert sorted(c["ahead"]["memory_budget"] for c, _ in sent) == [0.0, 0.3, 1.0]
+    for content, buffers in sent:
+        point = points[[0.0, 0.3, 1.0].index(content["ahead"]["memory_budget"])]
+        assert content == {"ahead": {"partitioner": "min_cut", "memory_budget": point.memory_budget, "graph_index": 0}}
+        assert [json.loads(bytes(b)) for b in buffers] == [graph_payload(point, 0)]
+    widget._send_ahead()
+    assert len(sent) == 3, "each payload is sent once"
+    widget._on_browser_message(widget, {"send_ahead": True}, [])
+    assert len(sent) == 6, "a view loaded afresh asks for them again"
+    widget.memory_budget, widget.partitioner = 0.3, "min_cut"
+    del sent[:]
+    widget.measure()
+    assert sent[0] == ({"forget_ahead": True}, [])
+    again = sorted(c["ahead"]["memory_budget"] for c, _ in sent[1:])
+    assert again == [0.0, 1.0], "the measured partition's payload made ahead no longer holds"
+    del sent[:]
+    widget._ahead_sent = {}
+    monkeypatch.setattr(widget_module, "AHEAD_BYTES", len(widget.get_state("data")["data"]) // 2)
+    widget._send_ahead()
+    assert sent == [], "past AHEAD_BYTES a move waits for the kernel"
+
+
 def test_the_neighbours_step_is_the_sliders():
     from bwd_widgets.jupyter.widget import SLIDER_STEP
 

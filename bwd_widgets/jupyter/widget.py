@@ -78,6 +78,9 @@ SLIDER_STEP = 0.05
 NEIGHBOURS_AFTER_SECONDS = 0.5
 """A move's neighbours are partitioned this long after it: on two cores, partitioning at once competes
 with the browser drawing the move itself (bench/slider_speed.py, docs/benchmarks.md)."""
+AHEAD_BYTES = 64 << 20
+"""The most payload bytes sent ahead to the browser for one shown model (js/ahead.ts keeps them, so a slider
+move to a budget made ahead repaints without a kernel round trip); beyond it a move waits for the kernel."""
 
 _DEFAULTS: Mapping[str, object] = STATE_DEFAULTS
 _KINDS: dict[object, type[traitlets.TraitType]] = {
@@ -154,6 +157,9 @@ class BackwardGraphWidget(Advising, anywidget.AnyWidget):
         self._prepared: dict[int, tuple[BackwardExtraction, int, object, GraphData, bytes]] = {}
         """id of an extraction -> (it, graph index, its measurement, its payload without a diff and that
         payload's `encode_without_diff`), built ahead."""
+        self._ahead_sent: dict[int, int] = {}
+        """id of an extraction in `_prepared` -> bytes of its payload sent to the browser (`_send_ahead`)."""
+        self.on_msg(self._on_browser_message)
         if comparison is not None:
             self.comparison_rows = comparison_rows(comparison)
             self.compare_index = 0
@@ -173,6 +179,8 @@ class BackwardGraphWidget(Advising, anywidget.AnyWidget):
         self._updating = True
         try:
             with self.hold_sync():  # one message: the panes see the new partition and its traits together
+                if getattr(self, "extraction", None) is not None and not _same_trace(self.extraction, extraction):
+                    self._forget_ahead()  # another model's partitions: the browser's are not for it
                 if previous is not None:
                     shown = self.payload["partition"]
                     self.previous = {"saved": shown["saved"], "saved_activation_bytes": shown["saved_activation_bytes"]}
@@ -234,6 +242,8 @@ class BackwardGraphWidget(Advising, anywidget.AnyWidget):
         error in percent. `g.measure()` on an extraction already shown needs this, or a new `bw.show(g)`."""
         measured = self.extraction.measure()
         self._show(self.extraction)
+        self._forget_ahead()
+        self._send_ahead()  # all but the one measured, whose payload built ahead no longer holds
         return measured
 
     @property
@@ -297,6 +307,7 @@ class BackwardGraphWidget(Advising, anywidget.AnyWidget):
                     self._neighbours[neighbour] = extraction
                     with self._building:
                         self._prepared[id(extraction)] = _built_ahead(extraction, graph_index)
+                    self._send_ahead(extraction)
 
         thread = threading.Thread(target=partition, name="bwd-widgets-neighbours", daemon=True)
         thread.start()
@@ -412,10 +423,40 @@ class BackwardGraphWidget(Advising, anywidget.AnyWidget):
                     kept = _built_ahead(extraction, graph_index)
                     if self._preparing is generation:
                         self._prepared[id(extraction)] = kept
+                self._send_ahead(extraction)
 
         thread = threading.Thread(target=build, name="bwd-widgets-prepare", daemon=True)
         thread.start()
         return thread
+
+    def _send_ahead(self, only: BackwardExtraction | None = None) -> None:
+        """Send the browser the payloads built ahead (`only`'s, or all) that still hold for the graph shown:
+        js/ahead.ts keeps them, and a slider move to one draws it at once while the kernel's own payload,
+        with its diff, follows. At most `AHEAD_BYTES` per shown model; each payload is sent once."""
+        with self._building:
+            kept = [k for k in self._prepared.values() if only is None or k[0] is only]
+        for extraction, graph_index, measured, built, without_diff in kept:
+            holds = graph_index == self.graph_index and measured is extraction.measured
+            if id(extraction) in self._ahead_sent or not holds or not _same_trace(extraction, self.extraction):
+                continue
+            wire = encode_payload(built, without_diff)
+            if sum(self._ahead_sent.values()) + len(wire) > AHEAD_BYTES:
+                return
+            self._ahead_sent[id(extraction)] = len(wire)
+            key = {name: built[name] for name in ("partitioner", "memory_budget", "graph_index")}
+            self.send({"ahead": key}, buffers=[wire])
+
+    def _forget_ahead(self) -> None:
+        """Have the browser drop the payloads sent ahead (another model shown, a measurement taken)."""
+        if self._ahead_sent:
+            self._ahead_sent = {}
+            self.send({"forget_ahead": True})
+
+    def _on_browser_message(self, widget: object, content: object, buffers: list) -> None:
+        """`{"send_ahead": true}`: a view loaded afresh (a page reload) asks for the payloads made ahead."""
+        if isinstance(content, dict) and content.get("send_ahead"):
+            self._ahead_sent = {}
+            self._send_ahead()
 
     def _set_sweep(self, result: Sweep, index: int | None = None) -> None:
         """Show `result` in the chart, its current point the partition shown (or `index`)."""
@@ -472,6 +513,11 @@ class BackwardGraphWidget(Advising, anywidget.AnyWidget):
             f"BackwardGraph(bw_nodes={shown['backward_nodes']}, saved={shown['saved']}, "
             f"saved_activation_bytes={shown['saved_activation_bytes']})"
         )
+
+
+def _same_trace(a: BackwardExtraction, b: BackwardExtraction) -> bool:
+    """Whether `a` and `b` are partitions of one joint graph (the slider's moves stay within one)."""
+    return a.partitions[0].trace is b.partitions[0].trace
 
 
 def _built_ahead(

@@ -18,7 +18,7 @@ function diffText(data: GraphData): string {
   return `against ${diff.against}: ${diff.recomputed_now.length} values now recomputed (dashed outline), ${diff.newly_saved.length} newly saved (outlined rows)`;
 }
 
-export function headerPane({ model, signal }: PaneContext): Pane {
+export function headerPane({ model, signal, showAhead }: PaneContext): Pane {
   const on = { signal };
   const el = element("div", "bwd-header");
   const title = element("span", "bwd-title");
@@ -41,7 +41,8 @@ export function headerPane({ model, signal }: PaneContext): Pane {
   /** This compiled region's numbers, then the whole run's, each group named: a model compiled in
    *  several regions has per-region saved values but one peak. */
   function renderStats(data: GraphData): void {
-    const previous = model.get("previous") ?? {};
+    // deltas only beside a diff: a payload made ahead (js/ahead.ts) has none until the kernel's follows
+    const previous = data.diff?.against ? model.get("previous") ?? {} : {};
     const part = data.partition;
     const savedDelta = previous.saved != null ? formatDelta(part.saved - previous.saved) : "";
     const bytesDelta = previous.saved_activation_bytes != null ? formatDelta(part.saved_activation_bytes - previous.saved_activation_bytes, true) : "";
@@ -88,7 +89,11 @@ export function headerPane({ model, signal }: PaneContext): Pane {
 
   partitioner.addEventListener("change", () => setTrait(model, "partitioner", partitioner.value), on);
   budget.addEventListener("input", () => (budgetValue.textContent = Number(budget.value).toFixed(2)), on);
-  budget.addEventListener("change", () => setTrait(model, "memory_budget", Number(budget.value)), on);
+  budget.addEventListener("change", () => {
+    const value = Number(budget.value);
+    setTrait(model, "memory_budget", value);
+    showAhead({ partitioner: model.get("partitioner"), memory_budget: value, graph_index: model.get("graph_index") });
+  }, on);
   graphIndex.addEventListener("change", () => setTrait(model, "graph_index", Number(graphIndex.value)), on);
 
   return {

@@ -101,6 +101,26 @@ describe("layout client", () => {
     expect(posted.length).toBe(2);
   });
 
+  it("lays a graph out once when it is asked for again while the worker has it, the newest asker served", async () => {
+    const posted: { id: number; dot: string }[] = [];
+    const client = new LayoutClient((r) => posted.push(r));
+    const [ahead, kernels] = [{}, {}];
+    const drawnAhead = client.request("digraph a {}", ahead);
+    const first = client.request("digraph a {}", kernels);
+    const again = client.request("digraph a {}", kernels); // the kernel's pane asked twice: the first is stale
+    expect(posted.length).toBe(1);
+    client.receive({ id: posted[0].id, svg: "<svg>a</svg>" });
+    await expect(drawnAhead).resolves.toBe("<svg>a</svg>");
+    await expect(first).rejects.toBeInstanceOf(StaleLayout);
+    await expect(again).resolves.toBe("<svg>a</svg>");
+    const later = client.request("digraph b {}", ahead);
+    expect(posted.length).toBe(2);
+    client.receive({ id: posted[1].id, error: "syntax error" });
+    await expect(later).rejects.toThrow("syntax error");
+    expect(client.request("digraph b {}", ahead)).toBeInstanceOf(Promise);
+    expect(posted.length).toBe(3); // a failed layout is not kept: asked again, laid out again
+  });
+
   it("reports layout errors", async () => {
     const posted: { id: number; dot: string }[] = [];
     const client = new LayoutClient((r) => posted.push(r));

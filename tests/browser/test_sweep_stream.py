@@ -3,6 +3,9 @@ The points are drawn one by one as the kernel's thread partitions each budget, t
 the kernel answers other requests meanwhile, and Cancel stops the sweep before its next budget with the
 points done kept (and the partition shown unchanged)."""
 
+import json
+import time
+
 import pytest
 
 from jupyter_page import APP, KERNEL, SETUP, notebook_url, run_in_kernel, write_notebook
@@ -86,4 +89,47 @@ def test_the_sweep_streams_its_points_and_cancel_stops_it(sweep_page, artifacts)
     page.wait_for_timeout(3_000)
     assert page.evaluate(POINTS) == kept, "no point arrives after the cancel"
     widget.screenshot(path=str(artifacts / "sweep-cancelled.png"))
+    assert not errors
+
+
+SHOWN = """from ipywidgets.widgets.widget import _instances
+shown = next(w for w in _instances.values() if type(w).__name__ == "BackwardGraphWidget" and w._swept is not None)
+[t.join() for t in __import__("threading").enumerate() if t.name == "bwd-widgets-prepare"]"""
+# the kernel's answer to a move held back 10 s (its comm messages run beside a running cell in ipykernel 7)
+SLOW = """import time
+shown._partitioned = lambda *args, slow=shown._partitioned: (time.sleep(10), slow(*args))[1]"""
+TITLE = "document.querySelector('.bwd-root .bwd-title').textContent"
+
+
+def test_a_slider_move_to_a_swept_budget_repaints_before_the_kernel_answers(sweep_page, artifacts):
+    """The swept payloads go to the browser after the sweep (js/ahead.ts): a slider move to a swept budget is
+    drawn before the kernel answers (held back here), and the kernel's own payload, saying what changed since
+    the partition before, follows. Runs after the cancelled sweep above."""
+    page, errors = sweep_page
+    widget = page.locator(".bwd-root").first
+    run_in_kernel(page, SHOWN)
+    widget.locator("select.bwd-partitioner").select_option("min_cut")
+    page.wait_for_function(f"({TITLE}).includes('min_cut')", timeout=120_000)
+    page.wait_for_function(f"{KERNEL}.status === 'idle'", timeout=120_000)
+    sent = run_in_kernel(
+        page, "print(sorted(p.budget for p in shown._swept.points if id(p.extraction_made) in shown._ahead_sent))"
+    )
+    current = float(run_in_kernel(page, "print(shown.memory_budget)"))
+    budget = f"{next(b for b in json.loads(sent) if b != current):g}"  # one the browser holds, not the one shown
+    run_in_kernel(page, SLOW)
+    moved = time.monotonic()
+    widget.locator("input.bwd-budget").evaluate(
+        f"(e) => {{ e.value = '{budget}'; e.dispatchEvent(new Event('change')); }}"
+    )
+    page.wait_for_function(f"({TITLE}).includes('(budget {budget})')", timeout=5_000)
+    drawn = time.monotonic() - moved
+    assert widget.locator(".bwd-diff-line").text_content() == "", "the payload made ahead: the diff is the kernel's"
+    widget.screenshot(path=str(artifacts / "slider-ahead.png"))
+    page.wait_for_function(
+        "document.querySelector('.bwd-root .bwd-diff-line').textContent.startsWith('against min_cut')", timeout=60_000
+    )
+    answered = time.monotonic() - moved
+    assert drawn < 5 and answered > 9, f"drawn after {drawn:.1f} s, the kernel's answer after {answered:.1f} s"
+    run_in_kernel(page, "del shown._partitioned")
+    assert f"(budget {budget})" in page.evaluate(TITLE)
     assert not errors
