@@ -249,6 +249,23 @@ def test_fake_mode_on_a_small_copy_of_the_big_transformer():
     assert again.peak_activation_only_bytes == advice.best.verified_peak_bytes
 
 
+def test_the_6_7_b_fake_transformer_at_24_gb_gets_the_cheapest_plan_whose_pasted_code_lands_under_it():
+    """Issue 19's own case, full size (about a minute: bench/advisor_speed.py times it): 32 layers of width
+    4096, 8 x 512 tokens, float32, in fake mode, against 24 GB of activation memory."""
+    model = big_transformer_on_meta(depth=32, width=4096, heads=32)
+    with torch.device("meta"):
+        tokens = torch.randint(0, 32000, (8, 512))
+    advice = bw.advise(model, tokens, target="24GB", mode="fake", progress=False)
+    best = advice.best
+    assert best is not None, advice.why
+    assert best.verified_peak_bytes is not None and best.verified_peak_bytes <= 24 * 10**9
+    fitting = [p for p in advice.plans if p.verified_peak_bytes is not None and p.verified_peak_bytes <= 24 * 10**9]
+    assert best.recompute_flops == min(p.recompute_flops for p in fitting), "the cheapest plan that fits is named"
+    assert best.label in str(advice)
+    again = reextract(best, model, tokens, mode="fake")
+    assert again.peak_activation_only_bytes == best.verified_peak_bytes <= 24 * 10**9
+
+
 def _backward_ops(e):
     return [str(n.target) for n in e.partitions[0].backward.graph.nodes]
 
