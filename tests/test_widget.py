@@ -203,7 +203,7 @@ def test_payloads_made_ahead_are_sent_to_the_browser_once_each_and_forgotten_whe
     keyed by the payload's own partitioner, budget and graph index, its buffer the bytes a move would send;
     a view that asks again gets them again; a measurement has the browser forget them, and those that still
     hold are sent again; past `AHEAD_BYTES` none is sent."""
-    from bwd_widgets.jupyter import widget as widget_module
+    from bwd_widgets.jupyter import ahead as ahead_module
 
     model, args, _ = _course_transformer()
     widget = bw.show(model, *args)
@@ -229,13 +229,13 @@ def test_payloads_made_ahead_are_sent_to_the_browser_once_each_and_forgotten_whe
     assert again == [0.0, 1.0], "the measured partition's payload made ahead no longer holds"
     del sent[:]
     widget._ahead_sent = {}
-    monkeypatch.setattr(widget_module, "AHEAD_BYTES", len(widget.get_state("data")["data"]) // 2)
+    monkeypatch.setattr(ahead_module, "AHEAD_BYTES", len(widget.get_state("data")["data"]) // 2)
     widget._send_ahead()
     assert sent == [], "past AHEAD_BYTES a move waits for the kernel"
 
 
 def test_the_neighbours_step_is_the_sliders():
-    from bwd_widgets.jupyter.widget import SLIDER_STEP
+    from bwd_widgets.jupyter.ahead import SLIDER_STEP
 
     header = (STATIC.parents[1] / "js" / "panes" / "header.ts").read_text()
     assert f'step: "{SLIDER_STEP}"' in header, "js/panes/header.ts's budget slider steps by SLIDER_STEP"

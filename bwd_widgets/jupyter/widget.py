@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
-import time
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -27,7 +25,6 @@ from ..views.payload import (
     WidgetState,
     comparison_rows,
     encode_payload,
-    encode_without_diff,
     graph_payload,
     since,
     sweep_points,
@@ -35,6 +32,7 @@ from ..views.payload import (
 from ..views.plot import timeline
 from ..views.static import Drawing, fallback_svg, first_view, headline
 from .advising import Advising, ModelSource, first_shown, model_source
+from .ahead import MadeAhead, same_trace
 from .progress import extracting_status
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
@@ -73,15 +71,6 @@ def drawn_in_this_cell(obj: object) -> bool:
     return ref is not None and ref() is obj and count == _execution_count()
 
 
-SLIDER_STEP = 0.05
-"""The budget slider's step (js/panes/header.ts): a move's neighbours are this far either side."""
-NEIGHBOURS_AFTER_SECONDS = 0.5
-"""A move's neighbours are partitioned this long after it: on two cores, partitioning at once competes
-with the browser drawing the move itself (bench/slider_speed.py, docs/benchmarks.md)."""
-AHEAD_BYTES = 64 << 20
-"""The most payload bytes sent ahead to the browser for one shown model (js/ahead.ts keeps them, so a slider
-move to a budget made ahead repaints without a kernel round trip); beyond it a move waits for the kernel."""
-
 _DEFAULTS: Mapping[str, object] = STATE_DEFAULTS
 _KINDS: dict[object, type[traitlets.TraitType]] = {
     str: traitlets.Unicode,
@@ -101,7 +90,7 @@ def _synced(name: str, help: str) -> traitlets.TraitType:
     return trait.tag(sync=True)
 
 
-class BackwardGraphWidget(Advising, anywidget.AnyWidget):
+class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
     """Backward graph, saved tensors and code, linked; partitioner controls, comparisons
     and memory-budget sweeps partition the same joint graph again."""
 
@@ -150,16 +139,7 @@ class BackwardGraphWidget(Advising, anywidget.AnyWidget):
         self._sweep_lock = threading.Lock()
         self._sweeping = False
         self._cancel = threading.Event()
-        self._building = threading.Lock()  # one payload built at a time: the slider's, or one prepared ahead
-        self._preparing: object = None  # the preparation running (`_prepare`); a newer one stops it
-        self._neighbours: dict[float, BackwardExtraction] = {}
-        """min-cut budget -> its partition of the joint graph shown, made ahead around the last slider move."""
-        self._prepared: dict[int, tuple[BackwardExtraction, int, object, GraphData, bytes]] = {}
-        """id of an extraction -> (it, graph index, its measurement, its payload without a diff and that
-        payload's `encode_without_diff`), built ahead."""
-        self._ahead_sent: dict[int, int] = {}
-        """id of an extraction in `_prepared` -> bytes of its payload sent to the browser (`_send_ahead`)."""
-        self.on_msg(self._on_browser_message)
+        self._start_ahead()
         if comparison is not None:
             self.comparison_rows = comparison_rows(comparison)
             self.compare_index = 0
@@ -179,7 +159,7 @@ class BackwardGraphWidget(Advising, anywidget.AnyWidget):
         self._updating = True
         try:
             with self.hold_sync():  # one message: the panes see the new partition and its traits together
-                if getattr(self, "extraction", None) is not None and not _same_trace(self.extraction, extraction):
+                if getattr(self, "extraction", None) is not None and not same_trace(self.extraction, extraction):
                     self._forget_ahead()  # another model's partitions: the browser's are not for it
                 if previous is not None:
                     shown = self.payload["partition"]
@@ -284,35 +264,6 @@ class BackwardGraphWidget(Advising, anywidget.AnyWidget):
                     return kept
         return self.extraction.rerun(partitioner, budget)
 
-    def _partition_neighbours(self, shown: BackwardExtraction) -> threading.Thread:
-        """Partition the slider's two neighbouring budgets of `shown` (min-cut) in a thread and build their
-        payloads, so the next step either way repaints without partitioning. Partitions of the joint graph
-        are made one at a time (`Trace.split`), so a move meanwhile waits for at most the one under way."""
-        budget, trace = shown.memory_budget, shown.partitions[0].trace
-        kept = {b: e for b, e in self._neighbours.items() if e.partitions[0].trace is trace}
-        kept[round(budget or 0.0, 4)] = shown
-        self._neighbours = kept
-        swept = {p.budget for p in self._swept.points} if self._swept is not None else set()
-        steps = [round((budget or 0.0) + step, 4) for step in (SLIDER_STEP, -SLIDER_STEP)]
-        wanted = [b for b in steps if 0.0 <= b <= 1.0 and b not in kept and b not in swept]
-        graph_index = self.graph_index
-
-        def partition() -> None:
-            time.sleep(NEIGHBOURS_AFTER_SECONDS)
-            for neighbour in wanted:
-                if self._sweeping or self.extraction is not shown:
-                    return  # a sweep makes its own; a newer move asks for its own neighbours
-                with contextlib.suppress(Exception):  # a move there partitions it again and says why
-                    extraction = shown.rerun("min_cut", neighbour)
-                    self._neighbours[neighbour] = extraction
-                    with self._building:
-                        self._prepared[id(extraction)] = _built_ahead(extraction, graph_index)
-                    self._send_ahead(extraction)
-
-        thread = threading.Thread(target=partition, name="bwd-widgets-neighbours", daemon=True)
-        thread.start()
-        return thread
-
     @traitlets.observe("compare_index")
     def _pick_comparison(self, change: traitlets.Bunch) -> None:
         comparison, index = self._comparison, change["new"]
@@ -402,62 +353,6 @@ class BackwardGraphWidget(Advising, anywidget.AnyWidget):
             self._prepare(result.points)
         return result
 
-    def _prepare(self, points: list[SweepPoint]) -> threading.Thread:
-        """Build the payloads of the swept partitions for the graph shown, in a thread, those made already
-        first, then those a worker process swept (partitioned here first): a slider move to a swept budget
-        then sends its payload without building it. A newer sweep's preparation replaces this one."""
-        graph_index, generation = self.graph_index, object()
-        self._preparing, self._prepared = generation, {}
-        ordered = sorted(points, key=lambda p: p.extraction_made is None)
-
-        def build() -> None:
-            for point in ordered:
-                extraction = None
-                with contextlib.suppress(Exception):  # a move there partitions it and says why
-                    extraction = point.extraction  # a worker's point is partitioned here, once
-                if self._preparing is not generation or extraction is None:
-                    return
-                if graph_index >= len(extraction.partitions):
-                    return
-                with self._building, contextlib.suppress(Exception):  # the move would build it and say why
-                    kept = _built_ahead(extraction, graph_index)
-                    if self._preparing is generation:
-                        self._prepared[id(extraction)] = kept
-                self._send_ahead(extraction)
-
-        thread = threading.Thread(target=build, name="bwd-widgets-prepare", daemon=True)
-        thread.start()
-        return thread
-
-    def _send_ahead(self, only: BackwardExtraction | None = None) -> None:
-        """Send the browser the payloads built ahead (`only`'s, or all) that still hold for the graph shown:
-        js/ahead.ts keeps them, and a slider move to one draws it at once while the kernel's own payload,
-        with its diff, follows. At most `AHEAD_BYTES` per shown model; each payload is sent once."""
-        with self._building:
-            kept = [k for k in self._prepared.values() if only is None or k[0] is only]
-        for extraction, graph_index, measured, built, without_diff in kept:
-            holds = graph_index == self.graph_index and measured is extraction.measured
-            if id(extraction) in self._ahead_sent or not holds or not _same_trace(extraction, self.extraction):
-                continue
-            wire = encode_payload(built, without_diff)
-            if sum(self._ahead_sent.values()) + len(wire) > AHEAD_BYTES:
-                return
-            self._ahead_sent[id(extraction)] = len(wire)
-            key = {name: built[name] for name in ("partitioner", "memory_budget", "graph_index")}
-            self.send({"ahead": key}, buffers=[wire])
-
-    def _forget_ahead(self) -> None:
-        """Have the browser drop the payloads sent ahead (another model shown, a measurement taken)."""
-        if self._ahead_sent:
-            self._ahead_sent = {}
-            self.send({"forget_ahead": True})
-
-    def _on_browser_message(self, widget: object, content: object, buffers: list) -> None:
-        """`{"send_ahead": true}`: a view loaded afresh (a page reload) asks for the payloads made ahead."""
-        if isinstance(content, dict) and content.get("send_ahead"):
-            self._ahead_sent = {}
-            self._send_ahead()
-
     def _set_sweep(self, result: Sweep, index: int | None = None) -> None:
         """Show `result` in the chart, its current point the partition shown (or `index`)."""
         self._swept = result
@@ -513,20 +408,6 @@ class BackwardGraphWidget(Advising, anywidget.AnyWidget):
             f"BackwardGraph(bw_nodes={shown['backward_nodes']}, saved={shown['saved']}, "
             f"saved_activation_bytes={shown['saved_activation_bytes']})"
         )
-
-
-def _same_trace(a: BackwardExtraction, b: BackwardExtraction) -> bool:
-    """Whether `a` and `b` are partitions of one joint graph (the slider's moves stay within one)."""
-    return a.partitions[0].trace is b.partitions[0].trace
-
-
-def _built_ahead(
-    extraction: BackwardExtraction, graph_index: int
-) -> tuple[BackwardExtraction, int, object, GraphData, bytes]:
-    """What `_prepared` keeps for `extraction`: it, the graph index and measurement the payload was built for,
-    the payload without a diff and that payload's `encode_without_diff`."""
-    built = graph_payload(extraction, graph_index)
-    return extraction, graph_index, extraction.measured, built, encode_without_diff(built)
 
 
 def show(target: Any, *example_inputs: object, **extract_kwargs: Any) -> BackwardGraphWidget:
