@@ -83,7 +83,7 @@ class MadeAhead:
         first, then those a worker process swept (partitioned here first): a slider move to a swept budget
         then sends its payload without building it. A newer sweep's preparation replaces this one."""
         graph_index, generation = self.graph_index, object()
-        self._preparing, self._prepared = generation, {}
+        self._preparing, self._prepared, self._ahead_sent = generation, {}, {}  # ids of the old may come again
         ordered = sorted(points, key=lambda p: p.extraction_made is None)
 
         def build() -> None:
