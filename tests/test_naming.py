@@ -25,6 +25,10 @@ def test_module_paths_from_nn_module_stack():
     assert module_path(stack("L['self']._modules['l1']")) == "l1"
     assert module_path(stack("getattr(L['self'], '<img src=x onerror=alert(1)>')")) == "<img src=x onerror=alert(1)>"
     assert module_path(stack("L['self']")) is None
+    # the advisor's pasted checkpoint wrapper: `block.forward = functools.partial(checkpoint, block.forward)`
+    wrapped = "L['self'].blocks.0.forward.args[0].__self__.attn.qkv"
+    assert module_path(stack(wrapped)) == "blocks.0.attn.qkv"
+    assert module_path(stack("L['self'].blocks[1].forward.__self__")) == "blocks.1"
     assert module_path(None) is None
 
 

@@ -116,10 +116,29 @@ def module_path(nn_module_stack: dict | None) -> str | None:
     path = list(nn_module_stack.values())[-1][0]
     if not isinstance(path, str):
         return None
-    segments = _segments(path)
+    segments = _segments(re.sub(r"\.(\d+)(?=\.|\[|$)", r"[\1]", path))  # `blocks.0.forward...`: parse `[0]`
     if segments is None:
         return path or None
-    return ".".join(name for _, name in segments[1:]) or None
+    return ".".join(name for _, name in _through_bound_methods(segments[1:])) or None
+
+
+_CALL_PARTS = {("attr", "args"), ("attr", "func"), ("attr", "keywords")}
+
+
+def _through_bound_methods(segments: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A module reached through one of its own methods, `blocks.0.forward.__self__` or, once its forward is
+    wrapped in `functools.partial(checkpoint, block.forward)`, `blocks.0.forward.args[0].__self__`: the
+    module is `blocks.0`."""
+    kept: list[tuple[str, str]] = []
+    for segment in segments:
+        if segment != ("attr", "__self__"):
+            kept.append(segment)
+            continue
+        while kept and (kept[-1][0] == "item" or kept[-1] in _CALL_PARTS):
+            kept.pop()
+        if kept:
+            kept.pop()  # the method's name
+    return kept
 
 
 def source_line(stack_trace: str | None) -> str | None:
