@@ -53,8 +53,8 @@ class MadeAhead:
         """Partition the slider's two neighbouring budgets of `shown` (min-cut) in a thread and build their
         payloads, so the next step either way repaints without partitioning. Partitions of the joint graph
         are made one at a time (`Trace.split`), so a move meanwhile waits for at most the one under way."""
-        budget, trace = shown.memory_budget, shown.partitions[0].trace
-        kept = {b: e for b, e in self._neighbours.items() if e.partitions[0].trace is trace}
+        budget = shown.memory_budget
+        kept = {b: e for b, e in self._neighbours.items() if same_trace(e, shown)}
         kept[round(budget or 0.0, 4)] = shown
         self._neighbours = kept
         swept = {p.budget for p in self._swept.points} if self._swept is not None else set()

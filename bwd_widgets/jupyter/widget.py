@@ -257,10 +257,9 @@ class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
         or one made ahead beside the last move, else partitioned again from the kept joint graph
         (partitions do not change once built)."""
         if partitioner == "min_cut" and budget is not None:
-            trace = self.extraction.partitions[0].trace
             swept = [p.extraction for p in self._swept.points if p.budget == budget] if self._swept else []
             for kept in [*swept, self._neighbours.get(round(budget, 4))]:
-                if kept is not None and kept.partitions[0].trace is trace:
+                if kept is not None and same_trace(kept, self.extraction):
                     return kept
         return self.extraction.rerun(partitioner, budget)
 
