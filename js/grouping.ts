@@ -42,8 +42,10 @@ export interface ModuleTree {
 /** "a.b.c" -> ["a", "a.b", "a.b.c"]; "" -> []. */
 export function ancestors(path: string): string[] {
   if (!path) return [];
-  const parts = path.split(".");
-  return parts.map((_, i) => parts.slice(0, i + 1).join("."));
+  const found: string[] = [];
+  for (let dot = path.indexOf("."); dot >= 0; dot = path.indexOf(".", dot + 1)) found.push(path.slice(0, dot));
+  found.push(path);
+  return found;
 }
 
 export function parentOf(path: string): string {
@@ -160,12 +162,19 @@ export function foldedByMember(folded: readonly Run[]): Map<string, Run> {
 /** The visible id standing for a node: itself, its outermost collapsed module, or the folded run (by
  *  `foldedByMember`) holding that module. */
 export function representative(node: GraphNode, expanded: Set<string>, folded: ReadonlyMap<string, Run> = NO_RUNS): string {
-  for (const path of ancestors(node.module)) {
+  return groupOf(node.module, expanded, folded) || node.id;
+}
+
+/** The group drawn for the nodes of `module` (its outermost collapsed module, or the folded run holding
+ *  it), or "" when they are drawn themselves: one answer per module, which visibleGraph asks once per
+ *  module rather than once per node (a 48-layer model's first view asked it 12,000 times, issue 22). */
+function groupOf(module: string, expanded: Set<string>, folded: ReadonlyMap<string, Run>): string {
+  for (const path of ancestors(module)) {
     const run = folded.get(path);
     if (run) return GROUP_PREFIX + run.label;
     if (!expanded.has(path)) return GROUP_PREFIX + path;
   }
-  return node.id;
+  return "";
 }
 
 /** What is drawn with `expanded` open (and the runs `folded` drawn as one group each): with no runs
@@ -175,8 +184,11 @@ export function visibleGraph(data: GraphData, expanded: Set<string>, folded: rea
   const byMember = foldedByMember(folded);
   const byId = new Map<string, VisibleNode>();
   const owner = new Map<string, string>();
+  const groups = new Map<string, string>(); // module -> groupOf(module)
   for (const node of data.nodes) {
-    const id = representative(node, expanded, byMember);
+    let group = groups.get(node.module);
+    if (group === undefined) groups.set(node.module, (group = groupOf(node.module, expanded, byMember)));
+    const id = group || node.id;
     owner.set(node.id, id);
     if (byId.has(id)) continue;
     if (id === node.id) {

@@ -128,7 +128,9 @@ function render({ model, el, experimental, signal: viewSignal }: RenderProps<Tra
   watch(model, ["data"], () => (dropAhead(model), onData()), signal); // the kernel's payload, with its diff
   watch(model, ["error"], () => model.get("error") && dropAhead(model) && onData(), signal); // the move failed
   watch(model, ["selected"], () => highlight(model.get("selected"), true), signal);
-  onData();
+  // the panes draw in a task after the one that made the view: a big payload's first view is not added to
+  // the task in which JupyterLab and ipywidgets create the model and the view (issue 22, long tasks)
+  setTimeout(() => signal.aborted || onData(), 0);
   return () => controller.abort();
 }
 

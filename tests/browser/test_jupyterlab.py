@@ -324,6 +324,7 @@ def test_comparison_rows_switch_partitions_and_show_the_diff(notebook_page, arti
     diff = widget.locator(".bwd-diff-line").text_content()
     assert "against default" in diff and "now recomputed" in diff
     recomputed = int(diff.split(": ")[1].split()[0])
+    widget.locator(".bwd-saved-rows[data-drawn]").wait_for(state="attached")  # its rows come a block per task
     assert recomputed > 0 and widget.locator("tr.bwd-row-recomputed-now").count() == recomputed
     assert "bwd-current" in rows.nth(1).get_attribute("class")
     widget.screenshot(path=str(artifacts / "jupyterlab-compare.png"))
