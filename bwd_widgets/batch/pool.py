@@ -7,6 +7,7 @@ paid before it takes a sample, and the Dask path drives the same `WorkerProcess`
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -180,6 +181,7 @@ class InProcessPool:
     def results(self, requests: Iterator[SampleRequest], count: int) -> Iterator[SampleRecord]:
         for request in requests:
             yield run_sample(request, self.scratch.path)
+            gc.collect()  # what the sample left, once its record is handled (as a worker does after sending)
 
     def close(self) -> None:
         self.scratch.remove()
