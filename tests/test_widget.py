@@ -5,6 +5,7 @@ import json
 import re
 import shutil
 import threading
+import time
 
 import pytest
 import torch
@@ -221,6 +222,17 @@ def test_payloads_made_ahead_are_sent_to_the_browser_once_each_and_forgotten_whe
     assert len(sent) == 3, "each payload is sent once"
     widget._on_browser_message(widget, {"send_ahead": True}, [])
     assert len(sent) == 6, "a view loaded afresh asks for them again"
+    encode = ahead_module.encode_payload  # slowed, so that threads sending at once overlap
+    monkeypatch.setattr(ahead_module, "encode_payload", lambda *a: (time.sleep(0.02), encode(*a))[1])
+    widget._ahead_sent = {}
+    del sent[:]
+    threads = [threading.Thread(target=widget._send_ahead) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(sent) == 3, "the kernel's, the preparation's and the neighbours' threads send each payload once"
+    monkeypatch.setattr(ahead_module, "encode_payload", encode)
     widget.memory_budget, widget.partitioner = 0.3, "min_cut"
     del sent[:]
     widget.measure()

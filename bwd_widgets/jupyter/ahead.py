@@ -47,6 +47,9 @@ class MadeAhead:
         payload's `encode_without_diff`), built ahead."""
         self._ahead_sent: dict[int, int] = {}
         """id of an extraction in `_prepared` -> bytes of its payload sent to the browser (`_send_ahead`)."""
+        self._ahead_lock = threading.Lock()
+        """Held while `_ahead_sent` is read and written: the sweep's preparation, the neighbours' thread and the
+        kernel's own (a view's request, a forget) all send, and each payload goes once, within the cap."""
         self.on_msg(self._on_browser_message)
 
     def _partition_neighbours(self, shown: BackwardExtraction) -> threading.Thread:
@@ -57,6 +60,8 @@ class MadeAhead:
         kept = {b: e for b, e in self._neighbours.items() if same_trace(e, shown)}
         kept[round(budget or 0.0, 4)] = shown
         self._neighbours = kept
+        with self._building:  # payloads made ahead for another joint graph can no longer be shown
+            self._prepared = {k: v for k, v in self._prepared.items() if same_trace(v[0], shown)}
         swept = {p.budget for p in self._swept.points} if self._swept is not None else set()
         steps = [round((budget or 0.0) + step, 4) for step in (SLIDER_STEP, -SLIDER_STEP)]
         wanted = [b for b in steps if 0.0 <= b <= 1.0 and b not in kept and b not in swept]
@@ -83,7 +88,8 @@ class MadeAhead:
         first, then those a worker process swept (partitioned here first): a slider move to a swept budget
         then sends its payload without building it. A newer sweep's preparation replaces this one."""
         graph_index, generation = self.graph_index, object()
-        self._preparing, self._prepared, self._ahead_sent = generation, {}, {}  # ids of the old may come again
+        with self._building, self._ahead_lock:  # ids of the old may come again
+            self._preparing, self._prepared, self._ahead_sent = generation, {}, {}
         ordered = sorted(points, key=lambda p: p.extraction_made is None)
 
         def build() -> None:
@@ -111,27 +117,30 @@ class MadeAhead:
         with its diff, follows. At most `AHEAD_BYTES` per shown model; each payload is sent once."""
         with self._building:
             kept = [k for k in self._prepared.values() if only is None or k[0] is only]
-        for extraction, graph_index, measured, built, without_diff in kept:
-            holds = graph_index == self.graph_index and measured is extraction.measured
-            if id(extraction) in self._ahead_sent or not holds or not same_trace(extraction, self.extraction):
-                continue
-            wire = encode_payload(built, without_diff)
-            if sum(self._ahead_sent.values()) + len(wire) > AHEAD_BYTES:
-                return
-            self._ahead_sent[id(extraction)] = len(wire)
-            key = {name: built[name] for name in ("partitioner", "memory_budget", "graph_index")}
-            self.send({"ahead": key}, buffers=[wire])
+        with self._ahead_lock:
+            for extraction, graph_index, measured, built, without_diff in kept:
+                holds = graph_index == self.graph_index and measured is extraction.measured
+                if id(extraction) in self._ahead_sent or not holds or not same_trace(extraction, self.extraction):
+                    continue
+                wire = encode_payload(built, without_diff)
+                if sum(self._ahead_sent.values()) + len(wire) > AHEAD_BYTES:
+                    return
+                self._ahead_sent[id(extraction)] = len(wire)
+                key = {name: built[name] for name in ("partitioner", "memory_budget", "graph_index")}
+                self.send({"ahead": key}, buffers=[wire])
 
     def _forget_ahead(self) -> None:
         """Have the browser drop the payloads sent ahead (another model shown, a measurement taken)."""
-        if self._ahead_sent:
-            self._ahead_sent = {}
-            self.send({"forget_ahead": True})
+        with self._ahead_lock:
+            if self._ahead_sent:
+                self._ahead_sent = {}
+                self.send({"forget_ahead": True})
 
     def _on_browser_message(self, widget: object, content: object, buffers: list) -> None:
         """`{"send_ahead": true}`: a view loaded afresh (a page reload) asks for the payloads made ahead."""
         if isinstance(content, dict) and content.get("send_ahead"):
-            self._ahead_sent = {}
+            with self._ahead_lock:
+                self._ahead_sent = {}
             self._send_ahead()
 
 
