@@ -60,14 +60,15 @@ class MadeAhead:
         kept = {b: e for b, e in self._neighbours.items() if same_trace(e, shown)}
         kept[round(budget or 0.0, 4)] = shown
         self._neighbours = kept
-        with self._building:  # payloads made ahead for another joint graph can no longer be shown
-            self._prepared = {k: v for k, v in self._prepared.items() if same_trace(v[0], shown)}
         swept = {p.budget for p in self._swept.points} if self._swept is not None else set()
         steps = [round((budget or 0.0) + step, 4) for step in (SLIDER_STEP, -SLIDER_STEP)]
         wanted = [b for b in steps if 0.0 <= b <= 1.0 and b not in kept and b not in swept]
         graph_index = self.graph_index
 
         def partition() -> None:
+            # here, not in the move: the lock may be held while the sweep's preparation builds a payload
+            with self._building:  # payloads made ahead for another joint graph can no longer be shown
+                self._prepared = {k: v for k, v in self._prepared.items() if same_trace(v[0], shown)}
             time.sleep(NEIGHBOURS_AFTER_SECONDS)
             for neighbour in wanted:
                 if self._sweeping or self.extraction is not shown:
