@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from .core.capture import CaptureSession, interrupts_held, own_dynamo_entries, signature_names
+from .core.capture import CaptureSession, own_dynamo_entries, signature_names
 from .core.compat import dynamo_config, functorch_config
 from .core.errors import (
     BwdWidgetsError,
@@ -34,6 +34,7 @@ from .core.errors import (
 )
 from .core.fake import faked
 from .core.fx_route import fx_eligible
+from .core.interrupts import interrupts_held
 from .core.kinds import MODES, InputKind, Mode
 from .core.model_libraries import settle
 from .core.outputs import (

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import signal
-import sys
-import threading
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -404,33 +401,6 @@ def _alive(session: weakref.ref[CaptureSession]) -> CaptureSession:
     if owner is None:
         raise RuntimeError("a capture's compiler was called after the capture ended")
     return owner
-
-
-@contextlib.contextmanager
-def interrupts_held() -> Iterator[None]:
-    """Ctrl-C waits until the block ends, then stops as usual.
-
-    torch's tracers (torch.fx's, make_fx's inside AOT Autograd, Dynamo's) patch global state (nn.Module.__call__,
-    dispatch modes) and undo it in finally blocks; an interrupt landing in one left every later eager module
-    returning a Proxy, or aborted the process. Only the main thread receives signals, so elsewhere this does nothing.
-    """
-    if threading.current_thread() is not threading.main_thread() or not callable(signal.getsignal(signal.SIGINT)):
-        yield
-        return
-    held: list[int] = []
-
-    def hold(signum: int, frame: object) -> None:
-        if not held:
-            sys.stderr.write("Ctrl-C: bwd_widgets stops when torch's capture ends (stopping it midway breaks torch).\n")
-        held.append(signum)
-
-    previous = signal.signal(signal.SIGINT, hold)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if held and callable(previous):
-            previous(held[0], sys._getframe())  # Python's own handler raises KeyboardInterrupt
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ from .codegen import copy_graph_module, graphnet_code, without_none_outputs
 from .compat import _use_lazy_graph_module
 from .decisions import Decisions, recording
 from .errors import PartitionerError, describe_failure, one_line
+from .interrupts import interrupts_held
 from .kinds import InputKind
 from .memory import MemoryProfile, profile
 from .nodes import BackwardNode, backward_nodes
@@ -152,7 +153,10 @@ class Trace:
 
     def partition(self, partitioner: Partitioner | str | float = "default") -> Partition:
         """Split the joint graph with `partitioner`; in real mode, replay the real backward inputs."""
-        resolved = resolve_partitioner(partitioner)
+        with interrupts_held():
+            return self._partition(resolve_partitioner(partitioner))
+
+    def _partition(self, resolved: Partitioner) -> Partition:
         split = self.split(resolved)
         if self.real is None or self.real.tangent_values is None:
             return build_partition(self, resolved, split)
