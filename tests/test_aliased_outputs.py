@@ -69,3 +69,35 @@ def test_a_model_without_aliased_outputs_gets_no_clone_and_no_note():
     extraction = bw.extract(nn.Linear(4, 4), torch.randn(3, 4))
     assert not any(node.target == "clone" for node in extraction.forward.graph.nodes)
     assert not any("view of an input" in note for note in extraction.notes)
+
+
+def _fails(*args):
+    raise AssertionError("the torch.fx route ran the forward under fake tensors")
+
+
+@pytest.mark.parametrize("model", [_ViewOut, _WeightView, nn.Linear], ids=["input view", "parameter", "none"])
+def test_the_torch_fx_route_reads_aliasing_from_aot_autograd_without_a_fake_run(model, monkeypatch):
+    """torch's own `output_info` says which outputs alias an input: no extra run of the forward."""
+    from bwd_widgets.core import capture
+
+    monkeypatch.setattr(capture, "fake_values", _fails)
+    module = model(4, 4) if model is nn.Linear else model()
+    extraction = bw.extract(module, torch.randn(3, 4))
+    copies = [node for node in extraction.forward.graph.nodes if node.target == torch.ops.aten.clone.default]
+    assert bool(copies) == (model is not nn.Linear)
+    assert any("view of an input" in note for note in extraction.notes) == (model is not nn.Linear)
+
+
+def test_a_torch_without_aliasing_metadata_gets_the_check_from_a_fake_run(monkeypatch):
+    from bwd_widgets.core import capture
+
+    monkeypatch.setattr(capture, "_outputs_aliasing_inputs", lambda count: None)
+    torch.manual_seed(0)
+    module, x = _ViewOut(), torch.randn(3, 4)
+    extraction = bw.extract(module, x)
+    x_eager = x.clone().requires_grad_(True)
+    outputs = module(x_eager)
+    (expected,) = torch.autograd.grad(outputs, [x_eager], [torch.ones_like(o) for o in outputs])
+    torch.testing.assert_close(_graph_gradients(extraction)["x"], expected)
+    assert len(extraction.partitions) == 1, "the region traced with the aliasing outputs is forgotten"
+    assert any("view of an input" in note for note in extraction.notes)

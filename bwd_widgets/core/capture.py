@@ -16,13 +16,18 @@ import torch.fx
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from .compat import (
+    FakeTensorMode,
+    OutputType,
+    TracingContext,
     aot_autograd,
     aot_module_simplified,
+    detect_fake_mode,
     dynamo_backends,
     dynamo_convert_frame,
     dynamo_frames,
     make_boxed_func,
     pytree,
+    tracing,
 )
 from .decisions import Decisions
 from .errors import NotForFx
@@ -81,6 +86,10 @@ class CaptureSession:
     _current: _Region | None = None
     _mutable: list[tuple[torch.Tensor, torch.Tensor, int]] = field(default_factory=list)
     _recording: bool = True
+    _fx_outputs: int | None = None
+    """On the torch.fx route, how many outputs the traced graph hands AOT Autograd: the forward compiler
+    then checks torch's own aliasing metadata for them (`_outputs_aliasing_inputs`)."""
+    _aliasing_unknown: bool = False
     notes: list[str] = field(default_factory=list)
     """What the captured graphs do that the model does not (a copy of an output aliasing an input)."""
 
@@ -140,6 +149,11 @@ class CaptureSession:
         region = self._current
         if region is None:  # an inference graph: nothing needs a gradient here
             return make_boxed_func(gm.forward)
+        if self._fx_outputs is not None:
+            aliased = _outputs_aliasing_inputs(self._fx_outputs)
+            self._aliasing_unknown = aliased is None
+            if aliased:
+                raise _AliasedOutputs(aliased)
         region.forward = gm  # the graph AOT Autograd runs, after its own rewrites of the split
         return self._recorded(gm, CaptureSession._keep_forward_inputs, region, counted=True)
 
@@ -187,7 +201,7 @@ class CaptureSession:
             example_inputs = [example_inputs[i] for i in order]
         self._inputs = self._dynamo_sources(gm, example_inputs)
         self._current = None
-        self._copy_aliasing_outputs(gm, {n: n.meta.get("example_value") for n in gm.graph.nodes})
+        self._copy_outputs(gm, _aliasing_outputs(gm, {n: n.meta.get("example_value") for n in gm.graph.nodes}))
         fw_compiler, bw_compiler, partition_fn = self.compilers()
         return aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn)(
             gm, example_inputs
@@ -209,11 +223,7 @@ class CaptureSession:
         traced = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.fx.Node)]
         output.args = (tuple(leaves[i] for i in traced),)  # AOT Autograd wants a flat tuple out
         gm.recompile()
-        self._copy_aliasing_outputs(gm, fake_values(gm, inputs))
-        fw_compiler, bw_compiler, partition_fn = self.compilers()
-        compiled = aot_module_simplified(
-            gm, inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn
-        )
+        compiled = self._aot_fx(gm, inputs)
 
         def run(*args):
             values = list(leaves)
@@ -223,31 +233,57 @@ class CaptureSession:
 
         return run
 
-    def _copy_aliasing_outputs(self, gm: torch.fx.GraphModule, values: dict[torch.fx.Node, object]) -> None:
+    def _aot_fx(self, gm: torch.fx.GraphModule, inputs: list) -> Callable:
+        """AOT Autograd on the torch.fx route's graph, traced again in the rare case an output aliases an
+        input (`_copy_outputs`). Which outputs do is AOT Autograd's own finding, handed to the forward
+        compiler as it is to Inductor, so no extra run of the forward is needed to know it; a torch that does
+        not hand it over gets the check from a fake run of the graph."""
+        fw_compiler, bw_compiler, partition_fn = self.compilers()
+        fake_mode = detect_fake_mode(inputs) or FakeTensorMode()  # the mode AOT Autograd would make itself
+        output = gm.graph.output_node().args[0]
+        assert isinstance(output, (tuple, list))  # compile_fx hands AOT Autograd a flat tuple
+
+        def compiled() -> Callable:
+            self._fx_outputs, self._aliasing_unknown = len(output), False
+            try:
+                with tracing(TracingContext(fake_mode)):
+                    return aot_module_simplified(
+                        gm, inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn
+                    )
+            finally:
+                self._fx_outputs = None
+
+        try:
+            run = compiled()
+            aliased = _aliasing_outputs(gm, fake_values(gm, inputs)) if self._aliasing_unknown else []
+        except _AliasedOutputs as found:
+            aliased = found.indices
+        if not aliased:
+            return run
+        self.regions.pop()  # the region traced with the aliasing outputs, forgotten
+        self._current = None
+        self._copy_outputs(gm, aliased)
+        return compiled()
+
+    def _copy_outputs(self, gm: torch.fx.GraphModule, indices: list[int]) -> None:
         """AOT Autograd regenerates an output that is a view of an input outside its graphs, so its gradient
-        reached the input through eager autograd, never through the backward graph: return a copy instead.
-        `values`: each node's fake value. Graphs without such an output are left as they are."""
-        inputs = {_storage(values.get(n)) for n in gm.graph.nodes if n.op in ("placeholder", "get_attr")}
-        inputs.discard(None)
+        reached the input through eager autograd, never through the backward graph: return a copy of each
+        output at `indices` instead. Graphs without such an output are left as they are."""
+        if not indices:
+            return
         output = gm.graph.output_node()
-        outputs = output.args[0]
-        assert isinstance(outputs, (tuple, list))  # both routes hand AOT Autograd a flat tuple
-        leaves = list(outputs)
-        copied = 0
-        for i, leaf in enumerate(leaves):
-            value = values.get(leaf) if isinstance(leaf, torch.fx.Node) else None
-            if isinstance(value, torch.Tensor) and value.requires_grad and _storage(value) in inputs:
-                with gm.graph.inserting_before(output):
-                    leaves[i] = gm.graph.call_method("clone", (leaf,))
-                leaves[i].meta = dict(leaf.meta)
-                copied += 1
-        if copied:
-            output.args = (tuple(leaves),)
-            gm.recompile()
-            self.notes.append(
-                f"the forward graph returns a copy of each output that is a view of an input ({copied}), so their "
-                "gradients flow through the backward graph, not around it."
-            )
+        leaves = list(output.args[0])  # type: ignore[arg-type]  # both routes hand AOT Autograd a flat tuple
+        for i in indices:
+            leaf = leaves[i]
+            with gm.graph.inserting_before(output):
+                leaves[i] = gm.graph.call_method("clone", (leaf,))
+            leaves[i].meta = dict(leaf.meta)
+        output.args = (tuple(leaves),)
+        gm.recompile()
+        self.notes.append(
+            f"the forward graph returns a copy of each output that is a view of an input ({len(indices)}), so "
+            "their gradients flow through the backward graph, not around it."
+        )
 
     @property
     def repeated_region(self) -> bool:
@@ -386,6 +422,42 @@ class CaptureSession:
 
 def _storage(value: object) -> StorageWeakRef | None:
     return StorageWeakRef(value.untyped_storage()) if isinstance(value, torch.Tensor) else None
+
+
+class _AliasedOutputs(Exception):
+    """Raised by the forward compiler on the torch.fx route: AOT Autograd found that the outputs at `indices`
+    alias an input and need a gradient, so the graph is traced again with copies of them."""
+
+    def __init__(self, indices: list[int]) -> None:
+        super().__init__(indices)
+        self.indices = indices
+
+
+def _outputs_aliasing_inputs(count: int) -> list[int] | None:
+    """The outputs AOT Autograd's own metadata (`ViewAndMutationMeta.output_info`, in the tracing context it
+    fills for its compilers) marks as an input or a view of one, needing a gradient; None where this torch
+    hands no metadata over, or metadata for other outputs than the graph's `count` (tensor subclasses)."""
+    metadata = getattr(TracingContext.try_get(), "fw_metadata", None)
+    if metadata is None or len(metadata.output_info) != count:
+        return None
+    kinds = (OutputType.alias_of_input, OutputType.is_input)
+    return [i for i, info in enumerate(metadata.output_info) if info.output_type in kinds and info.requires_grad]
+
+
+def _aliasing_outputs(gm: torch.fx.GraphModule, values: dict[torch.fx.Node, object]) -> list[int]:
+    """The outputs whose value (`values`: each node's fake value) shares storage with an input's and needs a
+    gradient: what AOT Autograd regenerates outside its graphs."""
+    inputs = {_storage(values.get(n)) for n in gm.graph.nodes if n.op in ("placeholder", "get_attr")}
+    inputs.discard(None)
+    leaves = gm.graph.output_node().args[0]
+    assert isinstance(leaves, (tuple, list))  # both routes hand AOT Autograd a flat tuple
+    return [
+        i
+        for i, leaf in enumerate(leaves)
+        if isinstance(value := values.get(leaf) if isinstance(leaf, torch.fx.Node) else None, torch.Tensor)
+        and value.requires_grad
+        and _storage(value) in inputs
+    ]
 
 
 def _named(names: TensorNames, value: object) -> InputSource | None:

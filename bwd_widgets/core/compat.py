@@ -85,6 +85,7 @@ try:
     from torch._dynamo.backends.common import aot_autograd
     from torch._dynamo.eval_frame import OptimizedModule
     from torch._dynamo.eval_frame import cached_backends as dynamo_backends
+    from torch._functorch._aot_autograd.schemas import OutputType
     from torch._functorch.aot_autograd import aot_module_simplified
 
     # The two partitioners torch ships (public only through the legacy `functorch.compile` re-export), and
@@ -96,8 +97,11 @@ try:
         min_cut_rematerialization_partition,
     )
 
-    # The fake mode of tensors already fake, to count FLOPs without real compute.
-    from torch._guards import detect_fake_mode
+    # The fake mode of tensors already fake, to count FLOPs without real compute. And the tracing context
+    # through which AOT Autograd hands its compilers what it learnt of the graph's outputs (`OutputType`:
+    # which alias an input), as it does for Inductor: the torch.fx route reads it instead of running the
+    # forward once more.
+    from torch._guards import TracingContext, detect_fake_mode, tracing
 
     # Fake tensors: counted FLOPs and lifted constants of fake-mode traces.
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
@@ -136,6 +140,8 @@ __all__ = [
     "torch_partitioners",
     "FakeTensorMode",
     "OpTypes",
+    "OutputType",
+    "TracingContext",
     "UntestedTorchWarning",
     "_LazyGraphModule",
     "_use_lazy_graph_module",
@@ -147,5 +153,6 @@ __all__ = [
     "get_default_op_list",
     "min_cut_rematerialization_partition",
     "pytree",
+    "tracing",
     "torch_is_tested",
 ]
