@@ -58,7 +58,7 @@ export function clusterPaths(graph: VisibleGraph): string[] {
   return [...all].sort();
 }
 
-/** Element ids in the SVG are `v<index>` into graph.nodes and `c<index>` into clusterPaths(graph):
+/** Element ids in the SVG are `v<index>` into graph.nodes, `e<index>` into graph.edges and `c<index>` into clusterPaths(graph):
  *  no user text in ids. `savedBytes` (saved bytes under each module) goes into group labels; `rankdir`
  *  LR lays a short chain out across a wide pane. */
 /** An edge's DOT attributes (views/dot.py `edge_attributes`' twin): saved values do not rank the layout
@@ -110,10 +110,10 @@ export function buildDot(graph: VisibleGraph, savedBytes?: ReadonlyMap<string, n
     }
   };
   emit("", "  ");
-  for (const [from, to] of graph.edges) {
-    const attributes = edgeAttributes(graph, from, to);
-    lines.push(`  v${index.get(from)} -> v${index.get(to)}${attributes.length ? ` [${attributes.join(", ")}]` : ""};`);
-  }
+  graph.edges.forEach(([from, to], k) => {
+    const attributes = [`id="e${k}"`, ...edgeAttributes(graph, from, to)]; // e<k>: graph.edges[k]
+    lines.push(`  v${index.get(from)} -> v${index.get(to)} [${attributes.join(", ")}];`);
+  });
   lines.push("}");
   return lines.join("\n");
 }

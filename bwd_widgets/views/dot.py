@@ -140,12 +140,11 @@ def build_dot(
             lines.append(f"{indent}}}")
 
     emit("", "  ")
-    for start, end in graph.edges:
-        attributes = edge_attributes(graph, (start, end))
+    for k, (start, end) in enumerate(graph.edges):
+        attributes = [f'id="e{k}"', *edge_attributes(graph, (start, end))]  # e<k>: graph.edges[k]
         if colours and (start, end) in graph.edge_kinds:
             attributes.append(f'color="{EDGE_COLOURS[graph.edge_kinds[start, end]]}"')
-        shown = f" [{', '.join(attributes)}]" if attributes else ""
-        lines.append(f"  v{index[start]} -> v{index[end]}{shown};")
+        lines.append(f"  v{index[start]} -> v{index[end]} [{', '.join(attributes)}];")
     lines.append("}")
     return "\n".join(lines)
 

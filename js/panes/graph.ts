@@ -6,6 +6,7 @@ import { download, exportFileName, pngOf, standaloneSvg } from "../export";
 import { bestDrawing, chooseFirstView, drawingSize, fitOf, minScaleOf, type Drawing } from "../firstview";
 import { firstViewCandidates, findRuns, runHolding, firstViews, foldedByMember, moduleTree, openPath, parentOf, representative, reveal, runBytes, toggle, unfoldAround, visibleGraph, visibleRuns, GROUP_PREFIX, type Run, type VisibleGraph } from "../grouping";
 import { StaleLayout, type LayoutClient } from "../layout";
+import { lineageOf } from "../lineage";
 import { sharedLayoutClient } from "../layout_shared";
 import type { PaneContext } from "../model";
 import { nearestTo, neighbour, type Placed } from "../navigate";
@@ -105,14 +106,33 @@ class GraphView {
     this.drawn(this.cursor)?.classList.add("bwd-cursor");
   }
 
-  /** Outline the selected node, or the collapsed module standing for it. */
+  /** Outline the selected node, or the collapsed module standing for it, and mark its lineage. */
   markSelected(id: string, pan: boolean): void {
     clearClass(this.viewport.svg, "bwd-selected");
     const node = this.byId.get(id);
-    const target = node ? this.drawn(representative(node, this.expanded, foldedByMember(this.folded))) : null;
+    const shownAs = node ? representative(node, this.expanded, foldedByMember(this.folded)) : "";
+    const target = shownAs ? this.drawn(shownAs) : null;
+    this.markLineage(target ? shownAs : "");
     if (!target) return;
     target.classList.add("bwd-selected");
     if (pan) this.panTo(target);
+  }
+
+  /** What drawn node `visibleId` is computed from and what it feeds stay, the rest is dimmed (CSS
+   *  `.bwd-lineage`); no selection, or the toolbar's "lineage" box unticked, dims nothing. */
+  markLineage(visibleId: string): void {
+    const svg = this.viewport.svg;
+    if (!svg) return;
+    for (const name of ["bwd-upstream", "bwd-downstream", "bwd-on-path"]) clearClass(svg, name);
+    const on = this.laidOut && visibleId !== "" && this.parts.lineage.checked;
+    svg.classList.toggle("bwd-lineage", on);
+    if (!on) return;
+    const { upstream, downstream, edges } = lineageOf(this.visible.edges, visibleId);
+    this.visible.nodes.forEach((v, i) => {
+      const g = upstream.has(v.id) || downstream.has(v.id) ? svg.querySelector(`#v${i}`) : null;
+      g?.classList.add(upstream.has(v.id) ? "bwd-upstream" : "bwd-downstream");
+    });
+    for (const k of edges) svg.querySelector(`#e${k}`)?.classList.add("bwd-on-path");
   }
 
   markMatches(): void {
@@ -379,8 +399,9 @@ class GraphView {
 }
 
 /** Keys, clicks on nodes and clusters, search, and the toolbar's buttons. */
-function bindInput(view: GraphView, { search, results, fit, collapseAll, colour, exportSvg, exportPng, exportNote, host }: Elements, { select, signal, root }: PaneContext): void {
+function bindInput(view: GraphView, { search, results, fit, collapseAll, colour, lineage, exportSvg, exportPng, exportNote, host }: Elements, { select, signal, root, model }: PaneContext): void {
   const on = { signal };
+  lineage.addEventListener("change", () => view.markSelected(model.get("selected"), false), on);
   onKeys(host, {
     move(direction) {
       const all = view.placed();

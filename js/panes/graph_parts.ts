@@ -144,12 +144,18 @@ export function graphElements() {
   exportSvg.title = "download the view on screen as an SVG file";
   const exportPng = element("button", "bwd-export bwd-export-png", "PNG");
   exportPng.title = "download the view on screen as a PNG picture";
+  const lineage = element("input", "bwd-lineage-box");
+  lineage.type = "checkbox";
+  lineage.checked = true;
+  const lineageLabel = element("label", "bwd-lineage-toggle");
+  lineageLabel.title = "with a node selected: keep what it is computed from and what it feeds, dim the rest";
+  lineageLabel.append(lineage, "lineage");
   const sideBySide = element("button", "bwd-side-by-side", "Side by side");
   sideBySide.hidden = true; // until there is a partition shown before to compare with
   const exportNote = element("span", "bwd-export-note");
   const results = element("ol", "bwd-search-results");
   results.hidden = true;
-  toolbar.append(search, matchCount, fit, collapseAll, colour, sideBySide, exportSvg, exportPng, exportNote, results);
+  toolbar.append(search, matchCount, fit, collapseAll, colour, lineageLabel, sideBySide, exportSvg, exportPng, exportNote, results);
   const crumbs = element("nav", "bwd-crumbs");
   const host = element("div", "bwd-svg-host");
   host.tabIndex = 0;
@@ -158,7 +164,7 @@ export function graphElements() {
   const legend = element("div", "bwd-legend");
   el.append(toolbar, crumbs, host, legend);
   renderLegend(legend, false);
-  return { el, search, matchCount, results, fit, collapseAll, colour, sideBySide, exportSvg, exportPng, exportNote, crumbs, host, legend };
+  return { el, search, matchCount, results, fit, collapseAll, colour, lineage, sideBySide, exportSvg, exportPng, exportNote, crumbs, host, legend };
 }
 
 /** The search's results under the box: the first RESULTS_SHOWN matches, each a button to go there. */

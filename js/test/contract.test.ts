@@ -158,11 +158,11 @@ describe("the front end's pure modules on the reference payload", () => {
     for (const [from, to] of closed.edges) expect(shown.has(from) && shown.has(to) && from !== to).toBe(true);
   });
 
-  it("draws every node with an id by index and its name in the label", () => {
+  it("draws every node and edge with an id by index and each node's name in its label", () => {
     const graph = visibleGraph(data, firstViews(data)[0]);
     const dot = buildDot(graph);
     const ids = [...dot.matchAll(/\bid="([^"]*)"/g)].map((m) => m[1]);
-    expect(sorted(ids)).toEqual(sorted([...graph.nodes.map((_, i) => `v${i}`), ...clusterPaths(graph).map((_, i) => `c${i}`)]));
+    expect(sorted(ids)).toEqual(sorted([...graph.nodes.map((_, i) => `v${i}`), ...graph.edges.map((_, i) => `e${i}`), ...clusterPaths(graph).map((_, i) => `c${i}`)]));
     for (const v of graph.nodes) expect(dot).toMatch(new RegExp(`label="${v.id}(\\\\n|")`));
     expect(dot.match(/ -> /g)!.length).toBe(graph.edges.length);
   });

@@ -21,11 +21,11 @@ describe("DOT", () => {
     const graph = visibleGraph(data, new Set(['<img src=x onerror=alert(1)>', "blocks", "blocks.0", "blocks.0.mlp", "blocks.0.attn"]));
     const dot = buildDot(graph);
     expect(dot).toMatch(/^digraph backward \{/);
-    // every visible node has one id, v<its index>, every cluster c<its index>, and no other id is emitted
+    // every visible node has one id, v<its index>, every edge e<its index>, every cluster c<its index>, and no other id is emitted
     const ids = [...dot.matchAll(/\bid="([^"]*)"/g)].map((m) => m[1]);
     const clusters = clusterPaths(graph);
-    expect(ids.length).toBe(graph.nodes.length + clusters.length);
-    expect(new Set(ids)).toEqual(new Set([...graph.nodes.map((_, i) => `v${i}`), ...clusters.map((_, i) => `c${i}`)]));
+    expect(ids.length).toBe(graph.nodes.length + graph.edges.length + clusters.length);
+    expect(new Set(ids)).toEqual(new Set([...graph.nodes.map((_, i) => `v${i}`), ...graph.edges.map((_, i) => `e${i}`), ...clusters.map((_, i) => `c${i}`)]));
     expect(dot).toContain(`v1 [id="v1", class="k-op", label="b0_mlp_0\\nmm"`);
     expect(dot).toContain('label="<img src=x onerror=alert(1)>"');
     expect(dot.match(/subgraph cluster_/g)!.length).toBe(5);

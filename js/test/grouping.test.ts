@@ -58,7 +58,7 @@ describe("collapse and expand", () => {
     expect([...collapsed.savedOnly]).toEqual([edgeKey(GROUP_PREFIX + "a", GROUP_PREFIX + "b")]);
     const open = visibleGraph(data, new Set(["a"]));
     expect(open.savedOnly.size).toBe(0); // drawn itself, a saved value stays near what reads it
-    expect(buildDot(collapsed)).toMatch(/v\d+ -> v\d+ \[constraint=false, class="e-saved", style="dashed"\];/);
+    expect(buildDot(collapsed)).toMatch(/v\d+ -> v\d+ \[id="e\d+", constraint=false, class="e-saved", style="dashed"\];/);
   });
 
   it("says what each drawn edge carries: a saved value read, into a gradient, or backward data flow", () => {
@@ -73,8 +73,8 @@ describe("collapse and expand", () => {
     // collapsed, a's edge to b carries a saved value and data flow at once: it is data flow
     data.edges.push(["s", "op_b"]);
     expect(visibleGraph(data, new Set()).edgeKinds.has(edgeKey(GROUP_PREFIX + "a", GROUP_PREFIX + "b"))).toBe(false);
-    expect(buildDot(open)).toMatch(/ \[class="e-saved", style="dashed"\];/);
-    expect(buildDot(open)).toMatch(/ \[class="e-gradient"\];/);
+    expect(buildDot(open)).toMatch(/\[id="e\d+", class="e-saved", style="dashed"\];/);
+    expect(buildDot(open)).toMatch(/\[id="e\d+", class="e-gradient"\];/);
   });
 
   it("toggle closes a module and everything inside it", () => {

@@ -151,6 +151,46 @@ def test_clicking_a_saved_row_selects_the_node_everywhere(notebook_page, artifac
     reference.screenshot(path=str(artifacts / "jupyterlab-selection.png"))
 
 
+def _node(widget, name):
+    return widget.locator(".bwd-svg g.node").filter(has=widget.page.locator(f'text:text-is("{name}")'))
+
+
+def _opacity(locator) -> float:
+    return float(locator.evaluate("g => getComputedStyle(g).opacity"))
+
+
+def test_the_selections_lineage_stays_and_the_rest_is_dimmed(notebook_page, artifacts):
+    """Model Explorer's ancestors and descendants: batch norm's input gradient (getitem_3) is computed from
+    the tangent through native_batch_norm_backward and feeds convolution_backward; its siblings, the batch
+    norm weight and bias gradients (getitem_4, getitem_5), are neither, so they fade."""
+    page, *_ = notebook_page
+    reference = _widget(page, CONV_BN)
+    reference.scroll_into_view_if_needed()
+    _tab(reference, "code")
+    reference.locator(".bwd-line", has_text="getitem_3 = native_batch_norm_backward[0]").click()
+    selected = reference.locator(".bwd-svg g.node.bwd-selected")
+    selected.wait_for(timeout=10_000)
+    assert "getitem_3" in selected.locator("text").all_text_contents()
+    for name in ("tangents_1", "native_batch_norm_backward"):
+        assert "bwd-upstream" in _node(reference, name).get_attribute("class"), name
+    for name in ("convolution_backward", "getitem_6"):
+        assert "bwd-downstream" in _node(reference, name).get_attribute("class"), name
+    for name in ("getitem_4", "getitem_5"):
+        assert _opacity(_node(reference, name)) < 0.5, f"{name} is not on the selection's paths"
+    for name in ("getitem_3", "tangents_1", "convolution_backward"):
+        assert _opacity(_node(reference, name)) == 1, name
+    on_path = reference.locator(".bwd-svg g.edge.bwd-on-path")
+    assert on_path.count() >= 3 and _opacity(on_path.first) == 1
+    assert _opacity(reference.locator(".bwd-svg g.edge:not(.bwd-on-path)").first) < 0.5
+    reference.screenshot(path=str(artifacts / "jupyterlab-lineage.png"))
+    box = reference.locator("label.bwd-lineage-toggle input")
+    box.uncheck()
+    assert _opacity(_node(reference, "getitem_4")) == 1, "unticked, nothing is dimmed"
+    assert reference.locator(".bwd-svg g.node.bwd-upstream").count() == 0
+    box.check()
+    assert _opacity(_node(reference, "getitem_4")) < 0.5
+
+
 def test_python_sets_the_selection_and_reads_it(notebook_page):
     page, *_ = notebook_page
     widget = _widget(page, ESCAPING)
