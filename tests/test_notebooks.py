@@ -219,3 +219,17 @@ def test_worked_answers_are_hidden(path):
             assert cell.metadata.get("jupyter", {}).get("source_hidden") is True
         else:
             assert cell.source.startswith("<details>") and cell.source.rstrip().endswith("</details>")
+
+
+def _text(cell) -> str:
+    return "".join(cell["source"]) + "".join("".join(o.get("text", "")) for o in cell.get("outputs", []))
+
+
+def test_notebook_7_quotes_notebook_6s_activation_peak_as_notebook_6_prints_it():
+    """The peak NB7 builds on is the one NB6's pinned output shows (nbval holds that output to a live run)."""
+    six, seven = (next(p for p in NOTEBOOKS if p.name.startswith(n)) for n in ("06", "07"))
+    printed = re.findall(r"peak activation memory ([\d.]+) GB", "".join(_text(c) for c in cells(six, "code")))
+    quoted = re.findall(
+        r"activation peak of notebook 6 \(([\d.]+) GB", "".join(_text(c) for c in cells(seven, "markdown"))
+    )
+    assert printed and quoted == printed[:1]
