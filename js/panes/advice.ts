@@ -16,6 +16,7 @@ export function advicePart({ model, signal, experimental }: Pick<PaneContext, "m
   const label = element("label", "bwd-advice-label", "Fit activation memory: ");
   const target = element("input", "bwd-advice-target");
   target.type = "text";
+  target.dataset.lmSuppressShortcuts = "true"; // Enter submits the target; Shift+Enter must not run the cell
   target.placeholder = "24GB";
   target.setAttribute("aria-label", "activation memory target, e.g. 24GB");
   label.appendChild(target);

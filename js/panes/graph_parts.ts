@@ -134,6 +134,7 @@ export function graphElements() {
   const toolbar = element("div", "bwd-toolbar");
   const search = element("input", "bwd-search");
   search.placeholder = "search name, op, module, shape or reason";
+  search.dataset.lmSuppressShortcuts = "true"; // Shift+Enter is the previous match here, not JupyterLab's run-cell
   search.title = "Enter: next match \u00B7 Shift+Enter: previous \u00B7 a click on a result goes there \u00B7 Esc: hide the results";
   const matchCount = element("span", "bwd-match-count");
   const fit = element("button", "bwd-fit", "Fit");

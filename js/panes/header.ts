@@ -28,6 +28,7 @@ export function headerPane({ model, signal, showAhead }: PaneContext): Pane {
   const budgetLabel = element("label", "bwd-budget-label", "budget ");
   const budget = element("input", "bwd-budget");
   Object.assign(budget, { type: "range", min: "0", max: "1", step: "0.05" });
+  budget.dataset.lmSuppressShortcuts = "true"; // arrow keys move the slider, not the notebook's cell selection
   const budgetValue = element("span", "bwd-budget-value");
   budgetLabel.append(budget, budgetValue);
   const graphIndex = element("select", "bwd-graph-index");

@@ -101,6 +101,7 @@ export function savedPane({ model, signal, select }: PaneContext): Pane {
     const views = data.saved.filter((r) => r.alias_kind && r.alias_kind !== "activation").length;
     const viewText = views ? ` \u00B7 ${views} view${views === 1 ? "" : "s"} of parameters/inputs (0 B added)` : "";
     totals.textContent = `${t.saved} saved \u00B7 activations ${formatBytes(t.saved_activation_bytes)} \u00B7 parameters/inputs ${formatBytes(t.saved_input_bytes)}${viewText}`;
+    totals.title = totals.textContent;
     inTurn(blocks, () => mine === drawing && !signal.aborted, () => {
       rows.dataset.drawn = "true";
       mark(model.get("selected"), false);

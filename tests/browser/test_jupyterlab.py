@@ -368,6 +368,55 @@ def test_comparison_rows_switch_partitions_and_show_the_diff(notebook_page, arti
     assert recomputed > 0 and widget.locator("tr.bwd-row-recomputed-now").count() == recomputed
     assert "bwd-current" in rows.nth(1).get_attribute("class")
     widget.screenshot(path=str(artifacts / "jupyterlab-compare.png"))
+    # a value picked from a "now recomputed" row is drawn as selected, not only as newly recomputed
+    _tab(widget, "saved")
+    picked = widget.locator("tr.bwd-row-recomputed-now").first
+    name = picked.get_attribute("data-name")
+    picked.click()
+    node = widget.locator(".bwd-svg g.node.bwd-selected.bwd-diff-recomputed")
+    node.wait_for(timeout=10_000)
+    assert name in node.locator("text").all_text_contents()
+    assert _outline(node) == _SELECTED_OUTLINE
+    assert not errors
+
+
+_SELECTED_OUTLINE = ("3px", "none")
+"""The selection's outline (widget.css): 3 px, solid; every other outline state is dashed."""
+
+
+def _outline(node) -> tuple[str, str]:
+    return tuple(node.locator("> polygon, > path").first.evaluate("e => [getComputedStyle(e).strokeWidth, getComputedStyle(e).strokeDasharray]"))
+
+
+def test_search_by_module_and_shape_steps_through_matches_and_keeps_the_selection_outlined(notebook_page, artifacts):
+    page, _, errors, *_ = notebook_page
+    widget = _widget(page, TRANSFORMER)
+    widget.scroll_into_view_if_needed()
+    search, count = widget.locator("input.bwd-search"), widget.locator(".bwd-match-count")
+    search.fill("blocks.1")
+    total = int(count.text_content().split()[0])
+    results = widget.locator(".bwd-search-results li:not(.bwd-hint)")
+    assert total > 1 and results.count() == min(total, results.count()) > 1
+    picked = []
+    for step in range(2):
+        search.press("Enter")
+        assert count.text_content() == f"{step + 1} of {total} matches"
+        widget.locator(".bwd-svg g.node.bwd-selected").wait_for(timeout=10_000)
+        picked.append(widget.locator(".bwd-details-title").text_content())
+        assert "blocks.1" in widget.locator(".bwd-details").text_content(), "a match is inside blocks.1"
+        assert _outline(widget.locator(".bwd-svg g.node.bwd-selected")) == _SELECTED_OUTLINE, "selected over match"
+    assert picked[0] != picked[1], "Enter goes to the next match"
+    search.press("Shift+Enter")  # the previous match; JupyterLab's own Shift+Enter (run the cell) must not fire
+    assert count.text_content() == f"1 of {total} matches"
+    widget.locator(".bwd-details-title", has_text=picked[0]).wait_for(timeout=10_000)
+    _tab(widget, "saved")  # scrolled to the selected row, the totals line still reads over the rows
+    on_top = "t => { const b = t.getBoundingClientRect(); return t.contains(document.elementFromPoint(b.left + 30, b.top + b.height / 2)); }"
+    assert widget.locator(".bwd-totals").evaluate(on_top)
+    search.fill("[2, 16, 32]")
+    assert int(count.text_content().split()[0]) > 0
+    assert "[2, 16, 32]" in results.first.text_content()
+    widget.screenshot(path=str(artifacts / "jupyterlab-search.png"))
+    search.fill("")
     assert not errors
 
 
