@@ -21,6 +21,13 @@ from jupyter_page import (
     set_theme,
     write_notebook,
 )
+from widget_checks import (
+    check_edges_say_what_they_carry,
+    check_lineage,
+    check_recomputed_row_is_drawn_selected,
+    check_search,
+    check_wheel_scrolls_the_notebook,
+)
 
 EVIL = "<img src=x onerror=alert(1)>"
 EVIL_CELL = f"""from torch import nn
@@ -151,44 +158,14 @@ def test_clicking_a_saved_row_selects_the_node_everywhere(notebook_page, artifac
     reference.screenshot(path=str(artifacts / "jupyterlab-selection.png"))
 
 
-def _node(widget, name):
-    return widget.locator(".bwd-svg g.node").filter(has=widget.page.locator(f'text:text-is("{name}")'))
-
-
-def _opacity(locator) -> float:
-    return float(locator.evaluate("g => getComputedStyle(g).opacity"))
-
-
 def test_the_selections_lineage_stays_and_the_rest_is_dimmed(notebook_page, artifacts):
-    """Model Explorer's ancestors and descendants: batch norm's input gradient (getitem_3) is computed from
-    the tangent through native_batch_norm_backward and feeds convolution_backward; its siblings, the batch
-    norm weight and bias gradients (getitem_4, getitem_5), are neither, so they fade."""
     page, *_ = notebook_page
-    reference = _widget(page, CONV_BN)
-    reference.scroll_into_view_if_needed()
-    _tab(reference, "code")
-    reference.locator(".bwd-line", has_text="getitem_3 = native_batch_norm_backward[0]").click()
-    selected = reference.locator(".bwd-svg g.node.bwd-selected")
-    selected.wait_for(timeout=10_000)
-    assert "getitem_3" in selected.locator("text").all_text_contents()
-    for name in ("tangents_1", "native_batch_norm_backward"):
-        assert "bwd-upstream" in _node(reference, name).get_attribute("class"), name
-    for name in ("convolution_backward", "getitem_6"):
-        assert "bwd-downstream" in _node(reference, name).get_attribute("class"), name
-    for name in ("getitem_4", "getitem_5"):
-        assert _opacity(_node(reference, name)) < 0.5, f"{name} is not on the selection's paths"
-    for name in ("getitem_3", "tangents_1", "convolution_backward"):
-        assert _opacity(_node(reference, name)) == 1, name
-    on_path = reference.locator(".bwd-svg g.edge.bwd-on-path")
-    assert on_path.count() >= 3 and _opacity(on_path.first) == 1
-    assert _opacity(reference.locator(".bwd-svg g.edge:not(.bwd-on-path)").first) < 0.5
-    reference.screenshot(path=str(artifacts / "jupyterlab-lineage.png"))
-    box = reference.locator("label.bwd-lineage-toggle input")
-    box.uncheck()
-    assert _opacity(_node(reference, "getitem_4")) == 1, "unticked, nothing is dimmed"
-    assert reference.locator(".bwd-svg g.node.bwd-upstream").count() == 0
-    box.check()
-    assert _opacity(_node(reference, "getitem_4")) < 0.5
+    check_lineage(_widget(page, CONV_BN), str(artifacts / "jupyterlab-lineage.png"))
+
+
+def test_edges_say_what_they_carry(notebook_page):
+    page, *_ = notebook_page
+    check_edges_say_what_they_carry(_widget(page, CONV_BN))
 
 
 def test_python_sets_the_selection_and_reads_it(notebook_page):
@@ -368,55 +345,13 @@ def test_comparison_rows_switch_partitions_and_show_the_diff(notebook_page, arti
     assert recomputed > 0 and widget.locator("tr.bwd-row-recomputed-now").count() == recomputed
     assert "bwd-current" in rows.nth(1).get_attribute("class")
     widget.screenshot(path=str(artifacts / "jupyterlab-compare.png"))
-    # a value picked from a "now recomputed" row is drawn as selected, not only as newly recomputed
-    _tab(widget, "saved")
-    picked = widget.locator("tr.bwd-row-recomputed-now").first
-    name = picked.get_attribute("data-name")
-    picked.click()
-    node = widget.locator(".bwd-svg g.node.bwd-selected.bwd-diff-recomputed")
-    node.wait_for(timeout=10_000)
-    assert name in node.locator("text").all_text_contents()
-    assert _outline(node) == _SELECTED_OUTLINE
+    check_recomputed_row_is_drawn_selected(widget)
     assert not errors
-
-
-_SELECTED_OUTLINE = ("3px", "none")
-"""The selection's outline (widget.css): 3 px, solid; every other outline state is dashed."""
-
-
-def _outline(node) -> tuple[str, str]:
-    return tuple(node.locator("> polygon, > path").first.evaluate("e => [getComputedStyle(e).strokeWidth, getComputedStyle(e).strokeDasharray]"))
 
 
 def test_search_by_module_and_shape_steps_through_matches_and_keeps_the_selection_outlined(notebook_page, artifacts):
     page, _, errors, *_ = notebook_page
-    widget = _widget(page, TRANSFORMER)
-    widget.scroll_into_view_if_needed()
-    search, count = widget.locator("input.bwd-search"), widget.locator(".bwd-match-count")
-    search.fill("blocks.1")
-    total = int(count.text_content().split()[0])
-    results = widget.locator(".bwd-search-results li:not(.bwd-hint)")
-    assert total > 1 and results.count() == min(total, results.count()) > 1
-    picked = []
-    for step in range(2):
-        search.press("Enter")
-        assert count.text_content() == f"{step + 1} of {total} matches"
-        widget.locator(".bwd-svg g.node.bwd-selected").wait_for(timeout=10_000)
-        picked.append(widget.locator(".bwd-details-title").text_content())
-        assert "blocks.1" in widget.locator(".bwd-details").text_content(), "a match is inside blocks.1"
-        assert _outline(widget.locator(".bwd-svg g.node.bwd-selected")) == _SELECTED_OUTLINE, "selected over match"
-    assert picked[0] != picked[1], "Enter goes to the next match"
-    search.press("Shift+Enter")  # the previous match; JupyterLab's own Shift+Enter (run the cell) must not fire
-    assert count.text_content() == f"1 of {total} matches"
-    widget.locator(".bwd-details-title", has_text=picked[0]).wait_for(timeout=10_000)
-    _tab(widget, "saved")  # scrolled to the selected row, the totals line still reads over the rows
-    on_top = "t => { const b = t.getBoundingClientRect(); return t.contains(document.elementFromPoint(b.left + 30, b.top + b.height / 2)); }"
-    assert widget.locator(".bwd-totals").evaluate(on_top)
-    search.fill("[2, 16, 32]")
-    assert int(count.text_content().split()[0]) > 0
-    assert "[2, 16, 32]" in results.first.text_content()
-    widget.screenshot(path=str(artifacts / "jupyterlab-search.png"))
-    search.fill("")
+    check_search(_widget(page, TRANSFORMER), str(artifacts / "jupyterlab-search.png"))
     assert not errors
 
 
@@ -552,32 +487,8 @@ def test_no_console_warnings_or_errors_from_the_widget(notebook_page):
     assert [f"{m.type}: {m.text}" for m in console if from_the_widget(m)] == []
 
 
-SCROLLER = """(e) => { for (let p = e.parentElement; p; p = p.parentElement) {
-  const style = getComputedStyle(p);
-  if (/(auto|scroll)/.test(style.overflowY) && p.scrollHeight > p.clientHeight) return p.scrollTop; } return null; }"""
-
-
 def test_the_wheel_over_an_unfocused_graph_scrolls_the_notebook(notebook_page):
     """Under JupyterLab's default settings: the notebook scrolls past the graph; Ctrl+wheel zooms it."""
     page, _, errors, _, _, _ = notebook_page
-    widget = _widget(page, 0)
-    widget.scroll_into_view_if_needed()
-    host = widget.locator(".bwd-svg-host")
-    page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})  # focus the notebook, not the graph
-    before_view = widget.locator(".bwd-svg").get_attribute("viewBox")
-    before_scroll = host.evaluate(SCROLLER)
-    assert before_scroll is not None, "the notebook scrolls"
-    box = host.bounding_box()
-    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    page.mouse.wheel(0, 200)
-    page.wait_for_function(f"(s) => ({SCROLLER})(s) !== {before_scroll}", arg=host.element_handle(), timeout=5_000)
-    assert widget.locator(".bwd-svg").get_attribute("viewBox") == before_view, "the graph did not zoom"
-    box = host.bounding_box()
-    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    page.keyboard.down("Control")
-    page.mouse.wheel(0, -200)
-    page.keyboard.up("Control")
-    page.wait_for_function(
-        "(v) => document.querySelector('.bwd-root .bwd-svg').getAttribute('viewBox') !== v", arg=before_view
-    )
+    check_wheel_scrolls_the_notebook(page, _widget(page, 0), ".jp-Notebook")
     assert not errors

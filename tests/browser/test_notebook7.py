@@ -1,5 +1,7 @@
 """The widget in Notebook 7 (the `notebook` package), in a real Chromium: the same first-paint rules,
-results displayed as the widget, the static fallback in the saved file, light and dark themes."""
+results displayed as the widget, the static fallback in the saved file, light and dark themes, and what a
+user does in the graph, checked as in JupyterLab (widget_checks.py): edges, lineage, search, the recomputed
+row's selection, the wheel."""
 
 import json
 
@@ -19,8 +21,16 @@ from jupyter_page import (
     set_theme,
     write_notebook,
 )
+from widget_checks import (
+    check_edges_say_what_they_carry,
+    check_lineage,
+    check_recomputed_row_is_drawn_selected,
+    check_search,
+    check_wheel_scrolls_the_notebook,
+)
 
 NAMES = list(FOUR_GRAPHS)
+CONV_BN, TRANSFORMER = 0, 1
 COMPARED, SWEPT = 4, 5
 
 
@@ -74,6 +84,42 @@ def test_saved_notebook_keeps_a_small_static_picture(notebook_page):
     ]
     assert len(pictures) == 6
     assert all(p.startswith("<svg") and len(p.encode()) < 100_000 and "peak activation memory" in p for p in pictures)
+
+
+def _widget(page, index):
+    return page.locator(".bwd-root").nth(index)
+
+
+def test_edges_say_what_they_carry(notebook_page):
+    page, errors, *_ = notebook_page
+    check_edges_say_what_they_carry(_widget(page, CONV_BN))
+    assert not errors
+
+
+def test_the_selections_lineage_stays_and_the_rest_is_dimmed(notebook_page, artifacts):
+    page, errors, *_ = notebook_page
+    check_lineage(_widget(page, CONV_BN), str(artifacts / "notebook7-lineage.png"))
+    assert not errors
+
+
+def test_search_by_module_and_shape_steps_through_matches_and_keeps_the_selection_outlined(notebook_page, artifacts):
+    page, errors, *_ = notebook_page
+    check_search(_widget(page, TRANSFORMER), str(artifacts / "notebook7-search.png"))
+    assert not errors
+
+
+def test_a_now_recomputed_row_is_drawn_selected(notebook_page):
+    page, errors, *_ = notebook_page
+    widget = _widget(page, COMPARED)
+    widget.scroll_into_view_if_needed()
+    check_recomputed_row_is_drawn_selected(widget)
+    assert not errors
+
+
+def test_the_wheel_over_an_unfocused_graph_scrolls_the_notebook(notebook_page):
+    page, errors, *_ = notebook_page
+    check_wheel_scrolls_the_notebook(page, _widget(page, CONV_BN), ".jp-Notebook")
+    assert not errors
 
 
 def test_dark_theme(notebook_page, artifacts):
