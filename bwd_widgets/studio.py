@@ -56,6 +56,7 @@ def row(extraction: BackwardExtraction) -> dict:
         "backward_nodes": extraction.backward_node_count,
         "backward_flops": extraction.backward_flops,
         "recompute_flops": extraction.recompute_flops,
+        "torch_budget_ratio": torch_budget_ratio(extraction),
     }
 
 

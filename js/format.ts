@@ -11,6 +11,11 @@ export function formatBytes(bytes: number): string {
   return `${bytes < 0 ? "-" : ""}${text} ${units[unit]}`;
 }
 
+/** torch's budget ratio as the widget shows it everywhere: three decimals, a dash where min-cut did not run. */
+export function formatRatio(ratio: number | null): string {
+  return ratio === null ? "\u2014" : ratio.toFixed(3);
+}
+
 export function formatShape(shape: number[]): string {
   return `[${shape.join(", ")}]`;
 }

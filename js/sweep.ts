@@ -3,7 +3,7 @@
 
 import { linearScale, niceTicks, type Box } from "./chart";
 import { formatFlops } from "./chart";
-import { formatBytes } from "./format";
+import { formatBytes, formatRatio } from "./format";
 import type { Tick } from "./memory";
 import type { SweepPoint } from "./types";
 
@@ -68,7 +68,7 @@ export function paretoPoints(points: readonly SweepPoint[]): { index: number; po
 
 /** One point in words: its budget beside torch's own ratio for the plan, saved, recompute and peak. */
 export function pointText(p: SweepPoint): string {
-  const ratio = p.torch_budget_ratio === null ? "" : ` (torch's ratio ${p.torch_budget_ratio.toFixed(3)})`;
+  const ratio = p.torch_budget_ratio === null ? "" : ` (torch's ratio ${formatRatio(p.torch_budget_ratio)})`;
   const beaten = p.peak_above_budget === null ? "" : `; budget ${p.peak_above_budget} peaks lower, so this budget's extra recompute buys no peak memory`;
   return `budget ${p.budget}${ratio}: ${formatBytes(p.saved_activation_bytes)} saved, ${formatFlops(p.recompute_flops)} recomputed, peak ${formatBytes(p.peak_activation_bytes)}${beaten}`;
 }

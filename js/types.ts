@@ -48,6 +48,8 @@ export interface PartitionTotals {
   saved_input_bytes: number;
   recomputed: number;
   backward_nodes: number;
+  /** The budget as torch measures this plan; null where min-cut did not run. */
+  torch_budget_ratio: number | null;
 }
 
 /** Numbers of the whole run: every compiled region, forward and backward. */
@@ -192,6 +194,8 @@ export interface ComparisonRow {
   backward_nodes: number;
   backward_flops: number;
   recompute_flops: number;
+  /** The budget as torch measures the plan; null where min-cut did not run. */
+  torch_budget_ratio: number | null;
   peak_activation_bytes: number;
 }
 
@@ -240,7 +244,7 @@ export const SAVED_ROW_KEYS = [
   "name", "kind", "source", "source_aliases", "shape", "dtype", "bytes", "activation_bytes", "producer", "module", "alias_of",
   "alias_kind", "storage_op", "why", "torch_reason",
 ] as const satisfies readonly (keyof SavedRow)[];
-export const PARTITION_TOTALS_KEYS = ["saved", "saved_activation_bytes", "saved_input_bytes", "recomputed", "backward_nodes"] as const satisfies readonly (keyof PartitionTotals)[];
+export const PARTITION_TOTALS_KEYS = ["saved", "saved_activation_bytes", "saved_input_bytes", "recomputed", "backward_nodes", "torch_budget_ratio"] as const satisfies readonly (keyof PartitionTotals)[];
 export const RUN_TOTALS_KEYS = ["saved", "saved_activation_bytes", "saved_input_bytes", "memory"] as const satisfies readonly (keyof RunTotals)[];
 export const VIEWS_KEYS = ["modules", "first", "label_units", "min_label_px"] as const satisfies readonly (keyof Views)[];
 export const MODULE_ROW_KEYS = ["path", "parent", "depth", "size", "direct", "saved_bytes"] as const satisfies readonly (keyof ModuleRow)[];
@@ -250,7 +254,7 @@ export const DIFF_KEYS = ["against", "recomputed_now", "recomputed_rows", "newly
 export const PARTITIONER_OPTION_KEYS = ["name", "takes_budget", "description"] as const satisfies readonly (keyof PartitionerOption)[];
 export const COMPARISON_ROW_KEYS = [
   "partition", "partitioner", "memory_budget", "saved", "saved_activation_bytes", "recomputed", "recomputed_ops",
-  "forward_nodes", "backward_nodes", "backward_flops", "recompute_flops", "peak_activation_bytes",
+  "forward_nodes", "backward_nodes", "backward_flops", "recompute_flops", "torch_budget_ratio", "peak_activation_bytes",
 ] as const satisfies readonly (keyof ComparisonRow)[];
 export const SWEEP_POINT_KEYS = [
   "budget", "saved_activation_bytes", "recompute_flops", "saved", "pareto", "peak_activation_bytes", "timeline",

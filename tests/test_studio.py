@@ -7,6 +7,7 @@ import torch
 
 import bwd_widgets as bw
 from bwd_widgets.examples import Block, Transformer
+from bwd_widgets.views.payload import graph_payload
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +74,14 @@ def test_compare_rows_match_separate_extractions(transformer):
     assert zero["backward_flops"] > default["backward_flops"] > 0
     assert "aten.native_layer_norm" in zero["recomputed_ops"]
     assert "Comparison" not in repr(comparison) and "default" in repr(comparison)
+    # torch's own measure of each plan, in the rows and in the header's payload, read from its partitioner
+    assert default["torch_budget_ratio"] is None, "the default partitioner runs no min-cut"
+    assert comparison.rows[1]["torch_budget_ratio"] == pytest.approx(1.0)
+    for row, extraction in zip(comparison.rows[2:], comparison.extractions[2:]):
+        ratio = extraction.partitions[0].decisions.budget_ratio
+        assert ratio is not None and row["torch_budget_ratio"] == ratio <= extraction.memory_budget
+        assert graph_payload(extraction)["partition"]["torch_budget_ratio"] == ratio
+    assert graph_payload(comparison.extractions[0])["partition"]["torch_budget_ratio"] is None
 
 
 def test_diff_names_what_one_saves_and_the_other_recomputes(transformer):

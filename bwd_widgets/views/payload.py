@@ -81,6 +81,8 @@ class PartitionTotals(TypedDict):
     saved_input_bytes: int
     recomputed: int
     backward_nodes: int
+    torch_budget_ratio: float | None
+    """The budget as torch measures this plan (`Partition.torch_budget_ratio`); None where min-cut did not run."""
 
 
 class Diff(TypedDict):
@@ -149,6 +151,8 @@ class ComparisonRow(TypedDict):
     backward_nodes: int
     backward_flops: int
     recompute_flops: int
+    torch_budget_ratio: float | None
+    """The budget as torch measures the plan (studio.torch_budget_ratio); None where min-cut did not run."""
     peak_activation_bytes: int
 
 
@@ -313,6 +317,7 @@ def graph_payload(
             saved_input_bytes=partition.saved_input_bytes,
             recomputed=len(partition.recomputed),
             backward_nodes=len(nodes),
+            torch_budget_ratio=partition.torch_budget_ratio,
         ),
         run=run_totals(extraction),
         views=view_rules(nodes, [(row["module"], row["activation_bytes"]) for row in saved_rows]),

@@ -1,7 +1,7 @@
 /** The header: what is shown and its totals, partitioner / budget / graph selectors, busy, errors, notes, diff. */
 
 import { element, show } from "../dom";
-import { formatBytes, formatDelta } from "../format";
+import { formatBytes, formatDelta, formatRatio } from "../format";
 import { setTrait, type PaneContext } from "../model";
 import { partitionerChoices, takesBudget } from "../partitioners";
 import type { GraphData } from "../types";
@@ -55,6 +55,7 @@ export function headerPane({ model, signal, showAhead }: PaneContext): Pane {
       region, " saved ", element("span", "bwd-saved-count", String(part.saved)), savedDelta ? ` (${savedDelta})` : "",
       " \u00B7 activations ", element("span", "bwd-activation-bytes", formatBytes(part.saved_activation_bytes)), bytesDelta ? ` (${bytesDelta})` : "",
       ` \u00B7 ${part.backward_nodes} backward nodes \u00B7 ${part.recomputed} recomputed`,
+      ...budgetRatio(part.torch_budget_ratio),
       " \u2502 ", run, " peak ", element("span", "bwd-peak-bytes", formatBytes(data.run.memory.peak.live_bytes)),
     );
   }
@@ -109,4 +110,13 @@ export function headerPane({ model, signal, showAhead }: PaneContext): Pane {
       diffLine.textContent = diffText(data);
     },
   };
+}
+
+/** torch's own measure of the plan shown, beside the budget asked for: (saved - forward inputs) over plain
+ *  min-cut's, views at full size (notebook 3); nothing where min-cut did not run. */
+function budgetRatio(ratio: number | null): (string | HTMLElement)[] {
+  if (ratio === null) return [];
+  const shown = element("span", "bwd-torch-ratio", formatRatio(ratio));
+  shown.title = "torch's budget ratio: (bytes saved - forward inputs) / (plain min-cut's bytes saved - forward inputs), views at full size; at or under the budget asked for";
+  return [" \u00B7 torch's ratio ", shown];
 }

@@ -3,7 +3,7 @@
 
 import { formatFlops } from "../chart";
 import { element, show, svgElement } from "../dom";
-import { formatBytes } from "../format";
+import { formatBytes, formatRatio } from "../format";
 import { setTrait, type Model, type PaneContext, type SweepStarted } from "../model";
 import { chartGeometry, emptyStudioText, paretoPoints, peakOrderText, pointText, sweepRunning } from "../sweep";
 import type { ComparisonRow, SweepPoint } from "../types";
@@ -16,6 +16,7 @@ const COMPARE_COLUMNS: [string, (r: ComparisonRow) => string][] = [
   ["saved", (r) => String(r.saved)],
   ["saved bytes", (r) => formatBytes(r.saved_activation_bytes)],
   ["peak", (r) => formatBytes(r.peak_activation_bytes)],
+  ["torch's ratio", (r) => formatRatio(r.torch_budget_ratio)],
   ["recomputed", (r) => String(r.recomputed)],
   ["bw nodes", (r) => String(r.backward_nodes)],
   ["bw FLOPs", (r) => formatFlops(r.backward_flops)],
@@ -94,7 +95,7 @@ function renderPareto(table: HTMLTableElement, model: Model, signal: AbortSignal
   for (const { index, point } of front) {
     const tr = element("tr", `bwd-pareto-row${index === model.get("sweep_index") ? " bwd-current" : ""}`);
     tr.dataset.index = String(index);
-    const ratio = point.torch_budget_ratio === null ? "\u2014" : point.torch_budget_ratio.toFixed(3);
+    const ratio = formatRatio(point.torch_budget_ratio);
     for (const text of [String(point.budget), ratio, formatBytes(point.saved_activation_bytes), formatFlops(point.recompute_flops), formatBytes(point.peak_activation_bytes)]) {
       tr.appendChild(element("td", "", text));
     }

@@ -307,6 +307,7 @@ def test_min_cut_with_low_budget_changes_the_saved_count(notebook_page, artifact
     widget.locator("input.bwd-budget").evaluate("(e) => { e.value = '0'; e.dispatchEvent(new Event('change')); }")
     _wait_rerender(page, TRANSFORMER, rendered)
     assert "min_cut (budget 0)" in widget.locator(".bwd-title").text_content()
+    assert float(widget.locator(".bwd-torch-ratio").text_content()) <= 0.001, "torch's ratio, at or under the budget"
     assert widget.locator(".bwd-saved-count").text_content() != before
     assert "(" in widget.locator(".bwd-stats").text_content(), "the change from the previous partition is shown"
     widget.screenshot(path=str(artifacts / "jupyterlab-min-cut.png"))
@@ -333,7 +334,8 @@ def test_comparison_rows_switch_partitions_and_show_the_diff(notebook_page, arti
     rows = widget.locator("tr.bwd-compare-row")
     assert "default" in rows.nth(0).text_content() and "budget 0" in rows.nth(1).text_content()
     headers = widget.locator(".bwd-compare th").all_text_contents()
-    assert "peak" in headers
+    assert "peak" in headers and "torch's ratio" in headers
+    assert rows.nth(0).locator("td").nth(headers.index("torch's ratio")).text_content() == "\u2014", "default: no min-cut"
     before = _rendered(widget)
     rows.nth(1).click()
     _wait_rerender(page, COMPARED, before)
