@@ -335,7 +335,9 @@ def test_comparison_rows_switch_partitions_and_show_the_diff(notebook_page, arti
     assert "default" in rows.nth(0).text_content() and "budget 0" in rows.nth(1).text_content()
     headers = widget.locator(".bwd-compare th").all_text_contents()
     assert "peak" in headers and "torch's ratio" in headers
-    assert rows.nth(0).locator("td").nth(headers.index("torch's ratio")).text_content() == "\u2014", "default: no min-cut"
+    assert rows.nth(0).locator("td").nth(headers.index("torch's ratio")).text_content() == "\u2014", (
+        "default: no min-cut"
+    )
     before = _rendered(widget)
     rows.nth(1).click()
     _wait_rerender(page, COMPARED, before)
