@@ -3,17 +3,19 @@
 import { formatBytes, formatShape } from "./format";
 import type { SavedRow } from "./types";
 
-export type SortKey = "name" | "kind" | "shape" | "dtype" | "bytes" | "adds" | "producer" | "module";
+export type SortKey = "name" | "kind" | "shape" | "dtype" | "bytes" | "adds" | "producer" | "module" | "torch says";
 /** The saved table's columns, by their header text. "adds" is activation_bytes: what the value adds
- *  to memory on top of the forward inputs (0 B for views of parameters and inputs). */
-export const COLUMNS: SortKey[] = ["name", "kind", "shape", "dtype", "bytes", "adds", "producer", "module"];
+ *  to memory on top of the forward inputs (0 B for views of parameters and inputs); "torch says" is
+ *  torch's own phrase for why it is saved (SavedRow.torch_reason: "cannot recompute: materialized in
+ *  backward", "min-cut: in the cut"), a dash where torch has none (the default partitioner). */
+export const COLUMNS: SortKey[] = ["name", "kind", "shape", "dtype", "bytes", "adds", "producer", "module", "torch says"];
 
 /** Column widths (CSS) of the saved table, which is laid out to the pane's width so that beside the graph
  *  every column stays on screen: the short numeric columns get room for their values ("float32",
  *  "16.4 KB", with the sort arrow), the rest share what is left; a cell too long for its column ends in
  *  an ellipsis and says itself in full in its title. */
 export const COLUMN_WIDTHS: Record<SortKey, string> = {
-  name: "", kind: "", shape: "", dtype: "calc(7ch + 8px)", bytes: "calc(8ch + 8px)", adds: "calc(8ch + 8px)", producer: "", module: "",
+  name: "", kind: "", shape: "", dtype: "calc(7ch + 8px)", bytes: "calc(8ch + 8px)", adds: "calc(8ch + 8px)", producer: "", module: "", "torch says": "",
 };
 
 /** A cell's hover text: its whole value, then the row's (why the value is saved). */
@@ -44,8 +46,8 @@ function compare(a: SavedRow, b: SavedRow, key: SortKey): number {
     const [pb, nb] = numericSuffix(b.name);
     return pa === pb ? na - nb : pa < pb ? -1 : 1;
   }
-  const x = String(a[key]);
-  const y = String(b[key]);
+  const x = key === "torch says" ? a.torch_reason : String(a[key]);
+  const y = key === "torch says" ? b.torch_reason : String(b[key]);
   return x < y ? -1 : x > y ? 1 : 0;
 }
 
@@ -73,12 +75,15 @@ export function sourceLabel(row: SavedRow): string {
 /** A saved value's cells, in COLUMNS order. */
 export function savedCells(row: SavedRow): string[] {
   const kind = kindLabel(row);
-  return [row.name, kind, formatShape(row.shape), row.dtype, formatBytes(row.bytes), formatBytes(row.activation_bytes), row.producer || sourceLabel(row), row.module];
+  return [row.name, kind, formatShape(row.shape), row.dtype, formatBytes(row.bytes), formatBytes(row.activation_bytes), row.producer || sourceLabel(row), row.module, row.torch_reason || NO_PHRASE];
 }
+
+/** The "torch says" cell where torch gives no phrase. */
+const NO_PHRASE = "\u2014";
 
 /** A value the previous partition saved and this one recomputes, in COLUMNS order: it adds nothing now. */
 export function recomputedCells(row: SavedRow): string[] {
-  return [row.name, "recomputed now", formatShape(row.shape), row.dtype, formatBytes(row.bytes), formatBytes(0), row.producer, row.module];
+  return [row.name, "recomputed now", formatShape(row.shape), row.dtype, formatBytes(row.bytes), formatBytes(0), row.producer, row.module, NO_PHRASE];
 }
 
 /** The hover text of a saved row: what it shares memory with, then why it is saved. */

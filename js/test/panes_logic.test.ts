@@ -45,6 +45,16 @@ describe("saved table", () => {
     expect(recomputedCells(row("r"))[COLUMNS.indexOf("adds")]).toBe("0 B");
   });
 
+  it("says torch's own phrase for why a value is saved, a dash where torch has none, and sorts by it", () => {
+    const banned = row("cos", { torch_reason: "cannot recompute: materialized in backward" });
+    const cut = row("mm", { torch_reason: "min-cut: in the cut" });
+    const at = COLUMNS.indexOf("torch says");
+    expect(savedCells(banned)[at]).toBe("cannot recompute: materialized in backward");
+    expect(savedCells(row("relu"))[at]).toBe("\u2014");
+    expect(recomputedCells(banned)[at]).toBe("\u2014"); // recomputed now: the old reason to save no longer holds
+    expect(sortRows([cut, row("relu"), banned], "torch says", false).map((r) => r.name)).toEqual(["relu", "cos", "mm"]);
+  });
+
   it("calls a view of a parameter a parameter view, adding 0 B; a view of an activation stays one", () => {
     expect(kindLabel(parameterView)).toBe("parameter view");
     expect(savedCells(parameterView)[COLUMNS.indexOf("adds")]).toBe("0 B");

@@ -303,6 +303,14 @@ def test_min_cut_with_low_budget_changes_the_saved_count(notebook_page, artifact
     rendered = _rendered(widget)
     widget.locator("select.bwd-partitioner").select_option("min_cut")
     _wait_rerender(page, TRANSFORMER, rendered)
+    _tab(widget, "saved")
+    widget.locator(".bwd-saved-rows[data-drawn]").wait_for(state="attached")
+    heads = widget.locator(".bwd-table-head th").all_text_contents()
+    column = heads.index("torch says")
+    said = widget.locator("tr.bwd-row:not(.bwd-row-recomputed-now) td").evaluate_all(
+        f"(cells) => cells.filter((c, i) => i % {len(heads)} === {column}).map((c) => c.textContent)"
+    )
+    assert {"cannot recompute: materialized in backward", "cannot recompute: primal input"} <= set(said), said
     rendered = _rendered(widget)
     widget.locator("input.bwd-budget").evaluate("(e) => { e.value = '0'; e.dispatchEvent(new Event('change')); }")
     _wait_rerender(page, TRANSFORMER, rendered)
