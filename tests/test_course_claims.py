@@ -444,6 +444,18 @@ def test_the_default_partitioner_fails_on_prefer_save_in_torch_2_13():
     assert "\n" not in str(caught.value)
 
 
+def test_torch_compile_with_the_default_partitioner_fails_on_prefer_save_too():
+    """Notebook 5: not a bw quirk; torch.compile's own aot_eager_default_partitioner backend asserts alike."""
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(Checkpointed(prefer_saving_matmuls), backend="aot_eager_default_partitioner")
+        with pytest.raises(Exception, match=r"Node \w+ was invalid, but is output"):
+            compiled(torch.randn(4, 32, 64)).sum().backward()
+    finally:
+        torch._dynamo.reset()
+
+
 def saving(ops):
     """A selective-checkpointing policy that keeps the outputs of `ops` and recomputes the rest."""
     return lambda ctx, op, *args, **kwargs: (
@@ -557,6 +569,52 @@ def test_bfloat16_halves_and_fused_attention_drops_the_softmax():
     fused = bw.extract(block, x, mode="fake")
     assert not any((s.storage_op or s.producer or "").startswith("aten._softmax") for s in fused.saved_tensors)
     assert fused.saved_activation_bytes < written.saved_activation_bytes - softmax // 2
+
+
+def test_autocast_on_cpu_leaves_layer_norm_and_softmax_in_the_dtype_that_reaches_them():
+    """Notebook 5: on CPU autocast does not cast layer_norm or softmax (bf16 in, bf16 out; float32 in, float32
+    out). In a block the layer norms see the float32 residual stream and keep float32 statistics, while the
+    softmax sees a bf16 matmul's output and saves bf16."""
+    half = torch.randn(2, 8, 16, dtype=torch.bfloat16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.nn.functional.layer_norm(half, (16,)).dtype == torch.bfloat16
+        assert torch.nn.functional.layer_norm(half.float(), (16,)).dtype == torch.float32
+        assert torch.softmax(half, -1).dtype == torch.bfloat16
+    torch.manual_seed(0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        extraction = bw.extract(Block(64, 4), torch.randn(2, 128, 64))
+    saved = extraction.saved_tensors
+    statistics = {s.dtype for s in saved if (s.producer or "").startswith("aten.native_layer_norm[")}
+    softmax = {s.dtype for s in saved if "aten._softmax" in (s.producer, s.storage_op)}
+    assert statistics == {"torch.float32"}, [(s.name, s.producer, s.dtype) for s in saved]
+    assert softmax == {"torch.bfloat16"}, [(s.name, s.producer, s.storage_op, s.dtype) for s in saved]
+
+
+def test_sdpa_saves_its_output_and_log_sum_exp_and_reads_q_k_v_as_one_projection_output():
+    """Notebook 5: the fused kernel keeps its output and one number per row, and its backward reads q, k and
+    v, views of the qkv projection's output that keep that one tensor, counted once; the written-out
+    attention keeps q, k and v too, as copies of the same bytes, for its own matmuls."""
+    torch.manual_seed(0)
+    batch, seq, width, heads = 2, 64, 64, 4
+    fused = Block(width, heads)
+    fused.attn.__class__ = FusedAttention
+    extraction = bw.extract(fused, torch.randn(batch, seq, width))
+    read = [s for s in extraction.saved_tensors if any("scaled_dot_product" in u for u in s.users)]
+    views = [s for s in read if s.producer == "aten.select"]
+    assert len(views) == 3 and len({s.alias_of for s in views}) == 1, [(s.name, s.alias_of) for s in read]
+    projection_bytes = batch * seq * 3 * width * 4
+    assert sum(s.activation_bytes for s in views) == projection_bytes, "one storage, counted once"
+    log_sum_exp = [s for s in read if (s.producer or "").endswith("[1]")]
+    assert [s.shape for s in log_sum_exp] == [(batch, heads, seq)], "one number per row"
+    output = {s.shape for s in extraction.saved_tensors if "scaled_dot_product" in (s.storage_op or "")}
+    assert (batch, heads, seq, width // heads) in output, "its output"
+    assert not any(s.shape[-3:] == (heads, seq, seq) for s in extraction.saved_tensors), "no scores kept"
+    written = bw.extract(Block(width, heads), torch.randn(batch, seq, width))
+    per_head = sorted((batch * heads, seq, width // heads))
+    copies = [s for s in written.saved_tensors if s.producer == "aten._unsafe_view" and sorted(s.shape) == per_head]
+    assert len(copies) == 3 and sum(s.activation_bytes for s in copies) == projection_bytes, (
+        "the written-out attention keeps q, k and v too, as copies of the same bytes, for its own matmuls"
+    )
 
 
 def test_the_memory_timeline_holds_every_gradient_by_the_end_of_backward():
