@@ -15,6 +15,7 @@ export const ADVICE_COLUMNS: readonly [string, (row: AdvicePlanRow) => string][]
   ["plan", (r) => (r.best ? `\u2605 ${r.label}` : r.label)],
   ["predicted peak", (r) => formatBytes(r.predicted_peak_bytes)],
   ["verified peak", (r) => (r.verified_peak_bytes === null ? "\u2014" : formatBytes(r.verified_peak_bytes))],
+  ["measured peak", (r) => (r.measured_peak_bytes === null ? "\u2014" : formatBytes(r.measured_peak_bytes))],
   ["recompute", (r) => formatFlops(r.recompute_flops)],
   ["fits", fitsText],
 ];

@@ -16,6 +16,7 @@ from bwd_widgets.advisor.code import find_blocks
 from bwd_widgets.advisor.plans import parse_bytes
 from bwd_widgets.core import memory
 from bwd_widgets.examples import MLP, Transformer, big_transformer_on_meta
+from bwd_widgets.views.payload import advice_rows
 
 logging.getLogger("torch").setLevel(logging.ERROR)  # torch's reminder about in-place ops under context_fn
 
@@ -67,6 +68,10 @@ def test_the_chosen_plan_measured_by_running_it_is_under_the_target(course):
     assert best.measured_peak_bytes == measured.activation_peak_bytes <= TARGET
     assert measured.activation_peak_bytes == best.verified_peak_bytes  # CPU: the curve is counted exactly
     assert measured.peak_bytes - measured.activation_peak_bytes > 0  # the gradients' share, out of the target
+    # the partitions tab lists it beside the predicted and verified peaks; other plans were not run
+    rows = advice_rows(advice)
+    assert [r["measured_peak_bytes"] for r in rows if r["best"]] == [best.measured_peak_bytes]
+    assert all(r["measured_peak_bytes"] is None for r in rows if not r["best"])
 
 
 def test_a_target_between_the_activation_and_the_whole_peak_needs_no_recompute():

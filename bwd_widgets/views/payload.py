@@ -180,6 +180,8 @@ class AdvicePlanRow(TypedDict):
     """The code to paste, as text (the browser shows it as text, never HTML)."""
     predicted_peak_bytes: int
     verified_peak_bytes: int | None
+    measured_peak_bytes: int | None
+    """The best plan's graphs run in real mode (`Plan.measured_peak_bytes`, from g.measure()); None otherwise."""
     recompute_flops: int
     fits: bool
     best: bool
@@ -426,6 +428,7 @@ def advice_rows(advice: Advice) -> list[AdvicePlanRow]:
             code=p.code,
             predicted_peak_bytes=p.predicted_peak_bytes,
             verified_peak_bytes=p.verified_peak_bytes,
+            measured_peak_bytes=p.measured_peak_bytes,
             recompute_flops=p.recompute_flops,
             fits=p.fits,
             best=p is advice.best,

@@ -74,7 +74,11 @@ def test_advise_shows_its_steps_then_the_plans_and_a_row_shows_its_partition(adv
     rows = widget.locator(".bwd-advice-row")
     best = widget.locator(".bwd-advice-row.bwd-best")
     assert best.count() == 1 and best.locator("td").first.text_content().startswith("\u2605 ")
-    assert best.locator("td").nth(4).text_content() == "yes"
+    heads = widget.locator(".bwd-advice-table th").all_text_contents()
+    assert best.locator("td").nth(heads.index("fits")).text_content() == "yes"
+    measured = [rows.nth(i).locator("td").nth(heads.index("measured peak")).text_content() for i in range(rows.count())]
+    assert measured.count("\u2014") == rows.count() - 1, "only the chosen plan is run and measured"
+    assert best.locator("td").nth(heads.index("measured peak")).text_content().endswith("B"), measured
     assert widget.locator(".bwd-advice-summary").text_content().startswith("best: ")
     code = widget.locator("pre.bwd-advice-code")
     assert code.evaluate("(pre) => pre.children.length") == 0, "the plan's code is text, not HTML"
