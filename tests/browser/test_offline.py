@@ -1,7 +1,7 @@
-"""The widget where it cannot run, in a real JupyterLab with its default widget settings (no saved widget
-state): after a kernel restart and a reload the cell shows the static picture, never "Error displaying
-widget: model not found"; an untrusted notebook shows the picture and the charts as images, not their
-text."""
+"""The widget where it cannot run, in a real JupyterLab and in Notebook 7, each with its default widget
+settings (no saved widget state): after a kernel restart and a reload the cell shows the static picture,
+never "Error displaying widget: model not found"; an untrusted notebook shows the picture and the charts
+as images, not their text."""
 
 import json
 
@@ -39,15 +39,27 @@ OUTPUTS = """() => {
 }"""
 
 
-@pytest.fixture(scope="module")
-def saved_notebook(lab, browser, artifacts, conv_bn_dir):
-    """The notebook run in a live kernel and saved; yields (page, url, root)."""
-    url, root = lab
+class Frontend:
+    """JupyterLab or Notebook 7: where a notebook opens, and the prefix of this frontend's screenshots."""
+
+    def __init__(self, name: str, url: str) -> None:
+        self.name, self.url = name, url
+        self.prefix = "offline" if name == "jupyterlab" else "notebook7-offline"
+
+    def notebook(self, file: str) -> str:
+        return notebook_url(self.url, file) if self.name == "jupyterlab" else f"{self.url}/notebooks/{file}"
+
+
+@pytest.fixture(scope="module", params=["jupyterlab", "notebook7"])
+def saved_notebook(request, browser, artifacts, conv_bn_dir):
+    """The notebook run in a live kernel and saved, in each frontend; yields (page, frontend, root)."""
+    url, root = request.getfixturevalue("lab" if request.param == "jupyterlab" else "notebook7")
+    frontend = Frontend(request.param, url)
     write_notebook(root / "offline.ipynb", CELLS, {"CONV_BN": conv_bn_dir})
     page = browser.new_page(viewport={"width": 1500, "height": 1300})
-    open_and_run(page, notebook_url(url, "offline.ipynb"), WIDGETS, artifacts / "offline-timeout.png")
+    open_and_run(page, frontend.notebook("offline.ipynb"), WIDGETS, artifacts / f"{frontend.prefix}-timeout.png")
     page.wait_for_function(f"{APP}.shell.currentWidget.model.cells.get(3).outputs.length > 0", timeout=60_000)
-    yield page, url, root
+    yield page, frontend, root
     page.close()
 
 
@@ -73,7 +85,7 @@ def test_live_the_widget_shows_and_the_picture_hides(saved_notebook, artifacts):
 
 
 def test_after_a_restart_and_a_reload_the_cell_shows_the_picture(saved_notebook, artifacts):
-    page, url, root = saved_notebook
+    page, frontend, root = saved_notebook
     save_notebook(page)
     page.evaluate(f"{KERNEL}.restart()")
     page.wait_for_function(f"{KERNEL}.status === 'idle'", timeout=90_000)
@@ -85,7 +97,7 @@ def test_after_a_restart_and_a_reload_the_cell_shows_the_picture(saved_notebook,
     )
     page.wait_for_function(f"{KERNEL}.connectionStatus === 'connected'", timeout=90_000)
     _wait_for_widget_outputs(page)
-    page.screenshot(path=str(artifacts / "offline-restarted-light.png"), full_page=True)
+    page.screenshot(path=str(artifacts / f"{frontend.prefix}-restarted-light.png"), full_page=True)
     seen = page.evaluate(OUTPUTS)
     assert "model not found" not in seen["text"] and "Error displaying widget" not in seen["text"], seen["text"][:800]
     assert seen["hidden_errors"] == WIDGETS, "the widget outputs gave up, out of sight"
@@ -96,23 +108,23 @@ def test_after_a_restart_and_a_reload_the_cell_shows_the_picture(saved_notebook,
     assert "largest of" in seen["text"] and "saved value" in seen["text"], "the saved table"
     assert "peak activation memory" in seen["text"]
     set_theme(page, "JupyterLab Dark")
-    page.screenshot(path=str(artifacts / "offline-restarted-dark.png"), full_page=True)
+    page.screenshot(path=str(artifacts / f"{frontend.prefix}-restarted-dark.png"), full_page=True)
     page.set_viewport_size({"width": 1000, "height": 1300})
     page.wait_for_timeout(500)
     narrow = page.evaluate(OUTPUTS)
-    page.screenshot(path=str(artifacts / "offline-restarted-dark-1000.png"), full_page=True)
+    page.screenshot(path=str(artifacts / f"{frontend.prefix}-restarted-dark-1000.png"), full_page=True)
     set_theme(page, "JupyterLab Light")
     page.set_viewport_size({"width": 1500, "height": 1300})
     assert narrow["widest"] <= narrow["page"], "the pictures shrink to a 1,000 px window"
 
 
 def test_an_untrusted_notebook_shows_pictures_not_text(saved_notebook, artifacts):
-    page, url, root = saved_notebook
+    page, frontend, root = saved_notebook
     save_notebook(page)
     notebook = json.loads((root / "offline.ipynb").read_text())
     notebook["cells"].insert(0, {"cell_type": "markdown", "metadata": {}, "source": ["A copy: not signed."]})
     (root / "untrusted.ipynb").write_text(json.dumps(notebook))
-    page.goto(notebook_url(url, "untrusted.ipynb"))
+    page.goto(frontend.notebook("untrusted.ipynb"))
     page.wait_for_function(
         f"{APP} && {APP}.shell.currentWidget && {APP}.shell.currentWidget.model"
         f" && {APP}.shell.currentWidget.model.cells.length === {len(CELLS) + 1}",
@@ -125,22 +137,9 @@ def test_an_untrusted_notebook_shows_pictures_not_text(saved_notebook, artifacts
         " return [...Array(cells.length).keys()].map((i) => cells.get(i)).filter((c) => c.type === 'code').map((c) => c.trusted); })()"
     )
     assert not any(trusted), "the copy opens untrusted"
-    page.screenshot(path=str(artifacts / "offline-untrusted.png"), full_page=True)
+    page.screenshot(path=str(artifacts / f"{frontend.prefix}-untrusted.png"), full_page=True)
     seen = page.evaluate(OUTPUTS)
     assert seen["statics_shown"] == WIDGETS and seen["images_loaded"] >= 2 * WIDGETS, seen
     assert seen["chart_images"] >= 1, "bw.plot's chart shows as an image"
     for text in ("BackwardExtraction(", "BackwardGraph(", "timeline: ", "model not found"):
         assert text not in seen["text"], (text, seen["text"][:800])
-
-
-def test_notebook7_shows_the_widget_and_hides_the_picture(notebook7, browser, artifacts, conv_bn_dir):
-    url, root = notebook7
-    write_notebook(root / "offline.ipynb", CELLS, {"CONV_BN": conv_bn_dir})
-    page = browser.new_page(viewport={"width": 1500, "height": 1300})
-    try:
-        open_and_run(page, f"{url}/notebooks/offline.ipynb", WIDGETS, artifacts / "offline-notebook7-timeout.png")
-        page.wait_for_timeout(500)
-        seen = page.evaluate(OUTPUTS)
-        assert seen["statics"] == WIDGETS and seen["statics_shown"] == 0 and seen["widgets_shown"] == WIDGETS, seen
-    finally:
-        page.close()
