@@ -135,3 +135,12 @@ def lab(tmp_path_factory):
 def notebook7(tmp_path_factory):
     """A Notebook 7 server (the `notebook` package)."""
     yield from _serve("notebook", tmp_path_factory)
+
+
+@pytest.fixture(scope="module", params=["jupyterlab", "notebook7"])
+def frontend(request):
+    """The module's tests in JupyterLab, then in Notebook 7 (jupyter_page.Frontend)."""
+    from jupyter_page import Frontend
+
+    url, root = request.getfixturevalue("lab" if request.param == "jupyterlab" else "notebook7")
+    return Frontend(request.param, url, root)

@@ -179,6 +179,36 @@ def notebook_url(url: str, name: str) -> str:
     return f"{url}/lab/workspaces/{name.removesuffix('.ipynb').replace('_', '-')}/tree/{name}"
 
 
+NOTEBOOK7_OWN_ERROR = "Cannot read properties of undefined (reading 'schema')"
+"""The TypeError Notebook 7.6's shortcuts plugin throws on load (a notebook without any widget does too)."""
+
+
+def collect_page_errors(page, errors: list) -> None:
+    """Every uncaught error of the page into `errors`, but Notebook 7's own one on load (not from our bundle,
+    which runs from a blob: URL)."""
+
+    def seen(error) -> None:
+        if NOTEBOOK7_OWN_ERROR in str(error) and "blob:" not in (error.stack or ""):
+            return
+        errors.append(str(error))
+
+    page.on("pageerror", seen)
+
+
+class Frontend:
+    """JupyterLab or Notebook 7 (the conftest's `frontend` fixture runs a module in each): its server, where a
+    notebook opens, and where its screenshots go (Notebook 7's with a `notebook7-` prefix)."""
+
+    def __init__(self, name: str, url: str, root: Path) -> None:
+        self.name, self.url, self.root = name, url, root
+
+    def notebook(self, file: str) -> str:
+        return notebook_url(self.url, file) if self.name == "jupyterlab" else f"{self.url}/notebooks/{file}"
+
+    def shot(self, artifacts: Path, file: str) -> str:
+        return str(artifacts / (file if self.name == "jupyterlab" else f"notebook7-{file}"))
+
+
 ACTIVATION_NOTICE = re.compile(r"^Plugin \S+ (\(with \d+ dependants\) )?took [\d.]+ms to activate")
 """JupyterLab's own notice that a plugin (anywidget's, on a loaded machine) was slow to start: not a message
 of the widget's."""

@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from jupyter_page import COMPARISON, SETUP, low_contrast, notebook_url, open_and_run, set_theme, write_notebook
+from jupyter_page import COMPARISON, SETUP, collect_page_errors, low_contrast, open_and_run, set_theme, write_notebook
 
 # A ResNet-like CNN written in the notebook, so its source lines (long ones too) are the user's own.
 RESNET = """from torch import nn
@@ -90,13 +90,15 @@ EVERY_SAVED = f"""(root) => {{
 
 
 @pytest.fixture(scope="module")
-def details_page(lab, browser, artifacts):
-    url, root = lab
+def details_page(frontend, browser, artifacts):
+    root = frontend.root
     write_notebook(root / "details_export.ipynb", [SETUP, TRANSFORMER, RESNET, COMPARISON], {})
     page = browser.new_page(viewport={"width": 1000, "height": 1100}, accept_downloads=True)
     errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    open_and_run(page, notebook_url(url, "details_export.ipynb"), len(WIDGETS), artifacts / "details-timeout.png")
+    collect_page_errors(page, errors)
+    open_and_run(
+        page, frontend.notebook("details_export.ipynb"), len(WIDGETS), frontend.shot(artifacts, "details-timeout.png")
+    )
     yield page, errors
     page.close()
 
@@ -116,7 +118,7 @@ def _assert_whole(measured: dict, what: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["transformer", "resnet_like"])
-def test_details_pane_shows_every_saved_value_whole(details_page, artifacts, name):
+def test_details_pane_shows_every_saved_value_whole(details_page, artifacts, name, frontend):
     page, errors = details_page
     widget = _widget(page, name)
     widget.scroll_into_view_if_needed()
@@ -133,11 +135,11 @@ def test_details_pane_shows_every_saved_value_whole(details_page, artifacts, nam
         assert re.fullmatch(r"\[[\d, ]*\] \w+", shape), shape
     longest = max(every, key=lambda m: len(m["text"]))
     widget.locator(f'tr.bwd-row[data-name="{longest["name"]}"]').click()
-    widget.locator(".bwd-details").screenshot(path=str(artifacts / f"details-{name}-longest.png"))
+    widget.locator(".bwd-details").screenshot(path=frontend.shot(artifacts, f"details-{name}-longest.png"))
     assert not errors
 
 
-def test_details_pane_shows_source_lines_whole_and_readable(details_page, artifacts):
+def test_details_pane_shows_source_lines_whole_and_readable(details_page, artifacts, frontend):
     page, _ = details_page
     widget = _widget(page, "resnet_like")
     widget.scroll_into_view_if_needed()
@@ -152,7 +154,7 @@ def test_details_pane_shows_source_lines_whole_and_readable(details_page, artifa
     # the residual's long line, whole: from its first call to its comment's last word
     assert code.startswith("return torch.relu(self.bn2(") and code.endswith("a long line of nested calls"), code
     _assert_whole(measured, "source of convolution_1")
-    widget.locator(".bwd-details").screenshot(path=str(artifacts / "details-resnet-like-source.png"))
+    widget.locator(".bwd-details").screenshot(path=frontend.shot(artifacts, "details-resnet-like-source.png"))
 
 
 def test_inputs_and_consumers_select_that_node_everywhere(details_page, artifacts):
@@ -195,7 +197,7 @@ def _bytes(text: str) -> float:
     return float(number) * UNITS[unit]
 
 
-def test_bytes_legend_gives_each_swatch_its_bytes(details_page, artifacts):
+def test_bytes_legend_gives_each_swatch_its_bytes(details_page, artifacts, frontend):
     page, _ = details_page
     for name in ("transformer", "resnet_like"):
         widget = _widget(page, name)
@@ -215,11 +217,11 @@ def test_bytes_legend_gives_each_swatch_its_bytes(details_page, artifacts):
             assert level == 1 or size > bounds[level - 2] * 0.99, (name, level, size, bounds)
         groups = [n for n in shown["nodes"] if n["group"] and n["level"] > 0]
         assert bool(groups) == bool(shown["modules"]), "a scale for modules exactly when modules are heated"
-        widget.screenshot(path=str(artifacts / f"details-bytes-legend-{name}.png"))
+        widget.screenshot(path=frontend.shot(artifacts, f"details-bytes-legend-{name}.png"))
         set_theme(page, "JupyterLab Dark")
         try:
             assert low_contrast(page, widget) == [], "the swatches' values stay readable"
-            widget.screenshot(path=str(artifacts / f"details-bytes-legend-{name}-dark.png"))
+            widget.screenshot(path=frontend.shot(artifacts, f"details-bytes-legend-{name}-dark.png"))
         finally:
             set_theme(page, "JupyterLab Light")
         assert low_contrast(page, widget) == []
@@ -245,7 +247,7 @@ def _download(page, button) -> bytes:
 
 
 @pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
-def test_export_downloads_the_view_as_svg_and_png(details_page, browser, artifacts, theme):
+def test_export_downloads_the_view_as_svg_and_png(details_page, browser, artifacts, theme, frontend):
     page, errors = details_page
     set_theme(page, theme)
     widget = _widget(page, "transformer")
@@ -267,7 +269,7 @@ def test_export_downloads_the_view_as_svg_and_png(details_page, browser, artifac
         alone.set_content(svg_bytes.decode())
         assert alone.locator("link, style").count() == 0
         outside = alone.locator("svg").evaluate(COLOURS)
-        alone.screenshot(path=str(artifacts / f"export-svg-{theme.split()[-1].lower()}.png"))
+        alone.screenshot(path=frontend.shot(artifacts, f"export-svg-{theme.split()[-1].lower()}.png"))
     finally:
         alone.close()
     assert outside == on_page, "colours lost outside the page"
@@ -289,7 +291,7 @@ def test_export_downloads_the_view_as_svg_and_png(details_page, browser, artifac
     finally:
         checker.close()
     assert inked > 0.01, f"only {inked:.3%} of the PNG is drawn"
-    widget.screenshot(path=str(artifacts / f"details-export-{theme.split()[-1].lower()}.png"))
+    widget.screenshot(path=frontend.shot(artifacts, f"details-export-{theme.split()[-1].lower()}.png"))
     set_theme(page, "JupyterLab Light")
     assert not errors
 
@@ -310,7 +312,7 @@ BOTH_VIEWS = """([root, id]) => root.querySelectorAll('.bwd-graph').length === 2
 })"""
 
 
-def test_two_partitions_side_by_side_follow_each_other(details_page, artifacts):
+def test_two_partitions_side_by_side_follow_each_other(details_page, artifacts, frontend):
     page, errors = details_page
     widget = _widget(page, "compared")
     widget.scroll_into_view_if_needed()
@@ -361,7 +363,7 @@ def test_two_partitions_side_by_side_follow_each_other(details_page, artifacts):
     assert now["scale"] > scale_before * 1.1, "the wheel zoomed the graph of now"
     assert then["scale"] == pytest.approx(now["scale"], rel=0.02), views
     assert then["at"] and now["at"] and all(abs(a - b) < 3 for a, b in zip(then["at"], now["at"])), views
-    widget.screenshot(path=str(artifacts / "compare-side-by-side.png"))
+    widget.screenshot(path=frontend.shot(artifacts, "compare-side-by-side.png"))
     toggle.click()
     assert widget.locator(".bwd-graph").count() == 1
     assert not errors

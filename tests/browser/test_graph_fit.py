@@ -3,10 +3,11 @@ its pane narrows (labels' glyphs at least 9 px; a user's own zoom kept), a 32-bl
 at first paint, and the saved table's columns on screen beside the graph."""
 
 import json
+from pathlib import Path
 
 import pytest
 
-from jupyter_page import SETUP, notebook_url, open_and_run, set_theme, write_notebook
+from jupyter_page import SETUP, collect_page_errors, open_and_run, set_theme, write_notebook
 
 SEQUENTIAL = """from torch import nn
 from bwd_widgets.examples import Block
@@ -56,13 +57,13 @@ COLUMNS_SHOWN = """(root) => {
 
 
 @pytest.fixture(scope="module")
-def fit_page(lab, browser, artifacts):
-    url, root = lab
+def fit_page(frontend, browser, artifacts):
+    root = frontend.root
     write_notebook(root / "graph_fit.ipynb", [SETUP, SEQUENTIAL, TRANSFORMER], {})
     page = browser.new_page(viewport={"width": 1500, "height": 1300})
     errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    open_and_run(page, notebook_url(url, "graph_fit.ipynb"), 2, artifacts / "graph-fit-timeout.png")
+    collect_page_errors(page, errors)
+    open_and_run(page, frontend.notebook("graph_fit.ipynb"), 2, frontend.shot(artifacts, "graph-fit-timeout.png"))
     first_paint = [_widget(page, i).evaluate(GLYPHS) for i in range(2)]
     yield page, errors, first_paint
     page.close()
@@ -76,32 +77,32 @@ def _settle(page):
     page.wait_for_timeout(1_500)  # the refit waits for the size to settle, then lays out from the cache
 
 
-def _record(artifacts, name, value):
-    path = artifacts / "graph-fit.json"
+def _record(file: str, name, value):
+    path = Path(file)
     found = json.loads(path.read_text()) if path.exists() else {}
     found[name] = value
     path.write_text(json.dumps(found, indent=1))
 
 
-def test_a_32_block_sequential_is_readable_at_first_paint(fit_page, artifacts):
+def test_a_32_block_sequential_is_readable_at_first_paint(fit_page, artifacts, frontend):
     page, errors, first_paint = fit_page
     chain = first_paint[CHAIN]
-    _record(artifacts, "sequential_first_paint_1500", chain)
+    _record(frontend.shot(artifacts, "graph-fit.json"), "sequential_first_paint_1500", chain)
     assert chain["inside"] == 1, ("every drawn node inside the pane", chain)
     assert chain["smallest_glyph_px"] >= 9, chain
     assert any("0\u201331 \u00d732" in (label or "") for label in chain["labels"]), chain
     widget = _widget(page, CHAIN)
     widget.scroll_into_view_if_needed()
-    widget.screenshot(path=str(artifacts / "graph-fit-light-sequential-1500.png"))
+    widget.screenshot(path=frontend.shot(artifacts, "graph-fit-light-sequential-1500.png"))
     # a click on the run shows its 32 blocks, readable, from the first of them
     before = int(widget.get_attribute("data-rendered"))
     widget.locator(".bwd-svg g.bwd-run").click()
     page.wait_for_function(f"Number(document.querySelectorAll('.bwd-root')[{CHAIN}].dataset.rendered) > {before}")
     opened = widget.evaluate(GLYPHS)
-    _record(artifacts, "sequential_run_opened_1500", opened)
+    _record(frontend.shot(artifacts, "graph-fit.json"), "sequential_run_opened_1500", opened)
     assert opened["nodes"] >= 33 and opened["smallest_glyph_px"] >= 9, opened
     assert widget.locator(".bwd-svg g.bwd-group", has_text="31 \u25b8").count() == 1
-    widget.screenshot(path=str(artifacts / "graph-fit-light-sequential-opened.png"))
+    widget.screenshot(path=frontend.shot(artifacts, "graph-fit-light-sequential-opened.png"))
     widget.locator(".bwd-svg-host").focus()
     page.keyboard.press("Escape")  # up from a block of the run: the run, folded again
     widget.locator(".bwd-svg g.bwd-run.bwd-cursor").wait_for(timeout=10_000)
@@ -112,7 +113,7 @@ def test_a_32_block_sequential_is_readable_at_first_paint(fit_page, artifacts):
     assert not errors
 
 
-def test_narrowing_the_pane_refits_with_labels_of_9_px(fit_page, artifacts):
+def test_narrowing_the_pane_refits_with_labels_of_9_px(fit_page, artifacts, frontend):
     page, errors, first_paint = fit_page
     for index, name in ((SMALL, "transformer"), (CHAIN, "sequential")):
         _widget(page, index).scroll_into_view_if_needed()
@@ -124,8 +125,8 @@ def test_narrowing_the_pane_refits_with_labels_of_9_px(fit_page, artifacts):
             widget = _widget(page, index)
             widget.scroll_into_view_if_needed()
             narrowed = widget.evaluate(GLYPHS)
-            _record(artifacts, f"{name}_narrowed_1500_to_1000", narrowed)
-            widget.screenshot(path=str(artifacts / f"graph-fit-light-{name}-narrowed-1000.png"))
+            _record(frontend.shot(artifacts, "graph-fit.json"), f"{name}_narrowed_1500_to_1000", narrowed)
+            widget.screenshot(path=frontend.shot(artifacts, f"graph-fit-light-{name}-narrowed-1000.png"))
             assert narrowed["smallest_glyph_px"] >= 9, (name, narrowed)
             assert narrowed["inside"] >= 0.9 or narrowed["smallest_glyph_px"] <= 12, (name, narrowed)
         assert not errors
@@ -134,7 +135,7 @@ def test_narrowing_the_pane_refits_with_labels_of_9_px(fit_page, artifacts):
         _settle(page)
 
 
-def test_a_users_own_zoom_survives_a_resize(fit_page, artifacts):
+def test_a_users_own_zoom_survives_a_resize(fit_page, artifacts, frontend):
     page, errors, _ = fit_page
     widget = _widget(page, SMALL)
     widget.scroll_into_view_if_needed()
@@ -150,7 +151,7 @@ def test_a_users_own_zoom_survives_a_resize(fit_page, artifacts):
     _settle(page)
     try:
         kept = widget.evaluate(GLYPHS)["smallest_glyph_px"]
-        _record(artifacts, "hand_zoom_glyph_px_before_after_resize", [zoomed, kept])
+        _record(frontend.shot(artifacts, "graph-fit.json"), "hand_zoom_glyph_px_before_after_resize", [zoomed, kept])
         assert kept == pytest.approx(zoomed, rel=0.02), "the user's zoom is kept, not refitted"
     finally:
         page.set_viewport_size({"width": 1500, "height": 1300})
@@ -159,7 +160,7 @@ def test_a_users_own_zoom_survives_a_resize(fit_page, artifacts):
     assert not errors
 
 
-def test_saved_table_columns_are_on_screen_beside_the_graph(fit_page, artifacts):
+def test_saved_table_columns_are_on_screen_beside_the_graph(fit_page, artifacts, frontend):
     page, errors, _ = fit_page
     page.set_viewport_size({"width": 1800, "height": 1300})
     widget = _widget(page, SMALL)
@@ -172,19 +173,19 @@ def test_saved_table_columns_are_on_screen_beside_the_graph(fit_page, artifacts)
             page.wait_for_timeout(300)
             shown = widget.evaluate(COLUMNS_SHOWN)
             seen[width] = shown
-            widget.screenshot(path=str(artifacts / f"graph-fit-light-saved-table-{width}.png"))
+            widget.screenshot(path=frontend.shot(artifacts, f"graph-fit-light-saved-table-{width}.png"))
             assert shown["hidden"] == [], (width, shown)
             assert {"adds", "producer", "module"} <= set(shown["columns"])
         assert [seen[w]["side_by_side"] for w in (820, 1000, 1160, 1500)] == [False, True, True, True], seen
         cell = widget.locator("tr.bwd-row td").nth(7)  # a module cell says itself in full in its title
         assert cell.get_attribute("title").startswith(cell.text_content())
         set_theme(page, "JupyterLab Dark")
-        widget.screenshot(path=str(artifacts / "graph-fit-dark-saved-table-1500.png"))
+        widget.screenshot(path=frontend.shot(artifacts, "graph-fit-dark-saved-table-1500.png"))
         chain = _widget(page, CHAIN)
         chain.scroll_into_view_if_needed()
-        chain.screenshot(path=str(artifacts / "graph-fit-dark-sequential.png"))
+        chain.screenshot(path=frontend.shot(artifacts, "graph-fit-dark-sequential.png"))
     finally:
-        _record(artifacts, "saved_table_columns", seen)
+        _record(frontend.shot(artifacts, "graph-fit.json"), "saved_table_columns", seen)
         widget.evaluate("(root) => { root.style.width = ''; }")
         set_theme(page, "JupyterLab Light")
         page.set_viewport_size({"width": 1500, "height": 1300})

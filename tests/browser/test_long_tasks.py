@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from jupyter_page import APP, KERNEL, SETUP, notebook_url, write_notebook
+from jupyter_page import APP, KERNEL, SETUP, collect_page_errors, write_notebook
 
 SLEEPY = """import time
 from torch import nn
@@ -61,14 +61,14 @@ def _widget_in_cell(page, index: int):
 
 
 @pytest.fixture(scope="module")
-def long_page(lab, browser, artifacts):
-    url, root = lab
+def long_page(frontend, browser, artifacts):
+    root = frontend.root
     write_notebook(root / "long_tasks.ipynb", CELLS, {})
     page = browser.new_page(viewport={"width": 1500, "height": 1300})
     errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    collect_page_errors(page, errors)
     page.add_init_script(OBSERVE)
-    page.goto(notebook_url(url, "long_tasks.ipynb"))
+    page.goto(frontend.notebook("long_tasks.ipynb"))
     page.wait_for_function(
         f"{APP} && {APP}.shell.currentWidget && {APP}.shell.currentWidget.sessionContext"
         f" && {APP}.shell.currentWidget.sessionContext.session && {KERNEL}",
@@ -87,7 +87,7 @@ def _elapsed(text: str) -> int:
     return int(found.group(1))
 
 
-def test_a_20_s_extraction_shows_its_stage_and_elapsed_time(long_page, artifacts):
+def test_a_20_s_extraction_shows_its_stage_and_elapsed_time(long_page, artifacts, frontend):
     page, errors = long_page
     _run_cell(page, 1)
     try:
@@ -96,13 +96,15 @@ def test_a_20_s_extraction_shows_its_stage_and_elapsed_time(long_page, artifacts
             timeout=120_000,
         )
     except Exception:
-        page.screenshot(path=str(artifacts / "long-tasks-no-placeholder.png"))
+        page.screenshot(path=frontend.shot(artifacts, "long-tasks-no-placeholder.png"))
         raise AssertionError(f"no placeholder; the cell shows {_cell_output(page, 1)!r}") from None
     first = _cell_output(page, 1)
     assert "\u25b6 torch.fx tracing the forward" in first, first  # the stage it is in: Sleepy's trace
     assert "interrupt the kernel to stop" in first
     assert _widget_in_cell(page, 1).count() == 0, "the widget comes after the extraction"
-    page.locator(".jp-Notebook .jp-CodeCell").nth(1).screenshot(path=str(artifacts / "long-tasks-placeholder.png"))
+    page.locator(".jp-Notebook .jp-CodeCell").nth(1).screenshot(
+        path=frontend.shot(artifacts, "long-tasks-placeholder.png")
+    )
     page.wait_for_function(
         f"/ {_elapsed(first) + 2} s so far/.test(document.querySelectorAll('.jp-Notebook .jp-CodeCell')[1]"
         ".querySelector('.jp-OutputArea')?.innerText ?? '')",
@@ -121,7 +123,7 @@ def test_a_20_s_extraction_shows_its_stage_and_elapsed_time(long_page, artifacts
     assert not errors
 
 
-def test_a_bare_extract_shows_its_stage_while_it_runs_and_leaves_no_output(long_page, artifacts):
+def test_a_bare_extract_shows_its_stage_while_it_runs_and_leaves_no_output(long_page, artifacts, frontend):
     """`big = bw.extract(...)` (48 layers, fake mode: tens of seconds): the stage and time elapsed while it
     runs, in an output that is empty once it ends (nothing for a saved notebook or nbval to keep)."""
     page, errors = long_page
@@ -133,7 +135,9 @@ def test_a_bare_extract_shows_its_stage_while_it_runs_and_leaves_no_output(long_
     )
     during = _cell_output(page, 2)
     assert "s so far (interrupt the kernel to stop)" in during and "\u25b6 " in during, during
-    page.locator(".jp-Notebook .jp-CodeCell").nth(2).screenshot(path=str(artifacts / "bare-extract-running.png"))
+    page.locator(".jp-Notebook .jp-CodeCell").nth(2).screenshot(
+        path=frontend.shot(artifacts, "bare-extract-running.png")
+    )
     page.wait_for_function(
         "document.querySelectorAll('.jp-Notebook .jp-CodeCell')[2].querySelector('.jp-InputArea-prompt')"
         "?.textContent.trim().match(/^\\[\\d+\\]/)",
@@ -162,7 +166,7 @@ def _landing(page) -> list[list[int]]:
     return _long_tasks_since(page, before)
 
 
-def test_no_long_task_when_a_48_layer_models_payload_lands_or_its_code_tab_opens(long_page, artifacts):
+def test_no_long_task_when_a_48_layer_models_payload_lands_or_its_code_tab_opens(long_page, artifacts, frontend):
     """A task is long when the widget's own work is, or when this 2-core machine gave the page's thread to
     the kernel or the server for a while (a pause seen with no JavaScript running in it). The payload is
     shown again, up to LANDINGS times, until one landing has no long task: work of the widget's that holds
@@ -179,7 +183,7 @@ def test_no_long_task_when_a_48_layer_models_payload_lands_or_its_code_tab_opens
     widget.locator("pre.bwd-code .bwd-line").first.wait_for(state="visible", timeout=10_000)
     page.wait_for_timeout(1_000)
     code_tab = _long_tasks_since(page, opened)
-    widget.screenshot(path=str(artifacts / "long-tasks-48-layers-code.png"))
+    widget.screenshot(path=frontend.shot(artifacts, "long-tasks-48-layers-code.png"))
     found = {"landings": landings, "code_tab": code_tab, "code_lines": lines}
     (artifacts / "long-tasks.json").write_text(json.dumps(found, indent=1))
     assert lines > 3000, "the whole backward code is there"

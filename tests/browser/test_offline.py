@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from jupyter_page import APP, KERNEL, SETUP, notebook_url, open_and_run, save_notebook, set_theme, write_notebook
+from jupyter_page import APP, KERNEL, SETUP, open_and_run, save_notebook, set_theme, write_notebook
 
 CELLS = [
     SETUP,
@@ -39,25 +39,13 @@ OUTPUTS = """() => {
 }"""
 
 
-class Frontend:
-    """JupyterLab or Notebook 7: where a notebook opens, and the prefix of this frontend's screenshots."""
-
-    def __init__(self, name: str, url: str) -> None:
-        self.name, self.url = name, url
-        self.prefix = "offline" if name == "jupyterlab" else "notebook7-offline"
-
-    def notebook(self, file: str) -> str:
-        return notebook_url(self.url, file) if self.name == "jupyterlab" else f"{self.url}/notebooks/{file}"
-
-
-@pytest.fixture(scope="module", params=["jupyterlab", "notebook7"])
-def saved_notebook(request, browser, artifacts, conv_bn_dir):
+@pytest.fixture(scope="module")
+def saved_notebook(frontend, browser, artifacts, conv_bn_dir):
     """The notebook run in a live kernel and saved, in each frontend; yields (page, frontend, root)."""
-    url, root = request.getfixturevalue("lab" if request.param == "jupyterlab" else "notebook7")
-    frontend = Frontend(request.param, url)
+    root = frontend.root
     write_notebook(root / "offline.ipynb", CELLS, {"CONV_BN": conv_bn_dir})
     page = browser.new_page(viewport={"width": 1500, "height": 1300})
-    open_and_run(page, frontend.notebook("offline.ipynb"), WIDGETS, artifacts / f"{frontend.prefix}-timeout.png")
+    open_and_run(page, frontend.notebook("offline.ipynb"), WIDGETS, frontend.shot(artifacts, "offline-timeout.png"))
     page.wait_for_function(f"{APP}.shell.currentWidget.model.cells.get(3).outputs.length > 0", timeout=60_000)
     yield page, frontend, root
     page.close()
@@ -97,7 +85,7 @@ def test_after_a_restart_and_a_reload_the_cell_shows_the_picture(saved_notebook,
     )
     page.wait_for_function(f"{KERNEL}.connectionStatus === 'connected'", timeout=90_000)
     _wait_for_widget_outputs(page)
-    page.screenshot(path=str(artifacts / f"{frontend.prefix}-restarted-light.png"), full_page=True)
+    page.screenshot(path=frontend.shot(artifacts, "offline-restarted-light.png"), full_page=True)
     seen = page.evaluate(OUTPUTS)
     assert "model not found" not in seen["text"] and "Error displaying widget" not in seen["text"], seen["text"][:800]
     assert seen["hidden_errors"] == WIDGETS, "the widget outputs gave up, out of sight"
@@ -108,11 +96,11 @@ def test_after_a_restart_and_a_reload_the_cell_shows_the_picture(saved_notebook,
     assert "largest of" in seen["text"] and "saved value" in seen["text"], "the saved table"
     assert "peak activation memory" in seen["text"]
     set_theme(page, "JupyterLab Dark")
-    page.screenshot(path=str(artifacts / f"{frontend.prefix}-restarted-dark.png"), full_page=True)
+    page.screenshot(path=frontend.shot(artifacts, "offline-restarted-dark.png"), full_page=True)
     page.set_viewport_size({"width": 1000, "height": 1300})
     page.wait_for_timeout(500)
     narrow = page.evaluate(OUTPUTS)
-    page.screenshot(path=str(artifacts / f"{frontend.prefix}-restarted-dark-1000.png"), full_page=True)
+    page.screenshot(path=frontend.shot(artifacts, "offline-restarted-dark-1000.png"), full_page=True)
     set_theme(page, "JupyterLab Light")
     page.set_viewport_size({"width": 1500, "height": 1300})
     assert narrow["widest"] <= narrow["page"], "the pictures shrink to a 1,000 px window"
@@ -137,7 +125,7 @@ def test_an_untrusted_notebook_shows_pictures_not_text(saved_notebook, artifacts
         " return [...Array(cells.length).keys()].map((i) => cells.get(i)).filter((c) => c.type === 'code').map((c) => c.trusted); })()"
     )
     assert not any(trusted), "the copy opens untrusted"
-    page.screenshot(path=str(artifacts / f"{frontend.prefix}-untrusted.png"), full_page=True)
+    page.screenshot(path=frontend.shot(artifacts, "offline-untrusted.png"), full_page=True)
     seen = page.evaluate(OUTPUTS)
     assert seen["statics_shown"] == WIDGETS and seen["images_loaded"] >= 2 * WIDGETS, seen
     assert seen["chart_images"] >= 1, "bw.plot's chart shows as an image"
