@@ -71,8 +71,12 @@ def test_a_model_without_aliased_outputs_gets_no_clone_and_no_note():
     assert not any("view of an input" in note for note in extraction.notes)
 
 
-def _fails(*args):
-    raise AssertionError("the torch.fx route ran the forward under fake tensors")
+def _no_fake_run(*args):
+    pytest.fail("the torch.fx route ran the forward under fake tensors")  # a BaseException: no route retries it
+
+
+def _no_dynamo(*args, **kwargs):
+    pytest.fail("the extraction fell back to the Dynamo route")
 
 
 @pytest.mark.parametrize("model", [_ViewOut, _WeightView, nn.Linear], ids=["input view", "parameter", "none"])
@@ -80,7 +84,8 @@ def test_the_torch_fx_route_reads_aliasing_from_aot_autograd_without_a_fake_run(
     """torch's own `output_info` says which outputs alias an input: no extra run of the forward."""
     from bwd_widgets.core import capture
 
-    monkeypatch.setattr(capture, "fake_values", _fails)
+    monkeypatch.setattr(capture, "fake_values", _no_fake_run)
+    monkeypatch.setattr(capture.CaptureSession, "compile_dynamo", _no_dynamo)
     module = model(4, 4) if model is nn.Linear else model()
     extraction = bw.extract(module, torch.randn(3, 4))
     copies = [node for node in extraction.forward.graph.nodes if node.target == torch.ops.aten.clone.default]
@@ -92,6 +97,10 @@ def test_a_torch_without_aliasing_metadata_gets_the_check_from_a_fake_run(monkey
     from bwd_widgets.core import capture
 
     monkeypatch.setattr(capture, "_outputs_aliasing_inputs", lambda count: None)
+    monkeypatch.setattr(capture.CaptureSession, "compile_dynamo", _no_dynamo)
+    ran = []
+    real_fake_values = capture.fake_values
+    monkeypatch.setattr(capture, "fake_values", lambda *a: ran.append(1) or real_fake_values(*a))
     torch.manual_seed(0)
     module, x = _ViewOut(), torch.randn(3, 4)
     extraction = bw.extract(module, x)
@@ -100,4 +109,5 @@ def test_a_torch_without_aliasing_metadata_gets_the_check_from_a_fake_run(monkey
     (expected,) = torch.autograd.grad(outputs, [x_eager], [torch.ones_like(o) for o in outputs])
     torch.testing.assert_close(_graph_gradients(extraction)["x"], expected)
     assert len(extraction.partitions) == 1, "the region traced with the aliasing outputs is forgotten"
+    assert ran == [1], "the fallback's fake run found the aliasing outputs"
     assert any("view of an input" in note for note in extraction.notes)

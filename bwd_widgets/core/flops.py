@@ -6,6 +6,7 @@ import torch
 import torch.fx
 
 from .compat import FakeTensorMode, detect_fake_mode
+from .interrupts import interrupts_held
 
 
 def node_flops(gm: torch.fx.GraphModule) -> dict:
@@ -23,6 +24,6 @@ def node_flops(gm: torch.fx.GraphModule) -> dict:
             return result
 
     counter = FlopCounterMode(display=False)
-    with fake_mode, counter, torch.no_grad():
+    with interrupts_held(), fake_mode, counter, torch.no_grad():  # Ctrl-C inside an __enter__ left fake mode on
         Counting(gm).run(*values)
     return flops

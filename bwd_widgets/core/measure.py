@@ -266,11 +266,14 @@ def measure(partitions: list[Partition]) -> MeasuredMemory:
     tracker = _Storages(external)
     cuda = _cuda_device(partitions)
     base = _cuda_start(cuda)
+    grad_mode = torch.is_grad_enabled()
     try:
         with torch.no_grad(), torch.random.fork_rng(devices=[]):
             curve, gradient_bytes = _run_all(partitions, tracker, tangents)
         allocator_peak, snapshot = _cuda_end(cuda, base)
     finally:
+        # Ctrl-C stays live during a long run; one landing inside no_grad().__enter__ skips its __exit__
+        torch.set_grad_enabled(grad_mode)
         tracker.close()
         if cuda is not None:
             _record_memory_history(enabled=None)  # stopped on failure too
