@@ -399,7 +399,7 @@ def pareto(
         canvas.add(
             f'<circle cx="{_f(cx)}" cy="{_f(cy)}" r="4.5" fill="{filled}" stroke="{COLOURS[0]}" stroke-width="1.5"/>'
         )
-    inside_plot = (axes.left, 24.0, float(width), axes.bottom + 2)  # not over the title, the y numbers or the x numbers
+    inside_plot = (axes.left, 24.0, width - 4.0, axes.bottom + 2)  # not over the title, the y or the x numbers
     for (x_at, y_at, anchor), label in zip(_placed_labels(dots, labels, inside_plot), labels):
         canvas.text(x_at, y_at, label, anchor=anchor, size=LABEL_SIZE, fill="#374151")
     summary = "; ".join(
@@ -413,13 +413,14 @@ def pareto(
 LABEL_SIZE = 10
 """Point labels' font size."""
 
-NARROW = set(".,:;' il1|()[]")
-"""Characters about half as wide as the rest in a sans-serif font."""
+NARROW = set(".,:;' il|()[]")
+"""Characters about half as wide as the rest in a sans-serif font (digits are all as wide as a letter)."""
 
 
 def _text_width(text: str, size: float) -> float:
-    """About how wide `text` is drawn at font size `size` in a sans-serif font (a little wider, not narrower)."""
-    return sum(0.3 if ch in NARROW else 0.58 for ch in text) * size
+    """About how wide `text` is drawn at font size `size` in a sans-serif font: 0.64 em a character, as wide
+    as DejaVu Sans (the usual sans-serif on Linux) draws letters and digits; wider than Arial, never narrower."""
+    return sum(0.32 if ch in NARROW else 0.64 for ch in text) * size
 
 
 def _placed_labels(
