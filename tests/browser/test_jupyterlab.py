@@ -23,6 +23,7 @@ from jupyter_page import (
 )
 from widget_checks import (
     check_edges_say_what_they_carry,
+    check_empty_partitions_tab,
     check_lineage,
     check_recomputed_row_is_drawn_selected,
     check_search,
@@ -404,9 +405,7 @@ def test_sweep_button_fills_the_chart_and_overlays_the_budgets(notebook_page, ar
     page, *_ = notebook_page
     widget = _widget(page, TRANSFORMER)
     widget.scroll_into_view_if_needed()
-    _tab(widget, "partitions")
-    empty = widget.locator(".bwd-studio-empty")
-    assert empty.is_visible() and "Press Sweep budgets" in empty.text_content(), "the empty tab explains itself"
+    check_empty_partitions_tab(widget)
     widget.locator("button.bwd-sweep-button").click()
     page.wait_for_function(
         f"document.querySelectorAll('.bwd-root')[{TRANSFORMER}].querySelectorAll('circle.bwd-sweep-point').length === 11",

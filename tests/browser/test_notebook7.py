@@ -1,7 +1,7 @@
 """The widget in Notebook 7 (the `notebook` package), in a real Chromium: the same first-paint rules,
 results displayed as the widget, the static fallback in the saved file, light and dark themes, and what a
 user does in the graph, checked as in JupyterLab (widget_checks.py): edges, lineage, search, the recomputed
-row's selection, the wheel."""
+row's selection, the empty partitions tab, the wheel."""
 
 import json
 
@@ -23,6 +23,7 @@ from jupyter_page import (
 )
 from widget_checks import (
     check_edges_say_what_they_carry,
+    check_empty_partitions_tab,
     check_lineage,
     check_recomputed_row_is_drawn_selected,
     check_search,
@@ -30,7 +31,7 @@ from widget_checks import (
 )
 
 NAMES = list(FOUR_GRAPHS)
-CONV_BN, TRANSFORMER = 0, 1
+CONV_BN, TRANSFORMER, MOBILENET = 0, 1, 2
 COMPARED, SWEPT = 4, 5
 
 
@@ -113,6 +114,12 @@ def test_a_now_recomputed_row_is_drawn_selected(notebook_page):
     widget = _widget(page, COMPARED)
     widget.scroll_into_view_if_needed()
     check_recomputed_row_is_drawn_selected(widget)
+    assert not errors
+
+
+def test_the_partitions_tab_explains_itself_before_any_sweep(notebook_page):
+    page, errors, *_ = notebook_page
+    check_empty_partitions_tab(_widget(page, MOBILENET))
     assert not errors
 
 

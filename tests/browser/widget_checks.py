@@ -129,6 +129,17 @@ def check_search(widget, screenshot: str) -> None:
     search.fill("")
 
 
+def check_empty_partitions_tab(widget) -> None:
+    """Before any sweep, in a live kernel: the partitions tab says what a sweep is and how to run one, and the
+    button is there."""
+    widget.scroll_into_view_if_needed()
+    tab(widget, "partitions")
+    empty = widget.locator(".bwd-studio-empty")
+    assert empty.is_visible() and "Press Sweep budgets" in empty.text_content(), "the empty tab explains itself"
+    assert "memory budgets" in empty.text_content()
+    assert widget.locator("button.bwd-sweep-button").is_visible()
+
+
 def check_wheel_scrolls_the_notebook(page, widget, notebook_selector: str) -> None:
     """Under the notebook's default settings: the wheel over an unfocused graph scrolls the notebook past
     it; Ctrl+wheel zooms the graph."""
