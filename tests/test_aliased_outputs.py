@@ -96,7 +96,7 @@ def test_the_torch_fx_route_reads_aliasing_from_aot_autograd_without_a_fake_run(
 def test_a_torch_without_aliasing_metadata_gets_the_check_from_a_fake_run(monkeypatch):
     from bwd_widgets.core import capture
 
-    monkeypatch.setattr(capture, "_outputs_aliasing_inputs", lambda count: None)
+    monkeypatch.setattr(capture, "outputs_aliasing_inputs", lambda count: None)
     monkeypatch.setattr(capture.CaptureSession, "compile_dynamo", _no_dynamo)
     ran = []
     real_fake_values = capture.fake_values

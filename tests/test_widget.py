@@ -17,8 +17,8 @@ from bwd_widgets.examples import Transformer
 from bwd_widgets.jupyter.widget import STATIC
 from bwd_widgets.views.grouping import FIRST_VIEW_LIMIT, first_views, module_tree, visible_graph
 from bwd_widgets.views.payload import STATE_DEFAULTS, TIMELINE_POINTS, graph_payload
-from bwd_widgets.views.plot import stretch_extremes, stretch_maxima
 from bwd_widgets.views.static import fallback_svg
+from bwd_widgets.views.stretches import stretch_extremes, stretch_maxima
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.fx
-from torch.multiprocessing.reductions import StorageWeakRef
 
+from .aliasing import AliasedOutputs, aliasing_outputs, outputs_aliasing_inputs
 from .compat import (
     FakeTensorMode,
-    OutputType,
     TracingContext,
     aot_autograd,
     aot_module_simplified,
@@ -88,7 +87,7 @@ class CaptureSession:
     _recording: bool = True
     _fx_outputs: int | None = None
     """On the torch.fx route, how many outputs the traced graph hands AOT Autograd: the forward compiler
-    then checks torch's own aliasing metadata for them (`_outputs_aliasing_inputs`)."""
+    then checks torch's own aliasing metadata for them (`outputs_aliasing_inputs`)."""
     _aliasing_unknown: bool = False
     notes: list[str] = field(default_factory=list)
     """What the captured graphs do that the model does not (a copy of an output aliasing an input)."""
@@ -150,10 +149,10 @@ class CaptureSession:
         if region is None:  # an inference graph: nothing needs a gradient here
             return make_boxed_func(gm.forward)
         if self._fx_outputs is not None:
-            aliased = _outputs_aliasing_inputs(self._fx_outputs)
+            aliased = outputs_aliasing_inputs(self._fx_outputs)
             self._aliasing_unknown = aliased is None
             if aliased:
-                raise _AliasedOutputs(aliased)
+                raise AliasedOutputs(aliased)
         region.forward = gm  # the graph AOT Autograd runs, after its own rewrites of the split
         return self._recorded(gm, CaptureSession._keep_forward_inputs, region, counted=True)
 
@@ -201,7 +200,7 @@ class CaptureSession:
             example_inputs = [example_inputs[i] for i in order]
         self._inputs = self._dynamo_sources(gm, example_inputs)
         self._current = None
-        self._copy_outputs(gm, _aliasing_outputs(gm, {n: n.meta.get("example_value") for n in gm.graph.nodes}))
+        self._copy_outputs(gm, aliasing_outputs(gm, {n: n.meta.get("example_value") for n in gm.graph.nodes}))
         fw_compiler, bw_compiler, partition_fn = self.compilers()
         return aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn)(
             gm, example_inputs
@@ -255,8 +254,8 @@ class CaptureSession:
 
         try:
             run = compiled()
-            aliased = _aliasing_outputs(gm, fake_values(gm, inputs)) if self._aliasing_unknown else []
-        except _AliasedOutputs as found:
+            aliased = aliasing_outputs(gm, fake_values(gm, inputs)) if self._aliasing_unknown else []
+        except AliasedOutputs as found:
             aliased = found.indices
         if not aliased:
             return run
@@ -418,46 +417,6 @@ class CaptureSession:
         if local is not None and local in self.input_names:
             kind, name = self.input_names[local]
         return InputSource(kind, name, key)
-
-
-def _storage(value: object) -> StorageWeakRef | None:
-    return StorageWeakRef(value.untyped_storage()) if isinstance(value, torch.Tensor) else None
-
-
-class _AliasedOutputs(Exception):
-    """Raised by the forward compiler on the torch.fx route: AOT Autograd found that the outputs at `indices`
-    alias an input and need a gradient, so the graph is traced again with copies of them."""
-
-    def __init__(self, indices: list[int]) -> None:
-        super().__init__(indices)
-        self.indices = indices
-
-
-def _outputs_aliasing_inputs(count: int) -> list[int] | None:
-    """The outputs AOT Autograd's own metadata (`ViewAndMutationMeta.output_info`, in the tracing context it
-    fills for its compilers) marks as an input or a view of one, needing a gradient; None where this torch
-    hands no metadata over, or metadata for other outputs than the graph's `count` (tensor subclasses)."""
-    metadata = getattr(TracingContext.try_get(), "fw_metadata", None)
-    if metadata is None or len(metadata.output_info) != count:
-        return None
-    kinds = (OutputType.alias_of_input, OutputType.is_input)
-    return [i for i, info in enumerate(metadata.output_info) if info.output_type in kinds and info.requires_grad]
-
-
-def _aliasing_outputs(gm: torch.fx.GraphModule, values: dict[torch.fx.Node, object]) -> list[int]:
-    """The outputs whose value (`values`: each node's fake value) shares storage with an input's and needs a
-    gradient: what AOT Autograd regenerates outside its graphs."""
-    inputs = {_storage(values.get(n)) for n in gm.graph.nodes if n.op in ("placeholder", "get_attr")}
-    inputs.discard(None)
-    leaves = gm.graph.output_node().args[0]
-    assert isinstance(leaves, (tuple, list))  # both routes hand AOT Autograd a flat tuple
-    return [
-        i
-        for i, leaf in enumerate(leaves)
-        if isinstance(value := values.get(leaf) if isinstance(leaf, torch.fx.Node) else None, torch.Tensor)
-        and value.requires_grad
-        and _storage(value) in inputs
-    ]
 
 
 def _named(names: TensorNames, value: object) -> InputSource | None:

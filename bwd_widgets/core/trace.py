@@ -153,22 +153,20 @@ class Trace:
 
     def partition(self, partitioner: Partitioner | str | float = "default") -> Partition:
         """Split the joint graph with `partitioner`; in real mode, replay the real backward inputs."""
+        resolved = resolve_partitioner(partitioner)
         with interrupts_held():
-            return self._partition(resolve_partitioner(partitioner))
-
-    def _partition(self, resolved: Partitioner) -> Partition:
-        split = self.split(resolved)
-        if self.real is None or self.real.tangent_values is None:
-            return build_partition(self, resolved, split)
-        if self.inputs_changed():
-            note = "a weight or input changed in place since the extraction: real backward values not replayed."
-            return build_partition(self, resolved, split, notes=[note])
-        try:
-            replayed = replay_backward_inputs(self.real, split.forward, split.backward_with_nones)
-        except Exception as error:  # the graphs stand; only the real values are missing
-            note = f"could not replay real backward inputs: {one_line(error)}"
-            return build_partition(self, resolved, split, notes=[note])
-        return build_partition(self, resolved, split, replayed)
+            split = self.split(resolved)
+            if self.real is None or self.real.tangent_values is None:
+                return build_partition(self, resolved, split)
+            if self.inputs_changed():
+                note = "a weight or input changed in place since the extraction: real backward values not replayed."
+                return build_partition(self, resolved, split, notes=[note])
+            try:
+                replayed = replay_backward_inputs(self.real, split.forward, split.backward_with_nones)
+            except Exception as error:  # the graphs stand; only the real values are missing
+                note = f"could not replay real backward inputs: {one_line(error)}"
+                return build_partition(self, resolved, split, notes=[note])
+            return build_partition(self, resolved, split, replayed)
 
     def inputs_changed(self) -> bool:
         """Whether a forward input kept by reference was changed in place after the capture."""

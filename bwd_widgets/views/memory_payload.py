@@ -8,7 +8,8 @@ from typing import Any, TypedDict
 
 from ..core import memory
 from ..extraction import BackwardExtraction
-from .plot import nice_ticks, stretch_maxima
+from .plot import nice_ticks
+from .stretches import stretch_maxima
 
 TIMELINE_POINTS = 1000
 TIMELINE_TICKS = 4

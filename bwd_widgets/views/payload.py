@@ -27,7 +27,7 @@ from .memory_payload import MemoryBand as MemoryBand
 from .memory_payload import MemoryPeak as MemoryPeak
 from .memory_payload import MemoryPoint as MemoryPoint
 from .memory_payload import ModuleBytes as ModuleBytes
-from .plot import stretch_maxima
+from .stretches import stretch_maxima
 
 OVERLAY_POINTS = 120
 

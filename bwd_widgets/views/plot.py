@@ -19,6 +19,8 @@ from ..core.text import visible
 from ..extraction import BackwardExtraction
 from ..studio import Sweep, SweepPoint
 from .images import image_html
+from .labels import LABEL_SIZE, placed_labels
+from .stretches import stretch_extremes
 
 COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563")
 AXIS_TITLES = {"B": "bytes", "s": "time", "FLOP": "FLOPs"}
@@ -96,30 +98,6 @@ def nice_ticks(largest: float, count: int = 5) -> list[float]:
     while ticks[-1] < largest * (1 - 1e-9):
         ticks.append(float(f"{len(ticks) * step:.12g}"))
     return ticks
-
-
-def _stretches(length: int, count: int) -> list[range]:
-    """`count` equal stretches of `range(length)` (one per index when it is shorter)."""
-    if length <= count:
-        return [range(i, i + 1) for i in range(length)]
-    bounds = [round(i * length / count) for i in range(count + 1)]
-    return [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
-
-
-def stretch_maxima(values: Sequence[float], count: int) -> list[int]:
-    """Indices of the highest value in each of `count` equal stretches (all indices when fewer): the
-    payload's timelines, whose peak must survive."""
-    return [max(s, key=lambda i: (values[i], -i)) for s in _stretches(len(values), count)]
-
-
-def stretch_extremes(values: Sequence[float], count: int) -> list[int]:
-    """Indices of the lowest and the highest value in each of `count` equal stretches, in order: the
-    SVG charts' lines, whose shape and every peak must survive."""
-    kept: list[int] = []
-    for s in _stretches(len(values), count):
-        low, high = min(s, key=lambda i: (values[i], i)), max(s, key=lambda i: (values[i], -i))
-        kept += sorted({low, high})
-    return kept
 
 
 # --- drawing ---------------------------------------------------------------------------------------
@@ -400,7 +378,7 @@ def pareto(
             f'<circle cx="{_f(cx)}" cy="{_f(cy)}" r="4.5" fill="{filled}" stroke="{COLOURS[0]}" stroke-width="1.5"/>'
         )
     inside_plot = (axes.left, 24.0, width - 4.0, axes.bottom + 2)  # not over the title, the y or the x numbers
-    for (x_at, y_at, anchor), label in zip(_placed_labels(dots, labels, inside_plot), labels):
+    for (x_at, y_at, anchor), label in zip(placed_labels(dots, labels, inside_plot), labels):
         canvas.text(x_at, y_at, label, anchor=anchor, size=LABEL_SIZE, fill="#374151")
     summary = "; ".join(
         f"budget {', '.join(_number(b) for b in sorted(coords[c]))}: {format_value(c[0], 'B')}, "
@@ -408,56 +386,6 @@ def pareto(
         for c in ordered
     )
     return Plot(canvas.svg(), f"pareto ({memory_label} against recompute FLOPs), front: {summary}")
-
-
-LABEL_SIZE = 10
-"""Point labels' font size."""
-
-NARROW = set(".,:;' il|()[]")
-"""Characters about half as wide as the rest in a sans-serif font (digits are all as wide as a letter)."""
-
-
-def _text_width(text: str, size: float) -> float:
-    """About how wide `text` is drawn at font size `size` in a sans-serif font: 0.64 em a character, as wide
-    as DejaVu Sans (the usual sans-serif on Linux) draws letters and digits; wider than Arial, never narrower."""
-    return sum(0.32 if ch in NARROW else 0.64 for ch in text) * size
-
-
-def _placed_labels(
-    dots: list[tuple[float, float]], labels: list[str], bounds: tuple[float, float, float, float]
-) -> list[tuple[float, float, str]]:
-    """Where each dot's label goes (x, baseline y, text-anchor): the first spot around its dot (right, left,
-    centred; just above or below, then further) that stays inside `bounds` (left, top, right, bottom) and
-    clear of every dot and of the labels placed before it; when none is clear, the first that stays inside.
-    Lower dots go first."""
-    taken = [(x - 5, y - 5, x + 5, y + 5) for x, y in dots]  # the dots themselves
-
-    def box(x: float, y: float, anchor: str, text: str) -> tuple[float, float, float, float]:
-        wide = _text_width(text, LABEL_SIZE)
-        left = x - wide if anchor == "end" else x - wide / 2 if anchor == "middle" else x
-        return (left, y - LABEL_SIZE, left + wide, y + 3)
-
-    def clear(b: tuple[float, float, float, float], others: list) -> bool:
-        return all(b[2] <= o[0] or o[2] <= b[0] or b[3] <= o[1] or o[3] <= b[1] for o in others)
-
-    placed: dict[int, tuple[float, float, str]] = {}
-    for i in sorted(range(len(dots)), key=lambda i: (-dots[i][1], dots[i][0])):
-        (x, y), text = dots[i], labels[i]
-        options = [
-            (x + dx, y + dy, anchor)
-            for dy in (-6, 14, -20, 28, -34)
-            for dx, anchor in ((7, "start"), (-7, "end"), (0, "middle"))
-        ]
-        inside = [o for o in options if _within(box(*o, text), bounds)]
-        own = [t for j, t in enumerate(taken) if j != i]
-        chosen = next((o for o in inside if clear(box(*o, text), own)), inside[0] if inside else options[0])
-        placed[i] = chosen
-        taken.append(box(*chosen, text))
-    return [placed[i] for i in range(len(dots))]
-
-
-def _within(b: tuple[float, float, float, float], bounds: tuple[float, float, float, float]) -> bool:
-    return bounds[0] <= b[0] and b[2] <= bounds[2] and bounds[1] <= b[1] and b[3] <= bounds[3]
 
 
 Values = Mapping[str, Number] | Mapping[str, Mapping[str, Number]]

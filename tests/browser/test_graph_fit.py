@@ -181,6 +181,10 @@ def test_saved_table_columns_are_on_screen_beside_the_graph(fit_page, artifacts,
         assert cell.get_attribute("title").startswith(cell.text_content())
         set_theme(page, "JupyterLab Dark")
         widget.screenshot(path=frontend.shot(artifacts, "graph-fit-dark-saved-table-1500.png"))
+        widget.evaluate("(root) => { root.style.width = '1000px'; }")
+        page.wait_for_timeout(300)
+        assert widget.evaluate(COLUMNS_SHOWN)["side_by_side"], "side by side at 1,000 px in the dark theme too"
+        widget.screenshot(path=frontend.shot(artifacts, "graph-fit-dark-saved-table-1000.png"))
         chain = _widget(page, CHAIN)
         chain.scroll_into_view_if_needed()
         chain.screenshot(path=frontend.shot(artifacts, "graph-fit-dark-sequential.png"))
