@@ -28,6 +28,7 @@ from widget_checks import (
     check_recomputed_row_is_drawn_selected,
     check_search,
     check_wheel_scrolls_the_notebook,
+    tab,
 )
 
 EVIL = "<img src=x onerror=alert(1)>"
@@ -100,10 +101,6 @@ def _wait_rerender(page, index, before):
     )
 
 
-def _tab(widget, name):
-    widget.locator(f"button.bwd-tab-{name}").click()
-
-
 def test_first_paint_is_readable_on_the_four_graphs(notebook_page, artifacts):
     page, _, errors, _, first_paint, _ = notebook_page
     for index, (name, metrics) in enumerate(zip(NAMES, first_paint)):
@@ -153,7 +150,7 @@ def test_clicking_a_saved_row_selects_the_node_everywhere(notebook_page, artifac
     assert reference.locator("tr.bwd-selected").get_attribute("data-name") == "convolution"
     assert reference.locator(".bwd-details-title").text_content() == "convolution"
     # a code line selects its node
-    _tab(reference, "code")
+    tab(reference, "code")
     reference.locator(".bwd-line", has_text="getitem_3 = native_batch_norm_backward[0]").click()
     assert reference.locator(".bwd-details-title").text_content() == "getitem_3"
     reference.screenshot(path=str(artifacts / "jupyterlab-selection.png"))
@@ -185,7 +182,7 @@ def test_code_pane_reads_as_code(notebook_page):
     page, *_ = notebook_page
     widget = _widget(page, MOBILENET)
     widget.scroll_into_view_if_needed()
-    _tab(widget, "code")
+    tab(widget, "code")
     code = widget.locator("pre.bwd-code")
     lines = code.locator(".bwd-line")
     texts = lines.all_text_contents()
@@ -215,7 +212,7 @@ def test_saved_table_calls_parameter_views_so_and_counts_them_0_bytes(notebook_p
     page, *_ = notebook_page
     widget = _widget(page, TRANSFORMER)
     widget.scroll_into_view_if_needed()
-    _tab(widget, "saved")
+    tab(widget, "saved")
     headers = widget.locator(".bwd-table th").all_text_contents()
     kind, adds = headers.index("kind"), headers.index("adds")
     views = widget.locator("tr.bwd-row", has_text="parameter view")
@@ -229,7 +226,7 @@ def test_saved_table_calls_parameter_views_so_and_counts_them_0_bytes(notebook_p
 def test_clicking_the_peak_selects_its_node(notebook_page, artifacts):
     page, *_ = notebook_page
     widget = _widget(page, TRANSFORMER)
-    _tab(widget, "memory")
+    tab(widget, "memory")
     summary = widget.locator(".bwd-memory-summary").text_content()
     peak_node = summary.split(" after ")[1].split()[0]
     widget.locator("circle.bwd-peak").click()
@@ -244,7 +241,7 @@ def test_clicking_a_module_bar_opens_that_module(notebook_page, artifacts):
     page, *_ = notebook_page
     widget = _widget(page, BIG)
     widget.scroll_into_view_if_needed()
-    _tab(widget, "memory")
+    tab(widget, "memory")
     bars = widget.locator("button.bwd-bar")
     assert bars.first.get_attribute("data-module") == "blocks", "the blocks hold most saved bytes"
     assert widget.locator(".bwd-svg g.bwd-group", has_text="blocks \u25b8").count() == 1
@@ -304,7 +301,7 @@ def test_min_cut_with_low_budget_changes_the_saved_count(notebook_page, artifact
     rendered = _rendered(widget)
     widget.locator("select.bwd-partitioner").select_option("min_cut")
     _wait_rerender(page, TRANSFORMER, rendered)
-    _tab(widget, "saved")
+    tab(widget, "saved")
     widget.locator(".bwd-saved-rows[data-drawn]").wait_for(state="attached")
     heads = widget.locator(".bwd-table-head th").all_text_contents()
     column = heads.index("torch says")
@@ -423,7 +420,7 @@ def test_sweep_button_fills_the_chart_and_overlays_the_budgets(notebook_page, ar
     titles = [t.text_content() for t in beaten.locator("title").all()]
     assert all("peaks lower" in title for title in titles)
     assert (order.count() == 1) == bool(titles), "the flags and the sentence under the chart agree"
-    _tab(widget, "memory")
+    tab(widget, "memory")
     assert widget.locator("path.bwd-overlay").count() == 11
     widget.screenshot(path=str(artifacts / "jupyterlab-sweep-overlay.png"))
 
@@ -465,11 +462,11 @@ def test_dark_theme_keeps_text_readable(notebook_page, artifacts):
             widget.scroll_into_view_if_needed()
             widget.screenshot(path=str(artifacts / f"jupyterlab-dark-{name}.png"))
         widget = _widget(page, TRANSFORMER)
-        _tab(widget, "saved")
+        tab(widget, "saved")
         widget.locator("tr.bwd-row").first.click()  # a selection, so selected rows and lines are checked too
         problems = []
-        for tab in ("saved", "memory", "code", "partitions"):
-            _tab(widget, tab)
+        for pane in ("saved", "memory", "code", "partitions"):
+            tab(widget, pane)
             problems += low_contrast(page, widget)
         for index in (COMPARED, SWEPT, BIG):
             problems += low_contrast(page, _widget(page, index))
@@ -486,8 +483,8 @@ def test_light_theme_keeps_text_readable(notebook_page):
     page, *_ = notebook_page
     widget = _widget(page, TRANSFORMER)
     problems = []
-    for tab in ("saved", "memory", "code", "partitions"):
-        _tab(widget, tab)
+    for pane in ("saved", "memory", "code", "partitions"):
+        tab(widget, pane)
         problems += low_contrast(page, widget)
     assert problems == []
 
