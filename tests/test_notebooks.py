@@ -10,6 +10,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from bwd_widgets.jupyter.course import answer_sections
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -196,7 +198,7 @@ def test_build_exercises_have_a_checker_and_a_worked_answer_that_passes_it(stem)
     assert "'pass' if passed else 'fail'" in notebook[checker].source
     assert "yet" in "".join(o.get("text", "") for o in notebook[checker].outputs)
     name = BUILDS[stem].split("(")[0]
-    assert any(c.source.count(f"assert {name}(") for c in worked_answers(ROOT / "notebooks" / f"{stem}.ipynb"))
+    assert f"assert {name}(" in answers_file(ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -211,14 +213,23 @@ def test_exercises_have_worked_answers_each_interpreted(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_worked_answers_are_hidden(path):
-    """Worked answers run under nbval but are saved without outputs, their code collapsed in
-    JupyterLab and what they mean collapsed in markdown."""
+    """A worked answer's code lives in answers/<notebook>.py, not in the saved notebook: its cell is only the call
+    that runs it (tests/test_worked_answers.py), saved without output, and what it means is collapsed in markdown.
+    Each call names the next section of the notebook's own answers file, and every section is called."""
+    calls = []
     for cell in worked_answers(path):
         if cell.cell_type == "code":
-            assert not cell.outputs and not cell.source.startswith("# NBVAL_CHECK_OUTPUT"), cell.source[:80]
-            assert cell.metadata.get("jupyter", {}).get("source_hidden") is True
+            assert not cell.outputs, cell.source[:80]
+            calls.append(cell.source)
         else:
             assert cell.source.startswith("<details>") and cell.source.rstrip().endswith("</details>")
+    _, sections = answer_sections(answers_file(path).read_text(encoding="utf-8"))
+    assert calls == [f'worked_answer("answers/{path.stem}.py", {n})' for n in range(1, len(sections) + 1)]
+    assert list(sections) == list(range(1, len(sections) + 1))
+
+
+def answers_file(path: Path) -> Path:
+    return path.parent / "answers" / f"{path.stem}.py"
 
 
 def _text(cell) -> str:
