@@ -2,7 +2,7 @@
  *  around them. The plans and their numbers come from the kernel (views/payload.py `advice_rows`). */
 
 import { formatFlops } from "./chart";
-import { formatBytes } from "./format";
+import { formatBytes, formatSeconds } from "./format";
 import type { AdvicePlanRow } from "./types";
 
 /** "yes" / "no" against the target, "not verified" where bw cannot re-extract the plan (offloading). */
@@ -17,6 +17,7 @@ export const ADVICE_COLUMNS: readonly [string, (row: AdvicePlanRow) => string][]
   ["verified peak", (r) => (r.verified_peak_bytes === null ? "\u2014" : formatBytes(r.verified_peak_bytes))],
   ["measured peak", (r) => (r.measured_peak_bytes === null ? "\u2014" : formatBytes(r.measured_peak_bytes))],
   ["recompute", (r) => formatFlops(r.recompute_flops)],
+  ["step time", (r) => (r.measured_seconds === null ? "\u2014" : formatSeconds(r.measured_seconds))],
   ["fits", fitsText],
 ];
 

@@ -26,3 +26,8 @@ export function formatDelta(delta: number, bytes = false): string {
   const sign = delta > 0 ? "+" : "-";
   return sign + (bytes ? formatBytes(Math.abs(delta)) : String(Math.abs(delta)));
 }
+
+/** A measured time: milliseconds below a minute's worth of seconds, as the advisor's report prints it. */
+export function formatSeconds(seconds: number): string {
+  return seconds < 10 ? `${(seconds * 1e3).toFixed(1)} ms` : `${seconds.toFixed(1)} s`;
+}

@@ -221,6 +221,7 @@ export interface AdvicePlanRow {
   verified_peak_bytes: number | null; // from executing `code` and extracting; null where bw cannot
   measured_peak_bytes: number | null; // the best plan's graphs run in real mode (g.measure()); null otherwise
   recompute_flops: number;
+  measured_seconds: number | null; // advise(..., measure_time=True): one forward and backward of its graphs here
   fits: boolean;
   best: boolean;
   note: string;
@@ -262,8 +263,8 @@ export const SWEEP_POINT_KEYS = [
   "torch_budget_ratio", "peak_above_budget",
 ] as const satisfies readonly (keyof SweepPoint)[];
 export const ADVICE_PLAN_ROW_KEYS = [
-  "label", "kind", "code", "predicted_peak_bytes", "verified_peak_bytes", "measured_peak_bytes", "recompute_flops", "fits", "best", "note",
-  "selectable",
+  "label", "kind", "code", "predicted_peak_bytes", "verified_peak_bytes", "measured_peak_bytes", "recompute_flops", "measured_seconds", "fits", "best",
+  "note", "selectable",
 ] as const satisfies readonly (keyof AdvicePlanRow)[];
 export const MEMORY_POINT_KEYS = ["step", "phase", "node", "graph", "live_bytes"] as const satisfies readonly (keyof MemoryPoint)[];
 export const MEMORY_PEAK_KEYS = ["step", "phase", "node", "graph", "live_bytes", "module"] as const satisfies readonly (keyof MemoryPeak)[];

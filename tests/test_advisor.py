@@ -323,3 +323,19 @@ def test_fake_mode_traces_the_checkpoint_plans_in_a_forked_worker_with_the_plans
     plan = from_worker[0]
     e = plan.extraction  # made again here from the plan's own code, once
     assert e is plan.extraction and e.peak_activation_only_bytes == plan.verified_peak_bytes
+
+
+def test_measured_time_on_request_for_each_plan_on_the_pareto_set():
+    """measure_time=True: each re-extracted plan on the Pareto set carries its step's seconds on this CPU, shown
+    in the report; predicted-only plans have none; fake mode says it cannot time."""
+    torch.manual_seed(0)
+    model, tokens = Transformer(), torch.randint(0, 64, (4, 16))
+    advice = bw.advise(model, tokens, target=TARGET, budgets=(1.0, 0.5), policies=(), every=(1,), measure_time=True)
+    timed = [p for p in advice.plans if p.verified_peak_bytes is not None]
+    assert len(timed) >= 2 and all(p.measured_seconds is not None and p.measured_seconds > 0 for p in timed)
+    assert all(p.measured_seconds is None for p in advice.unverified)
+    assert "step time" in repr(advice) and " ms " in repr(advice)
+    untimed = bw.advise(model, tokens, target=TARGET, budgets=(1.0,), policies=(), every=(), progress=False)
+    assert all(p.measured_seconds is None for p in untimed.tried) and "step time" not in repr(untimed)
+    with pytest.raises(bw.AdviceError, match="needs mode='real'"):
+        bw.advise(model, tokens, target=TARGET, mode="fake", measure_time=True)

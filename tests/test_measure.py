@@ -175,3 +175,35 @@ def test_the_widget_measures_what_it_shows_and_redraws(course_models):
     measured = widget.payload["run"]["memory"]["measured"]
     assert g.measured is result and measured is not None
     assert measured["peak"]["live_bytes"] == result.peak_bytes and measured["error_percent"] == 0.0
+
+
+@pytest.mark.parametrize("partitioner, budget", [("default", None), ("min_cut", 0.0)])
+def test_timing_a_step_runs_the_real_graphs_to_torchs_own_gradients(partitioner, budget):
+    """`time_step` (the advisor's measured recompute cost) runs forward then backward as generated code does:
+    the backward graph, watched by a hook, returns the gradients eager autograd gives; and grad mode is back."""
+    from bwd_widgets.core.measure import time_step
+
+    torch.manual_seed(0)
+    model, x = MLP(), torch.randn(8, 16)
+    leaf = x.clone().requires_grad_()  # floating inputs need a gradient by default in bw.extract, as here
+    model(leaf).sum().backward()
+    expected = [p.grad.clone() for p in model.parameters()] + [leaf.grad]
+    g = bw.extract(model, x, partitioner=partitioner, memory_budget=budget)
+    returned: list = []
+    g.partitions[0].backward.register_forward_hook(lambda module, args, out: returned.append(out))
+    seconds = time_step(g.partitions, min_run_time=0.01)
+    assert seconds > 0 and torch.is_grad_enabled()
+    assert returned, "the backward graph never ran"
+    gradients = [t for t in returned[-1] if isinstance(t, torch.Tensor)]
+    assert len(gradients) == len(expected)
+    for want in expected:  # AOT orders them parameters first, then inputs
+        assert any(got.shape == want.shape and torch.allclose(got, want, atol=1e-6) for got in gradients)
+
+
+def test_timing_a_fake_extraction_says_it_needs_real_mode():
+    from bwd_widgets.core.errors import MeasureNeedsRealModeError
+    from bwd_widgets.core.measure import time_step
+
+    g = bw.extract(MLP(), torch.randn(8, 16), mode="fake")
+    with pytest.raises(MeasureNeedsRealModeError, match="real-mode extraction"):
+        time_step(g.partitions)

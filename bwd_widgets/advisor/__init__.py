@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from ..core.kinds import Mode
+from ..core.measure import time_step
 from ..core.partitioners import check_budget
 from ..extraction import BackwardExtraction
 from ..extractor import extract
@@ -291,10 +292,21 @@ def _choose(run: _Run, seconds: float, interrupted: bool) -> Advice:
     )
 
 
-def _measure(plan: Plan | None, mode: Mode) -> None:
-    """Real mode: run the chosen plan's graphs and keep the measured activation-only peak beside the verified one."""
-    if plan is not None and mode == "real" and plan.extraction is not None:
-        plan.measured_peak_bytes = plan.extraction.measure().activation_peak_bytes
+def _measure(advice: Advice, mode: Mode, measure: bool, measure_time: bool) -> None:
+    """Real mode: run the chosen plan's graphs and keep the measured activation-only peak beside the verified
+    one; with `measure_time`, time one forward and backward of each plan on the Pareto set. Ctrl-C stops it,
+    keeping what was measured."""
+    if mode != "real":
+        return
+    try:
+        best = advice.best
+        if measure and best is not None and best.extraction is not None:
+            best.measured_peak_bytes = best.extraction.measure().activation_peak_bytes
+        for plan in advice.plans if measure_time else []:
+            if plan.verified_peak_bytes is not None and plan.extraction is not None:
+                plan.measured_seconds = time_step(plan.extraction.partitions)
+    except KeyboardInterrupt:
+        advice.interrupted = True
 
 
 def advise(
@@ -308,6 +320,7 @@ def advise(
     optimizer: str | None = None,
     offload: bool = True,
     measure: bool = True,
+    measure_time: bool = False,
     progress: bool = True,
     on_step: StepCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
@@ -323,7 +336,8 @@ def advise(
     container; a checkpoint plan that does not fit alone is tried with the budget of lowest peak too. Each
     plan on the Pareto front (peak against recompute FLOPs) is re-extracted from its own `code`; `best` is
     the one recomputing least whose re-extracted peak fits. Real mode: `best.measured_peak_bytes` is
-    measured by running its graphs (measure=False skips it). Offloading is predicted only (`unverified`).
+    measured by running its graphs (measure=False skips it); measure_time=True also times one forward and
+    backward of each plan on the Pareto set on this machine (`Plan.measured_seconds`). Offloading is predicted only (`unverified`).
     The user's model is never changed: plans are applied to shallow copies. Ctrl-C returns the plans so far.
     on_step(label, done, total) is called as each step starts and ends; should_stop() is asked after each
     step, and true ends the run as Ctrl-C does (the widget's Cancel button).
@@ -335,6 +349,8 @@ def advise(
     for saves in policies:
         if saves not in snippets.POLICY_OPS:
             raise AdviceError(f"policies= takes {' or '.join(map(repr, snippets.POLICY_OPS))}, got {saves!r}.")
+    if measure_time and mode != "real":
+        raise AdviceError("measure_time=True times each plan's real graphs, so it needs mode='real'.")
     if any(not isinstance(k, int) or k < 1 for k in every):
         raise AdviceError(f"every= takes whole numbers of 1 or more (1: every block), got {tuple(every)!r}.")
     path = snippets.find_blocks(model)
@@ -350,8 +366,8 @@ def advise(
     finally:
         bar.close()
     advice = _choose(run, time.perf_counter() - started, interrupted)
-    if measure and not interrupted:
-        _measure(advice.best, mode)
+    if not interrupted:
+        _measure(advice, mode, measure, measure_time)
     return advice
 
 

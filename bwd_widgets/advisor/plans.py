@@ -83,6 +83,9 @@ class Plan:
     measured_peak_bytes: int | None = None
     """Real mode, the chosen plan: `MeasuredMemory.activation_peak_bytes` from running the graphs (gradient
     outputs' storages left out, like `verified_peak_bytes`)."""
+    measured_seconds: float | None = None
+    """`advise(..., measure_time=True)`, real mode, a plan on the Pareto set: median seconds of one forward and
+    backward of its graphs on this machine (`core.measure.time_step`), the recompute cost as time, not FLOPs."""
     note: str = ""
     _extraction: BackwardExtraction | None = field(default=None, repr=False, compare=False)
     remake: Callable[[], BackwardExtraction] | None = field(default=None, repr=False, compare=False)
@@ -141,6 +144,10 @@ def _size(n: int | None) -> str:
     return f"{n} B"
 
 
+def _seconds(s: float | None) -> str:
+    return "-" if s is None else (f"{s * 1e3:.1f} ms" if s < 10 else f"{s:.1f} s")  # as js/format.ts formatSeconds
+
+
 @dataclass
 class Advice:
     """The advisor's answer: `plans` (the Pareto set over peak and recompute FLOPs) and `best`, the plan that
@@ -180,13 +187,16 @@ class Advice:
         head = f"Advice(target {_size(self.target_bytes)}, {len(self.tried)} plans tried in {self.seconds:.1f} s"
         lines = [head + (", interrupted)" if self.interrupted else ")"), "  " + self.target_means]
         width = max([44, *(len(p.label) for p in self.plans)])
-        lines.append(f"  {'plan':{width}} {'predicted':>11} {'verified':>11} {'recompute FLOPs':>16}  fits")
+        timed = any(p.measured_seconds is not None for p in self.plans)
+        step_time = f" {'step time':>10}" if timed else ""
+        lines.append(f"  {'plan':{width}} {'predicted':>11} {'verified':>11} {'recompute FLOPs':>16}{step_time}  fits")
         for p in self.plans:
             mark = "*" if p is self.best else " "
             fits = "yes" if p.fits else ("?" if p.verified_peak_bytes is None else "no")
+            seconds = f" {_seconds(p.measured_seconds):>10}" if timed else ""
             lines.append(
                 f"{mark} {p.label:{width}} {_size(p.predicted_peak_bytes):>11} {_size(p.verified_peak_bytes):>11} "
-                f"{p.recompute_flops:>16,}  {fits}"
+                f"{p.recompute_flops:>16,}{seconds}  {fits}"
             )
         if self.best is not None:
             bill = f", bill {_size(self.best.bill_bytes)}" if self.best.step_bytes else ""

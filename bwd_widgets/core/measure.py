@@ -202,12 +202,38 @@ def _forward(partition: Partition, index: int, tracker: _Storages, curve: list[d
     outputs = _Run(partition.forward, tracker, curve, memory.FORWARD, index).run_list(
         list(partition.forward_inputs or [])
     )
+    return _backward_inputs(partition, outputs, tangents)
+
+
+def _backward_inputs(partition: Partition, outputs: Any, tangents: dict) -> list:
+    """The backward graph's inputs, in order: the forward's saved outputs by name, then the tangents."""
     nodes = partition.forward.graph.output_node().args[0]
     assert isinstance(nodes, (tuple, list))
     by_name = {node.name: value for node, value in zip(nodes, outputs) if isinstance(node, torch.fx.Node)}
-    del outputs
     by_name.update(tangents)
     return [by_name[node.name] for node in partition.backward.graph.find_nodes(op="placeholder")]
+
+
+def time_step(partitions: list[Partition], min_run_time: float = 0.3) -> float:
+    """Median seconds of one forward and backward of the partitions' real graphs as generated code runs them
+    (no tracker), by `torch.utils.benchmark` at torch's own thread count: what a plan's recompute costs here."""
+    from torch.utils import benchmark
+
+    _check_real(partitions)
+    tangents = [_tangents(p) for p in partitions]
+
+    def step() -> None:
+        carried = [_backward_inputs(p, p.forward(*(p.forward_inputs or [])), t) for p, t in zip(partitions, tangents)]
+        for partition in reversed(partitions):
+            partition.backward(*carried.pop())
+
+    grad_mode = torch.is_grad_enabled()
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            timer = benchmark.Timer("step()", globals={"step": step}, num_threads=torch.get_num_threads())
+            return float(timer.blocked_autorange(min_run_time=min_run_time).median)
+    finally:
+        torch.set_grad_enabled(grad_mode)  # as in measure(): Ctrl-C may land inside no_grad().__enter__
 
 
 def _run_all(partitions: list[Partition], tracker: _Storages, tangents: list[dict]) -> tuple[list[dict], list[int]]:

@@ -183,6 +183,8 @@ class AdvicePlanRow(TypedDict):
     measured_peak_bytes: int | None
     """The best plan's graphs run in real mode (`Plan.measured_peak_bytes`, from g.measure()); None otherwise."""
     recompute_flops: int
+    measured_seconds: float | None
+    """`advise(..., measure_time=True)`: one forward and backward of the plan's graphs here (`Plan.measured_seconds`)."""
     fits: bool
     best: bool
     note: str
@@ -430,6 +432,7 @@ def advice_rows(advice: Advice) -> list[AdvicePlanRow]:
             verified_peak_bytes=p.verified_peak_bytes,
             measured_peak_bytes=p.measured_peak_bytes,
             recompute_flops=p.recompute_flops,
+            measured_seconds=p.measured_seconds,
             fits=p.fits,
             best=p is advice.best,
             note=p.note,

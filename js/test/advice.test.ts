@@ -12,13 +12,13 @@ const rows = (JSON.parse(readFileSync(FIXTURE, "utf8")) as { advice_rows: Advice
 
 const plan = (extra: Partial<AdvicePlanRow> = {}): AdvicePlanRow => ({
   label: "min-cut budget 0.5", kind: "budget", code: "memory_budget = ...", predicted_peak_bytes: 2_000_000,
-  verified_peak_bytes: 2_000_000, measured_peak_bytes: null, recompute_flops: 3e9, fits: true, best: false, note: "", selectable: true, ...extra,
+  verified_peak_bytes: 2_000_000, measured_peak_bytes: null, recompute_flops: 3e9, measured_seconds: null, fits: true, best: false, note: "", selectable: true, ...extra,
 });
 
 describe("the advisor's plans", () => {
   it("lists the kernel's plans with one cell per column, the best one starred", () => {
     expect(rows.length).toBeGreaterThan(1);
-    for (const row of rows) expect(ADVICE_COLUMNS.map(([, cell]) => cell(row))).toHaveLength(6);
+    for (const row of rows) expect(ADVICE_COLUMNS.map(([, cell]) => cell(row))).toHaveLength(7);
     const best = rows.filter((r) => r.best);
     expect(best).toHaveLength(1);
     expect(ADVICE_COLUMNS[0][1](best[0])).toBe(`\u2605 ${best[0].label}`);
@@ -33,6 +33,12 @@ describe("the advisor's plans", () => {
     expect(ADVICE_COLUMNS[2][1](plan({ verified_peak_bytes: null }))).toBe("\u2014");
     const measured = ADVICE_COLUMNS.findIndex(([name]) => name === "measured peak");
     expect([plan(), plan({ measured_peak_bytes: 1_500_000 })].map((r) => ADVICE_COLUMNS[measured][1](r))).toEqual(["\u2014", "1.5 MB"]);
+    const time = ADVICE_COLUMNS.findIndex(([name]) => name === "step time");
+    expect([plan(), plan({ measured_seconds: 0.0162 }), plan({ measured_seconds: 12.34 })].map((r) => ADVICE_COLUMNS[time][1](r))).toEqual([
+      "\u2014",
+      "16.2 ms",
+      "12.3 s",
+    ]);
   });
 
   it("runs while the kernel is busy with a step line, not once stopped or idle", () => {
