@@ -24,6 +24,7 @@ from .compat import (
     dynamo_backends,
     dynamo_convert_frame,
     dynamo_frames,
+    graph_text_skipped_unless_logged,
     make_boxed_func,
     pytree,
     tracing,
@@ -202,9 +203,10 @@ class CaptureSession:
         self._current = None
         self._copy_outputs(gm, aliasing_outputs(gm, {n: n.meta.get("example_value") for n in gm.graph.nodes}))
         fw_compiler, bw_compiler, partition_fn = self.compilers()
-        return aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn)(
-            gm, example_inputs
-        )
+        with graph_text_skipped_unless_logged():
+            return aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn)(
+                gm, example_inputs
+            )
 
     def compile_fx(self, module: torch.nn.Module, inputs: list) -> Callable:
         """Trace with torch.fx (module paths and source lines kept), then AOT Autograd; raises NotForFx.
@@ -245,7 +247,7 @@ class CaptureSession:
         def compiled() -> Callable:
             self._fx_outputs, self._aliasing_unknown = len(output), False
             try:
-                with tracing(TracingContext(fake_mode)):
+                with tracing(TracingContext(fake_mode)), graph_text_skipped_unless_logged():
                     return aot_module_simplified(
                         gm, inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn
                     )

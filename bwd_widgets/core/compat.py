@@ -9,8 +9,12 @@ the package off private names).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
+import threading
 import warnings
+from collections.abc import Iterator
 
 import torch
 
@@ -85,6 +89,10 @@ try:
     from torch._dynamo.backends.common import aot_autograd
     from torch._dynamo.eval_frame import OptimizedModule
     from torch._dynamo.eval_frame import cached_backends as dynamo_backends
+
+    # AOT Autograd's graph compiler, whose text of the joint, forward and backward graphs for torch's logs is
+    # skipped while nothing reads it (`graph_text_skipped_unless_logged`); its output kinds; AOT Autograd itself.
+    from torch._functorch._aot_autograd import graph_compile as aot_graph_compile
     from torch._functorch._aot_autograd.schemas import OutputType
     from torch._functorch.aot_autograd import aot_module_simplified
 
@@ -103,6 +111,9 @@ try:
     # forward once more.
     from torch._guards import TracingContext, detect_fake_mode, tracing
 
+    # torch's structured trace (TORCH_TRACE, tlparse): while it has a handler, the graphs' text is read.
+    from torch._logging._internal import trace_log
+
     # Fake tensors: counted FLOPs and lifted constants of fake-mode traces.
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
@@ -120,7 +131,49 @@ except ImportError as error:  # a torch release moved a private API: name the to
         f"it is tested with torch {' and '.join(TESTED_TORCH)}: install '{TORCH_REQUIREMENT}'."
     ) from error
 
+_GRAPH_TEXT = (
+    getattr(aot_graph_compile, "_log_joint_graph", None),
+    getattr(aot_graph_compile, "_log_fw_bw_graphs", None),
+)
+_graph_text_lock = threading.Lock()
+_graph_text_skips = 0
+
+
+def _graph_text_read() -> bool:
+    """Whether torch's structured trace (TORCH_TRACE, tlparse) or its AOT graph logs would read the text. Until
+    torch's lazy trace handler has decided whether a trace is on (at the process's first compile, removing itself
+    when not), it counts as reading."""
+    loggers = [getattr(aot_graph_compile, name, None) for name in ("aot_joint_log", "aot_graphs_log")]
+    return bool(trace_log.handlers) or any(log is None or log.isEnabledFor(logging.INFO) for log in loggers)
+
+
+@contextlib.contextmanager
+def graph_text_skipped_unless_logged() -> Iterator[None]:
+    """AOT Autograd writes its joint, forward and backward graphs out as text for its logs on every call (about
+    5% of a small model's extraction); `aot_module_simplified` offers no `enable_log=False`. While nothing reads
+    that text, skip it as `enable_log=False` does (both functions then return None). Nested and concurrent
+    captures share one patch; a torch without these functions, or with its logs read, runs as it is."""
+    global _graph_text_skips
+    joint, fw_bw = _GRAPH_TEXT
+    if joint is None or fw_bw is None or _graph_text_read():
+        yield
+        return
+    with _graph_text_lock:
+        if _graph_text_skips == 0:
+            aot_graph_compile._log_joint_graph = lambda *args, **kwargs: None
+            aot_graph_compile._log_fw_bw_graphs = lambda *args, **kwargs: (None, None)
+        _graph_text_skips += 1
+    try:
+        yield
+    finally:
+        with _graph_text_lock:
+            _graph_text_skips -= 1
+            if _graph_text_skips == 0:
+                aot_graph_compile._log_joint_graph, aot_graph_compile._log_fw_bw_graphs = joint, fw_bw
+
+
 __all__ = [
+    "graph_text_skipped_unless_logged",
     "TESTED_TORCH",
     "TORCH_BELOW",
     "TORCH_MIN",
