@@ -136,9 +136,15 @@ def write_sample(
 
 
 def _runs_on(gm: torch.fx.GraphModule, values: list, recorded_strides: bool) -> bool:
-    """Whether the graph runs on fake inputs of these shapes, contiguous or in their recorded strides."""
+    """Whether the graph runs on fake inputs of these shapes, contiguous or in their recorded strides.
+
+    Only the nodes that depend on a non-contiguous input run (`_LayoutRun`): the rest see the same inputs
+    either way, so their recorded values stand in for them.
+    """
     from .core.compat import FakeTensorMode
 
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    changed = {n for n, v in zip(placeholders, values) if isinstance(v, torch.Tensor) and not v.is_contiguous()}
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     with mode:
         inputs = [
@@ -152,10 +158,46 @@ def _runs_on(gm: torch.fx.GraphModule, values: list, recorded_strides: bool) -> 
             for v in values
         ]
         try:
-            torch.fx.Interpreter(gm).run(*inputs)
+            _LayoutRun(gm, changed).run(*inputs)
         except Exception:  # data-dependent ops and the like: this check cannot tell
             return False
     return True
+
+
+class _LayoutRun(torch.fx.Interpreter):
+    """Runs the nodes downstream of `changed` inputs; any other node's value is an empty tensor in the layout
+    torch recorded for it (`meta["val"]`), or the node runs where it recorded none it can stand in with."""
+
+    def __init__(self, gm: torch.fx.GraphModule, changed: set[torch.fx.Node]) -> None:
+        super().__init__(gm)
+        self.extra_traceback = False
+        self.affected = set(changed)
+        for node in gm.graph.nodes:
+            if any(source in self.affected for source in node.all_input_nodes):
+                self.affected.add(node)
+
+    def run_node(self, n: torch.fx.Node) -> object:
+        if n.op in ("call_function", "call_method", "call_module") and n not in self.affected:
+            stand_in = _stand_in(n.meta.get("val"))
+            if stand_in is not _NONE:
+                return stand_in
+        return super().run_node(n)
+
+
+_NONE = object()
+"""`_stand_in` found no value to stand in with."""
+
+
+def _stand_in(value: object) -> object:
+    """An empty tensor like each tensor of a recorded value (tuples of them too), in the ambient fake mode."""
+    if isinstance(value, torch.Tensor):
+        if not all(type(n) is int for n in (*value.shape, *value.stride())):
+            return _NONE  # symbolic sizes belong to the trace's own shape environment
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device=value.device)
+    if isinstance(value, (tuple, list)):
+        items = [_stand_in(v) for v in value]
+        return _NONE if any(i is _NONE for i in items) else type(value)(items)
+    return value if value is None or type(value) in (int, float, bool) else _NONE
 
 
 def _runs_on_contiguous_copies(gm: torch.fx.GraphModule, values: list) -> bool:

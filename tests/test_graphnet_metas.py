@@ -132,3 +132,57 @@ def test_a_backward_taking_sizes_runs_under_graphnets_loader(samples_dir, tmp_pa
     assert result.returncode == 0, result.stderr[-2000:]
     sample = bw.load_graphnet_sample(backward)
     sample.module(*sample.inputs)
+
+
+class _TransposedView(nn.Module):
+    """`view(-1)` needs x's transposed layout; `w` reaches the backward through nodes x does not reach."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(6, 4))
+
+    def forward(self, x):
+        z = (x * self.w.t()).add(1).transpose(0, 1).view(-1)
+        return (z * z).sum() + self.w.sin().sum()
+
+
+def _runs_whole_on_fakes(gm, values, recorded_strides: bool) -> bool:
+    """The check as it was before it ran only what a changed input reaches: every node, under fake tensors."""
+    from bwd_widgets.core.compat import FakeTensorMode
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        inputs = [
+            (
+                torch.empty_strided(v.shape, v.stride(), dtype=v.dtype)
+                if recorded_strides
+                else torch.empty(v.shape, dtype=v.dtype)
+            )
+            if isinstance(v, torch.Tensor)
+            else v
+            for v in values
+        ]
+        try:
+            torch.fx.Interpreter(gm).run(*inputs)
+        except Exception:
+            return False
+    return True
+
+
+def test_the_layout_check_runs_only_what_a_non_contiguous_input_reaches_and_decides_as_a_whole_run():
+    """The check GraphNet's contiguous loaders need runs the nodes a non-contiguous input reaches, the rest stood
+    in by their recorded values; on each graph, contiguous and recorded, it answers as running every node does."""
+    from bwd_widgets import graphnet_files
+
+    x = torch.randn(6, 4).t()  # (4, 6) in a transposed layout, which the model's view needs
+    partition = bw.extract(_TransposedView(), x, partitioner="min_cut", memory_budget=0.0).partitions[0]
+    answers = []
+    for gm, values in ((partition.forward, partition.forward_inputs), (partition.backward, partition.backward_inputs)):
+        placeholders = gm.graph.find_nodes(op="placeholder")
+        changed = {n for n, v in zip(placeholders, values) if isinstance(v, torch.Tensor) and not v.is_contiguous()}
+        assert changed, "x, or what the backward recomputes from it, is an input in its transposed layout"
+        ops = {n for n in gm.graph.nodes if n.op == "call_function"}
+        assert ops & graphnet_files._LayoutRun(gm, changed).affected < ops, "w.sin() is not reached by x"
+        for recorded in (False, True):
+            answers.append(graphnet_files._runs_on(gm, values, recorded))
+            assert answers[-1] == _runs_whole_on_fakes(gm, values, recorded)
+    assert answers == [False, True, False, True]  # each graph needs the recorded layout, and runs in it
