@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from .core.codegen import copy_graph_module
+from .core.compat import pytree
 
 INLINE_DATA_LIMIT = 4096
 INLINE_FLOAT_LIMIT = 64
@@ -138,8 +139,7 @@ def write_sample(
 def _runs_on(gm: torch.fx.GraphModule, values: list, recorded_strides: bool) -> bool:
     """Whether the graph runs on fake inputs of these shapes, contiguous or in their recorded strides.
 
-    Only the nodes that depend on a non-contiguous input run (`_LayoutRun`): the rest see the same inputs
-    either way, so their recorded values stand in for them.
+    Only what a non-contiguous input reaches runs (`_LayoutRun`): every other node sees what it saw when traced.
     """
     from .core.compat import FakeTensorMode
 
@@ -158,46 +158,95 @@ def _runs_on(gm: torch.fx.GraphModule, values: list, recorded_strides: bool) -> 
             for v in values
         ]
         try:
-            _LayoutRun(gm, changed).run(*inputs)
+            _LayoutRun(gm, changed, until_recorded=not recorded_strides).run(*inputs)
         except Exception:  # data-dependent ops and the like: this check cannot tell
             return False
     return True
 
 
 class _LayoutRun(torch.fx.Interpreter):
-    """Runs the nodes downstream of `changed` inputs; any other node's value is an empty tensor in the layout
-    torch recorded for it (`meta["val"]`), or the node runs where it recorded none it can stand in with."""
+    """Runs the nodes that depend on a `changed` input; any other stands in with an empty tensor in the layout
+    torch recorded for it (`meta["val"]`), made only if a node that runs reads it; a node with no such record
+    runs. The graph's output is not gathered: the run is asked only whether it raises.
 
-    def __init__(self, gm: torch.fx.GraphModule, changed: set[torch.fx.Node]) -> None:
+    until_recorded: a node whose output comes out as torch recorded it (shape, strides, dtype, device: all a
+    fake tensor is) changes nothing downstream, so the inputs' new layout reaches no further through it.
+    """
+
+    def __init__(self, gm: torch.fx.GraphModule, changed: set[torch.fx.Node], until_recorded: bool = False):
         super().__init__(gm)
         self.extra_traceback = False
-        self.affected = set(changed)
-        for node in gm.graph.nodes:
-            if any(source in self.affected for source in node.all_input_nodes):
-                self.affected.add(node)
+        self.changed, self.until_recorded = set(changed), until_recorded
+        self.ran: list[torch.fx.Node] = []
+        self.stand_ins: dict[torch.fx.Node, object] = {}
 
     def run_node(self, n: torch.fx.Node) -> object:
-        if n.op in ("call_function", "call_method", "call_module") and n not in self.affected:
-            stand_in = _stand_in(n.meta.get("val"))
-            if stand_in is not _NONE:
-                return stand_in
-        return super().run_node(n)
+        if n.op == "output":
+            return None
+        reached = n in self.changed or any(source in self.changed for source in n.all_input_nodes)
+        if n.op in ("call_function", "call_method", "call_module") and not reached and _can_stand_in(n.meta.get("val")):
+            return _Recorded(n)
+        if n.op != "placeholder":
+            self.ran.append(n)
+        value = super().run_node(n)
+        if reached and n.op != "placeholder" and not (self.until_recorded and _as_recorded(value, n.meta.get("val"))):
+            self.changed.add(n)
+        return value
+
+    def fetch_args_kwargs_from_env(self, n: torch.fx.Node) -> tuple:
+        args, kwargs = super().fetch_args_kwargs_from_env(n)
+        return pytree.tree_map(self._made, (args, kwargs))
+
+    def _made(self, value: object) -> object:
+        if not isinstance(value, _Recorded):
+            return value
+        if value.node not in self.stand_ins:
+            self.stand_ins[value.node] = _stand_in(value.node.meta["val"])
+        return self.stand_ins[value.node]
 
 
-_NONE = object()
-"""`_stand_in` found no value to stand in with."""
+class _Recorded:
+    """A node not run: its recorded value stands in, made when a node that runs reads it."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: torch.fx.Node) -> None:
+        self.node = node
+
+
+def _can_stand_in(value: object) -> bool:
+    """Whether `_stand_in` can make a value like this recorded one (static sizes; tensors, tuples, numbers)."""
+    if isinstance(value, torch.Tensor):
+        return all(type(n) is int for n in (*value.shape, *value.stride()))  # symbolic sizes are the trace's own
+    if isinstance(value, (tuple, list)):
+        return all(_can_stand_in(v) for v in value)
+    return value is None or type(value) in (int, float, bool)
 
 
 def _stand_in(value: object) -> object:
     """An empty tensor like each tensor of a recorded value (tuples of them too), in the ambient fake mode."""
     if isinstance(value, torch.Tensor):
-        if not all(type(n) is int for n in (*value.shape, *value.stride())):
-            return _NONE  # symbolic sizes belong to the trace's own shape environment
         return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device=value.device)
     if isinstance(value, (tuple, list)):
-        items = [_stand_in(v) for v in value]
-        return _NONE if any(i is _NONE for i in items) else type(value)(items)
-    return value if value is None or type(value) in (int, float, bool) else _NONE
+        return type(value)(_stand_in(v) for v in value)
+    return value
+
+
+def _as_recorded(value: object, recorded: object) -> bool:
+    """Whether a fake value has the shape, strides, offset, dtype and device torch recorded (tuples of them too)."""
+    if isinstance(value, torch.Tensor) and isinstance(recorded, torch.Tensor):
+        if not all(type(n) is int for n in (*recorded.shape, *recorded.stride(), recorded.storage_offset())):
+            return False  # symbolic sizes belong to the trace's own shape environment
+        return (value.shape, value.stride(), value.storage_offset(), value.dtype, value.device) == (
+            recorded.shape,
+            recorded.stride(),
+            recorded.storage_offset(),
+            recorded.dtype,
+            recorded.device,
+        )
+    if isinstance(value, (tuple, list)) and isinstance(recorded, (tuple, list)) and len(value) == len(recorded):
+        return all(_as_recorded(v, r) for v, r in zip(value, recorded))
+    return value is None and recorded is None or type(value) in (int, float, bool) and value == recorded
 
 
 def _runs_on_contiguous_copies(gm: torch.fx.GraphModule, values: list) -> bool:

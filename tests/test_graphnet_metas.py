@@ -168,21 +168,53 @@ def _runs_whole_on_fakes(gm, values, recorded_strides: bool) -> bool:
     return True
 
 
-def test_the_layout_check_runs_only_what_a_non_contiguous_input_reaches_and_decides_as_a_whole_run():
-    """The check GraphNet's contiguous loaders need runs the nodes a non-contiguous input reaches, the rest stood
-    in by their recorded values; on each graph, contiguous and recorded, it answers as running every node does."""
+def _ran_on_contiguous_fakes(gm, values) -> list:
+    """The nodes the layout check runs when the inputs are contiguous (the rest stand in)."""
+    from bwd_widgets import graphnet_files
+    from bwd_widgets.core.compat import FakeTensorMode
+
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    changed = {n for n, v in zip(placeholders, values) if isinstance(v, torch.Tensor) and not v.is_contiguous()}
+    run = graphnet_files._LayoutRun(gm, changed, until_recorded=True)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        inputs = [torch.empty(v.shape, dtype=v.dtype) if isinstance(v, torch.Tensor) else v for v in values]
+        try:
+            run.run(*inputs)
+        except Exception:  # the view that needs the recorded layout: the last node run
+            pass
+    return run.ran
+
+
+def test_the_layout_check_runs_only_what_a_non_contiguous_input_changes_and_decides_as_a_whole_run():
+    """The check GraphNet's contiguous loaders need runs the nodes a non-contiguous input reaches, until a node's
+    output comes out as torch recorded it; the rest stand in with their recorded values. On each graph, contiguous
+    and in its recorded strides, it answers as running every node does."""
     from bwd_widgets import graphnet_files
 
     x = torch.randn(6, 4).t()  # (4, 6) in a transposed layout, which the model's view needs
     partition = bw.extract(_TransposedView(), x, partitioner="min_cut", memory_budget=0.0).partitions[0]
     answers = []
     for gm, values in ((partition.forward, partition.forward_inputs), (partition.backward, partition.backward_inputs)):
-        placeholders = gm.graph.find_nodes(op="placeholder")
-        changed = {n for n, v in zip(placeholders, values) if isinstance(v, torch.Tensor) and not v.is_contiguous()}
-        assert changed, "x, or what the backward recomputes from it, is an input in its transposed layout"
-        ops = {n for n in gm.graph.nodes if n.op == "call_function"}
-        assert ops & graphnet_files._LayoutRun(gm, changed).affected < ops, "w.sin() is not reached by x"
+        ran = _ran_on_contiguous_fakes(gm, values)
+        assert ran and all("sin" not in str(n.target) for n in ran), "w.sin() is not reached by x"
+        assert ran[-1].target is torch.ops.aten.view.default, "the run stops at the view that needs x's layout"
         for recorded in (False, True):
             answers.append(graphnet_files._runs_on(gm, values, recorded))
             assert answers[-1] == _runs_whole_on_fakes(gm, values, recorded)
     assert answers == [False, True, False, True]  # each graph needs the recorded layout, and runs in it
+
+
+def test_the_layout_check_stops_where_an_op_makes_a_fresh_layout():
+    """A transposed weight into `mm` (resnet18's classifier in backward): mm's output is laid out as recorded,
+    so nothing after it runs, and the graph is shown to run on contiguous inputs."""
+    from bwd_widgets import graphnet_files
+
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4), nn.ReLU(), nn.Linear(4, 2))
+    partition = bw.extract(model, torch.randn(3, 8)).partitions[0]
+    gm, values = partition.backward, partition.backward_inputs
+    assert any(isinstance(v, torch.Tensor) and not v.is_contiguous() for v in values), "a saved weight transpose"
+    ran = _ran_on_contiguous_fakes(gm, values)
+    ops = [n for n in gm.graph.nodes if n.op == "call_function"]
+    assert 0 < len(ran) < len(ops) / 2, (len(ran), len(ops))
+    assert graphnet_files._runs_on(gm, values, recorded_strides=False) is True
+    assert graphnet_files._layout_matters(gm, values) is False
