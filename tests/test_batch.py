@@ -326,3 +326,16 @@ def test_a_module_in_the_current_folder_does_not_shadow_the_standard_library_in_
     assert [(r["name"], r["status"]) for r in summary.records] == [("linear", "ok")], summary.records
     assert graphnet_writer.is_complete(tmp_path / "out", "linear", summary.settings)
     assert (work / "select.py").read_text().startswith("raise SystemExit"), "the user's file is untouched"
+
+
+def test_a_worker_pauses_the_cycle_collector_while_a_sample_runs(tmp_path):
+    """A worker process runs each sample with Python's cycle collector off and collects once the record is sent
+    (the sample's own code reports what it sees); the process the user works in is left as it was."""
+    import gc
+
+    prelude = "import gc\nraise RuntimeError(f'collector enabled: {gc.isenabled()}')"
+    sample = tiny_sample(tmp_path / "samples" / "reports", prelude=prelude)
+    summary = bw.extract_many([sample], tmp_path / "out", workers=1, progress=False)
+    assert [r["status"] for r in summary.records] == ["error"]
+    assert "collector enabled: False" in summary.records[0]["reason"]
+    assert gc.isenabled()

@@ -124,7 +124,14 @@ def serve() -> None:
             request = requests.recv()
         except EOFError:
             return
-        results.send(run_sample(request, scratch_folder))
-        # what the sample left (its graphs, fake tensors, modules), freed while the client stores the record:
-        # 2-9% of a shared sample's time when collected before sending (docs/benchmarks.md)
+        # The cycle collector is paused for the sample (as TORCH_WORK pauses it for a capture) and run once
+        # after its record is sent, on what the sample left (its graphs, fake tensors, modules), while the
+        # client stores the record: collections inside a sample cost 2-14% of its time (docs/benchmarks.md).
+        gc.disable()
+        try:
+            record = run_sample(request, scratch_folder)
+        finally:
+            gc.enable()
+        results.send(record)
+        del record
         gc.collect()
