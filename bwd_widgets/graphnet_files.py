@@ -184,7 +184,7 @@ class _LayoutRun(torch.fx.Interpreter):
         if n.op == "output":
             return None
         reached = n in self.changed or any(source in self.changed for source in n.all_input_nodes)
-        if n.op in ("call_function", "call_method", "call_module") and not reached and _can_stand_in(n.meta.get("val")):
+        if not reached and _stands_in(n):
             return _Recorded(n)
         if n.op != "placeholder":
             self.ran.append(n)
@@ -203,6 +203,15 @@ class _LayoutRun(torch.fx.Interpreter):
         if value.node not in self.stand_ins:
             self.stand_ins[value.node] = _stand_in(value.node.meta["val"])
         return self.stand_ins[value.node]
+
+
+def _stands_in(n: torch.fx.Node) -> bool:
+    """Whether a node not reached may stand in with its recorded value: an op that writes into none of its
+    arguments (a write would change what a reached node reads), with a value recorded that can be made."""
+    if n.op not in ("call_function", "call_method", "call_module") or "val" not in n.meta:
+        return False
+    schema = getattr(n.target, "_schema", None)
+    return not (schema is not None and schema.is_mutable) and _can_stand_in(n.meta["val"])
 
 
 class _Recorded:
@@ -246,7 +255,9 @@ def _as_recorded(value: object, recorded: object) -> bool:
         )
     if isinstance(value, (tuple, list)) and isinstance(recorded, (tuple, list)) and len(value) == len(recorded):
         return all(_as_recorded(v, r) for v, r in zip(value, recorded))
-    return value is None and recorded is None or type(value) in (int, float, bool) and value == recorded
+    if value is None or type(value) in (int, float, bool):
+        return type(value) is type(recorded) and value == recorded  # a symbolic size is never "as recorded"
+    return False
 
 
 def _runs_on_contiguous_copies(gm: torch.fx.GraphModule, values: list) -> bool:

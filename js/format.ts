@@ -27,7 +27,7 @@ export function formatDelta(delta: number, bytes = false): string {
   return sign + (bytes ? formatBytes(Math.abs(delta)) : String(Math.abs(delta)));
 }
 
-/** A measured time: milliseconds below a minute's worth of seconds, as the advisor's report prints it. */
+/** A measured time: milliseconds below 10 s, else seconds, as the advisor's report prints it. */
 export function formatSeconds(seconds: number): string {
   return seconds < 10 ? `${(seconds * 1e3).toFixed(1)} ms` : `${seconds.toFixed(1)} s`;
 }

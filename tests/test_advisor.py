@@ -339,3 +339,24 @@ def test_measured_time_on_request_for_each_plan_on_the_pareto_set():
     assert all(p.measured_seconds is None for p in untimed.tried) and "step time" not in repr(untimed)
     with pytest.raises(bw.AdviceError, match="needs mode='real'"):
         bw.advise(model, tokens, target=TARGET, mode="fake", measure_time=True)
+
+
+def test_a_plan_that_cannot_be_timed_leaves_a_note_and_the_other_plans_their_times(monkeypatch):
+    """An error timing one plan (say the device runs out of memory) costs that plan its time, not the advice."""
+    calls = []
+    timed_for_real = advisor.time_step
+
+    def first_fails(partitions):
+        calls.append(partitions)
+        if len(calls) == 1:
+            raise RuntimeError("out of memory on the device")
+        return timed_for_real(partitions, min_run_time=0.01)
+
+    monkeypatch.setattr(advisor, "time_step", first_fails)
+    torch.manual_seed(0)
+    model, tokens = Transformer(), torch.randint(0, 64, (4, 16))
+    advice = bw.advise(model, tokens, target=TARGET, budgets=(1.0, 0.5), policies=(), every=(1,), measure_time=True)
+    timed = [p for p in advice.plans if p.verified_peak_bytes is not None]
+    assert len(calls) == len(timed) >= 2 and not advice.interrupted
+    assert timed[0].measured_seconds is None and all(p.measured_seconds for p in timed[1:])
+    assert any(n.startswith(f"{timed[0].label}: not timed: ") and "out of memory" in n for n in advice.notes)

@@ -63,7 +63,7 @@ def test_the_text_is_kept_for_torchs_structured_trace(printed):
     assert len(printed) >= 3  # the joint graph, the forward and the backward
 
 
-def test_nested_and_overlapping_captures_put_torchs_functions_back_once_all_end():
+def test_nested_and_overlapping_captures_put_torchs_functions_back_once_all_end(printed):
     joint = aot_graph_compile._log_joint_graph
     outer = graph_text_skipped_unless_logged()
     inner = graph_text_skipped_unless_logged()

@@ -33,6 +33,10 @@ def kernel(tmp_path_factory):
     manager.shutdown_kernel(now=True)
 
 
+ERRORS: list[dict] = []
+"""Every error message the kernel published, in order."""
+
+
 def run(client, code: str) -> tuple[dict, str]:
     """The execute reply's content and everything the cell printed."""
     printed: list[str] = []
@@ -41,6 +45,7 @@ def run(client, code: str) -> tuple[dict, str]:
         if message["msg_type"] == "stream":
             printed.append(message["content"]["text"])
         elif message["msg_type"] == "error":
+            ERRORS.append(message["content"])
             printed.append(message["content"]["evalue"])
 
     reply = client.execute_interactive(code, output_hook=hook, timeout=60)
@@ -61,10 +66,13 @@ def test_an_answer_runs_in_the_notebooks_namespace_and_replaces_the_cell_with_it
     )
 
 
-def test_a_failing_answer_fails_its_cell_and_still_shows_its_code(kernel):
+def test_a_failing_answer_fails_its_cell_with_one_traceback_and_still_shows_its_code(kernel):
+    ERRORS.clear()
     reply, printed = run(kernel, 'worked_answer("answers/demo.py", 2)')
-    assert reply["status"] == "error" and reply["ename"] == "AssertionError"
+    assert reply["status"] == "error" and reply["ename"] == "WorkedAnswerFailed"
     assert "this answer no longer holds" in printed
+    assert [e["ename"] for e in ERRORS] == ["AssertionError", "WorkedAnswerFailed"]
+    assert len(ERRORS[1]["traceback"]) == 1, "the answer's traceback is shown once, above"
     assert "assert len(word) == 99" in reply["payload"][0]["text"]
 
 

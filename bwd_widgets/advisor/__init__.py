@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from ..core.errors import one_line
 from ..core.kinds import Mode
 from ..core.measure import time_step
 from ..core.partitioners import check_budget
@@ -303,8 +304,11 @@ def _measure(advice: Advice, mode: Mode, measure: bool, measure_time: bool) -> N
         if measure and best is not None and best.extraction is not None:
             best.measured_peak_bytes = best.extraction.measure().activation_peak_bytes
         for plan in advice.plans if measure_time else []:
-            if plan.verified_peak_bytes is not None and plan.extraction is not None:
-                plan.measured_seconds = time_step(plan.extraction.partitions)
+            try:
+                if plan.verified_peak_bytes is not None and plan.extraction is not None:
+                    plan.measured_seconds = time_step(plan.extraction.partitions)
+            except Exception as error:  # one plan that cannot run here keeps the others' times
+                advice.notes.append(f"{plan.label}: not timed: {one_line(error)}")
     except KeyboardInterrupt:
         advice.interrupted = True
 

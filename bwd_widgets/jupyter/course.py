@@ -43,4 +43,14 @@ def worked_answer(path: str | Path, number: int) -> None:
         raise ValueError(f"{file} has no worked answer {number}; it has {sorted(sections)}.")
     code = f"{preamble}\n\n{sections[number]}" if preamble else sections[number]
     shell.set_next_input(f"# worked answer {number}, loaded from {file.as_posix()}\n{code}", replace=True)
-    shell.run_cell(code, store_history=False).raise_error()
+    result = shell.run_cell(code, store_history=False)
+    error = result.error_before_exec or result.error_in_exec
+    if error is not None:  # its traceback is already shown: fail the cell (so nbval sees it) without a second
+        raise WorkedAnswerFailed(f"worked answer {number} failed with {type(error).__name__}: its traceback is above.")
+
+
+class WorkedAnswerFailed(Exception):
+    """A worked answer raised. IPython showed its traceback; this fails the calling cell in one line."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"WorkedAnswerFailed: {self}"]
