@@ -147,21 +147,26 @@ def _runs_on(gm: torch.fx.GraphModule, values: list, recorded_strides: bool) -> 
     changed = {n for n, v in zip(placeholders, values) if isinstance(v, torch.Tensor) and not v.is_contiguous()}
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     with mode:
-        inputs = [
-            (
-                torch.empty_strided(v.shape, v.stride(), dtype=v.dtype)
-                if recorded_strides
-                else torch.empty(v.shape, dtype=v.dtype)
-            )
-            if isinstance(v, torch.Tensor)
-            else v
-            for v in values
-        ]
         try:
-            _LayoutRun(gm, changed, until_recorded=not recorded_strides).run(*inputs)
+            _LayoutRun(gm, changed, until_recorded=not recorded_strides).run(*fake_inputs(values, recorded_strides))
         except Exception:  # data-dependent ops and the like: this check cannot tell
             return False
     return True
+
+
+def fake_inputs(values: list, recorded_strides: bool) -> list:
+    """Empty tensors of the inputs' shapes and dtypes in the ambient fake mode, contiguous or in their recorded
+    strides (other values as they are)."""
+    return [
+        (
+            torch.empty_strided(v.shape, v.stride(), dtype=v.dtype)
+            if recorded_strides
+            else torch.empty(v.shape, dtype=v.dtype)
+        )
+        if isinstance(v, torch.Tensor)
+        else v
+        for v in values
+    ]
 
 
 class _LayoutRun(torch.fx.Interpreter):

@@ -148,21 +148,12 @@ class _TransposedView(nn.Module):
 
 def _runs_whole_on_fakes(gm, values, recorded_strides: bool) -> bool:
     """The check as it was before it ran only what a changed input reaches: every node, under fake tensors."""
+    from bwd_widgets import graphnet_files
     from bwd_widgets.core.compat import FakeTensorMode
 
     with FakeTensorMode(allow_non_fake_inputs=True):
-        inputs = [
-            (
-                torch.empty_strided(v.shape, v.stride(), dtype=v.dtype)
-                if recorded_strides
-                else torch.empty(v.shape, dtype=v.dtype)
-            )
-            if isinstance(v, torch.Tensor)
-            else v
-            for v in values
-        ]
         try:
-            torch.fx.Interpreter(gm).run(*inputs)
+            torch.fx.Interpreter(gm).run(*graphnet_files.fake_inputs(values, recorded_strides))
         except Exception:
             return False
     return True
@@ -177,9 +168,8 @@ def _ran_on_contiguous_fakes(gm, values) -> list:
     changed = {n for n, v in zip(placeholders, values) if isinstance(v, torch.Tensor) and not v.is_contiguous()}
     run = graphnet_files._LayoutRun(gm, changed, until_recorded=True)
     with FakeTensorMode(allow_non_fake_inputs=True):
-        inputs = [torch.empty(v.shape, dtype=v.dtype) if isinstance(v, torch.Tensor) else v for v in values]
         try:
-            run.run(*inputs)
+            run.run(*graphnet_files.fake_inputs(values, recorded_strides=False))
         except Exception:  # the view that needs the recorded layout: the last node run
             pass
     return run.ran
