@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -120,6 +121,9 @@ def extract(
     return extraction
 
 
+_EXTRACT_OPTIONS = frozenset(inspect.signature(extract).parameters)
+
+
 @dataclasses.dataclass(frozen=True)
 class _Call:
     """One call to extract, its inputs read and checked."""
@@ -187,6 +191,15 @@ def _prepare(
             "grad, or requires_grad={'name': True} to choose which do."
         )
     return _Call(model, inputs, keywords, output, name, signature, arg_names, parameters, decided, input_names, notes)
+
+
+def prepared_call(model: Callable | GraphNetSample, inputs: tuple, options: dict[str, object], mode: Mode) -> _Call:
+    """The call `extract(model, *inputs, **options)` makes, read and checked as it reads it: the model, its
+    inputs and keyword inputs, their names, which get a gradient, and the output the backward starts from."""
+    keywords = {k: v for k, v in options.items() if k not in _EXTRACT_OPTIONS}
+    keywords.update(options.get("model_kwargs") or {})  # type: ignore[call-overload]
+    output, requires_grad, name = options.get("output"), options.get("requires_grad"), options.get("name")
+    return _prepare(model, inputs, keywords, output, mode, requires_grad, name)  # type: ignore[arg-type]
 
 
 def _capture(

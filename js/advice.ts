@@ -5,7 +5,8 @@ import { formatFlops } from "./chart";
 import { formatBytes, formatSeconds } from "./format";
 import type { AdvicePlanRow } from "./types";
 
-/** "yes" / "no" against the target, "not verified" where bw cannot re-extract the plan (offloading). */
+/** "yes" / "no" against the target, "not verified" where the plan's code could not be run to check it (an
+ *  offload plan whose eager step failed on fake tensors: its note says why). */
 export function fitsText(row: AdvicePlanRow): string {
   if (row.verified_peak_bytes === null) return "not verified";
   return row.fits ? "yes" : "no";
@@ -23,7 +24,10 @@ export const ADVICE_COLUMNS: readonly [string, (row: AdvicePlanRow) => string][]
 
 /** A row's tooltip: what clicking it does. */
 export function adviceRowTitle(row: AdvicePlanRow): string {
-  if (!row.selectable) return "predicted only: AOT Autograd's graphs cannot see saved_tensors_hooks, so there is no partition to show";
+  if (!row.selectable) {
+    const how = row.verified_peak_bytes === null ? "not verified (see its note)" : "verified by running its hooks around an eager step on fake tensors";
+    return `${how}: AOT Autograd's graphs cannot see saved_tensors_hooks, so there is no partition to show`;
+  }
   return row.best ? "the plan that fits and recomputes least: click to show its partition" : "click to show its partition";
 }
 

@@ -212,7 +212,7 @@ export interface SweepPoint {
   peak_above_budget: number | null; // a larger budget whose peak is lower: this one's recompute buys no peak
 }
 
-/** One plan of `bw.advise` (views/payload.py `advice_rows`): the Pareto set, then the unverified plans. */
+/** One plan of `bw.advise` (views/payload.py `advice_rows`): the Pareto set, then the offload plans. */
 export interface AdvicePlanRow {
   label: string;
   kind: string; // "budget", "selective", "checkpoint", "combined" or "offload"

@@ -15,6 +15,7 @@ import bwd_widgets.advisor as advisor
 from bwd_widgets.advisor.code import find_blocks
 from bwd_widgets.advisor.plans import parse_bytes
 from bwd_widgets.core import memory
+from bwd_widgets.core.eager_memory import eager_step_memory
 from bwd_widgets.examples import MLP, Transformer, big_transformer_on_meta
 from bwd_widgets.views.payload import advice_rows
 
@@ -150,6 +151,40 @@ def test_the_report_names_the_best_and_its_code(course):
     assert "best: " + course[4].best.label in text and "block.forward" in text or "memory_budget" in text
 
 
+def test_the_offload_plan_is_verified_by_running_its_pasted_hooks_around_an_eager_step(course):
+    """AOT Autograd's graphs never see saved_tensors_hooks: the pasted hooks run around the step as a user runs
+    it, eagerly, over fakes on a stand-in device, where moving a saved tensor to the CPU really moves it."""
+    model, tokens, _, _, advice = course
+    (plan,) = advice.offload
+    namespace = {"model": copy.deepcopy(model)}
+    exec(plan.code, namespace)  # what a user pastes after building the model
+    step = eager_step_memory(namespace["model"], (tokens,), hooks=namespace["offload"])
+    assert plan.verified_peak_bytes == step.activation_peak_bytes
+    assert (
+        step.moved_bytes > 0 and step.activation_peak_bytes < eager_step_memory(model, (tokens,)).activation_peak_bytes
+    )
+    assert plan.fits == (plan.verified_peak_bytes <= TARGET) and plan.fits  # 272,392 B against 300,000 B
+    assert plan is not advice.best and plan not in advice.plans and advice.unverified == []
+    assert f"offload: {plan.label}" in repr(advice) and "verified" in plan.note
+
+
+class _MakesACpuTensor(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x)) * torch.ones(16)  # on the CPU whatever the input's device
+
+
+def test_an_offload_plan_that_cannot_run_on_the_stand_in_device_stays_predicted_and_says_why():
+    advice = bw.advise(_MakesACpuTensor(), torch.randn(8, 16), target="1MB", budgets=(1.0,), progress=False)
+    (plan,) = advice.offload
+    assert plan.verified_peak_bytes is None and not plan.fits and advice.unverified == [plan]
+    assert "not verified: its eager step could not run on fake tensors" in plan.note
+    assert advice.best is not None  # the other plans are unaffected
+
+
 def test_a_target_below_everything_gives_no_plan_and_says_why():
     advice = bw.advise(
         MLP(), torch.randn(4, 16), target=16, budgets=(1.0, 0.0), every=(1,), policies=(), progress=False
@@ -269,6 +304,8 @@ def test_the_6_7_b_fake_transformer_at_24_gb_gets_the_cheapest_plan_whose_pasted
     assert best.label in str(advice)
     again = reextract(best, model, tokens, mode="fake")
     assert again.peak_activation_only_bytes == best.verified_peak_bytes <= 24 * 10**9
+    (offload,) = advice.offload  # its pasted hooks, run around an eager step of the fake model
+    assert offload.verified_peak_bytes is not None and offload.fits == (offload.verified_peak_bytes <= 24 * 10**9)
 
 
 def _backward_ops(e):
@@ -288,14 +325,14 @@ def test_the_pasted_checkpoint_code_does_what_torchs_checkpoint_does_by_hand():
     by_hand = copy.deepcopy(model)
     for block in by_hand.blocks:
         block.forward = functools.partial(checkpoint, block.forward, use_reentrant=False)
-    pasted, _ = run_code(checkpoint_code("blocks", 1), model, "blocks")
+    pasted = run_code(checkpoint_code("blocks", 1), model, "blocks").model
     ours = bw.extract(pasted, tokens, partitioner="min_cut")
     theirs = bw.extract(by_hand, tokens, partitioner="min_cut")
     assert _backward_ops(ours) == _backward_ops(theirs)
     assert ours.peak_activation_only_bytes == theirs.peak_activation_only_bytes
     matmuls = {"aten.mm", "aten.addmm", "aten.bmm"}
     assert {op for _, op in ours.recomputed} & matmuls  # full checkpointing reruns the blocks' matmuls
-    selective, _ = run_code(selective_code("blocks", "matmuls"), model, "blocks")
+    selective = run_code(selective_code("blocks", "matmuls"), model, "blocks").model
     saves_matmuls = bw.extract(selective, tokens, partitioner="min_cut")
     assert not {op for _, op in saves_matmuls.recomputed} & matmuls  # the policy keeps them
     assert saves_matmuls.recomputed  # and recomputes the rest of the block
@@ -333,7 +370,7 @@ def test_measured_time_on_request_for_each_plan_on_the_pareto_set():
     advice = bw.advise(model, tokens, target=TARGET, budgets=(1.0, 0.5), policies=(), every=(1,), measure_time=True)
     timed = [p for p in advice.plans if p.verified_peak_bytes is not None]
     assert len(timed) >= 2 and all(p.measured_seconds is not None and p.measured_seconds > 0 for p in timed)
-    assert all(p.measured_seconds is None for p in advice.unverified)
+    assert all(p.measured_seconds is None for p in advice.offload)
     assert "step time" in repr(advice) and " ms " in repr(advice)
     untimed = bw.advise(model, tokens, target=TARGET, budgets=(1.0,), policies=(), every=(), progress=False)
     assert all(p.measured_seconds is None for p in untimed.tried) and "step time" not in repr(untimed)

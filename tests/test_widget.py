@@ -510,7 +510,7 @@ def test_the_advisor_field_lists_the_plans_and_marks_the_cheapest_that_fits(advi
     rows = widget.advice_rows
     advice = widget._advice
     assert widget.can_advise and not widget.busy and widget.error == ""
-    assert [r["label"] for r in rows] == [p.label for p in advice.plans + advice.unverified]
+    assert [r["label"] for r in rows] == [p.label for p in advice.plans + advice.offload]
     best = [r for r in rows if r["best"]]
     assert len(best) == 1 and best[0]["label"] == advice.best.label and best[0]["fits"]
     assert best[0]["verified_peak_bytes"] <= ADVICE_TARGET

@@ -21,12 +21,13 @@ from typing import Any
 
 import torch
 
+from ..core.eager_memory import eager_step_memory
 from ..core.errors import one_line
 from ..core.kinds import Mode
 from ..core.measure import time_step
 from ..core.partitioners import check_budget
 from ..extraction import BackwardExtraction
-from ..extractor import extract
+from ..extractor import extract, prepared_call
 from ..forked import Awaited, ForkedTasks, default_workers
 from ..studio import listed
 from . import code as snippets
@@ -57,7 +58,7 @@ class _Run:
     budget_plans: list[Plan] = field(default_factory=list)
     by_spec: dict[int, list[Plan]] = field(default_factory=dict)
     """Each checkpoint plan's plans (alone, and with a budget), by its place in the specs."""
-    unverified: list[Plan] = field(default_factory=list)
+    offload: list[Plan] = field(default_factory=list)
 
     @property
     def tried(self) -> list[Plan]:
@@ -77,9 +78,9 @@ class _Run:
     def from_code(self, code: str) -> BackwardExtraction:
         """Execute a plan's code on a shadow of the model and extract: the model as the code left it, under
         the budget patch the code defined."""
-        model, budget = snippets.run_code(code, self.model, self.path)
-        with budget:
-            return extract(model, *self.inputs, partitioner="min_cut", mode=self.mode, **self.extract_kwargs)
+        applied = snippets.run_code(code, self.model, self.path)
+        with applied.memory_budget:
+            return extract(applied.model, *self.inputs, partitioner="min_cut", mode=self.mode, **self.extract_kwargs)
 
 
 class Stopped(KeyboardInterrupt):
@@ -165,8 +166,7 @@ def _checkpoint_plans(run: _Run, spec: tuple[str, str, str], lowest: Callable[[]
     if budget is not None:
         both_code = code + "\n" + snippets.budget_code(budget)
         both = run.plan(f"{label} + min-cut budget {budget:g}", "combined", both_code, e.rerun("min_cut", budget))
-        _, patch = snippets.run_code(both_code, run.model, run.path)
-        with patch:
+        with snippets.run_code(both_code, run.model, run.path).memory_budget:
             _verified(run, both, e.rerun("min_cut"))  # the budget from the pasted config patch alone
         made.append(both)
     return made
@@ -180,8 +180,8 @@ def _shipped(plans: list[Plan]) -> list[Plan]:
 
 
 def _offload_plan(run: _Run) -> Plan | None:
-    """Predicted only (see the note): AOT Autograd's graphs do not see saved_tensors_hooks, so no
-    extraction can check it."""
+    """Offload the saved activations above a size, chosen from min-cut 1.0's saved values so that the
+    prediction fits; then verified by running its pasted hooks around an eager step (`_verify_offload`)."""
     assert run.base is not None
     sizes = sorted((s.activation_bytes for s in run.base.saved_tensors if s.activation_bytes), reverse=True)
     if not sizes:
@@ -201,21 +201,49 @@ def _offload_plan(run: _Run) -> Plan | None:
         run.base.saved_activation_bytes - moved,
         0,
         step_bytes=run.step,
-        note="predicted, not verified: min-cut 1.0's activation-only peak less the saved bytes moved off the "
-        "device, plus the largest one back at a time in backward; it assumes the peak holds all of them, and the "
-        "AOT graphs "
-        "cannot see saved_tensors_hooks, so bw cannot re-extract it (copies cost transfer time, not FLOPs)",
+        note="predicted: min-cut 1.0's activation-only peak less the saved bytes moved off the device, plus the "
+        "largest one back at a time in backward. AOT Autograd's graphs never see saved_tensors_hooks, so the "
+        "plan has no partition: it is verified as the code runs, eagerly (copies cost transfer time, not FLOPs)",
     )
-    run.unverified.append(plan)
+    run.offload.append(plan)
     return plan
+
+
+def _verify_offload(run: _Run, plan: Plan) -> None:
+    """Execute the plan's code and run one eager forward, under the `offload` hooks it defined, and backward,
+    over fake tensors on a stand-in device (`core.eager_memory`), as `extract` would call the model; torch's
+    MemTracker counts what stays on the device. A model that cannot run there leaves the plan unverified."""
+    applied = snippets.run_code(plan.code, run.model, run.path)
+    try:
+        call = prepared_call(applied.model, run.inputs, run.extract_kwargs, run.mode)
+        step = eager_step_memory(
+            call.model,
+            call.inputs,
+            call.keywords,
+            applied.saved_tensors_hooks,
+            call.output,
+            call.requires_grad,
+            call.arg_names,
+        )
+    except Exception as error:  # the plan stays listed, predicted only, with why
+        plan.note += f"; not verified: its eager step could not run on fake tensors ({one_line(error)})"
+        return
+    plan.verified_peak_bytes, plan.saved_bytes = step.activation_peak_bytes, step.after_forward_bytes
+    plan.fits = step.activation_peak_bytes + run.step <= run.target
+    plan.note += (
+        f"; verified: the pasted hooks around an eager forward and backward over fake tensors on a stand-in "
+        f"device (torch's MemTracker) leave an activation-only peak of {step.activation_peak_bytes:,} B and "
+        f"{step.after_forward_bytes:,} B on the device after forward, {step.moved_bytes:,} B moved to the CPU; "
+        "the eager step saves what autograd's formulas save, not what min-cut keeps, and runs attention as the "
+        "math kernel, which saves more than a GPU's fused kernels"
+    )
 
 
 def verify(run: _Run, plan: Plan) -> None:
     """A budget plan: execute its code and partition the model's trace again under the budget patch the code
     defined: the peak that decides `fits`."""
     assert run.base is not None
-    _, budget = snippets.run_code(plan.code, run.model, run.path)
-    with budget:
+    with snippets.run_code(plan.code, run.model, run.path).memory_budget:
         e = run.base.rerun("min_cut")  # the budget comes from the pasted config patch alone
     _verified(run, plan, e)
 
@@ -272,7 +300,10 @@ def _choose(run: _Run, seconds: float, interrupted: bool) -> Advice:
             )
     elif best is None:
         why = "no plan was re-extracted before the advisor stopped."
-    notes = [f"{p.label}: {p.note}" for p in run.unverified]
+    offloads = [p for p in run.offload if p.fits]
+    if best is None and offloads:
+        why += f" Offloading fits instead: {offloads[0].label} (verified eagerly; it costs copies, not FLOPs)."
+    notes = [f"{p.label}: {p.note}" for p in run.offload]
     if run.path is None:
         notes.append(
             "no repeated-block container (an nn.ModuleList or nn.Sequential of one class) found: no checkpoint plans."
@@ -286,7 +317,7 @@ def _choose(run: _Run, seconds: float, interrupted: bool) -> Advice:
         seconds,
         interrupted,
         notes,
-        run.unverified,
+        run.offload,
         run.optimizer,
         _gradient_bytes(run.base),
         run.step,
@@ -332,19 +363,19 @@ def advise(
 ) -> Advice:
     """The plans that fit `target` bytes of activation memory, and the cheapest.
 
-    target: bytes, or a text such as "24GB" or "512 MiB", held against the activation-only peak (saved values
-    and temporaries: the memory pane's peak less the gradients the backward returns, which no plan lowers).
-    optimizer: "sgd", "momentum", "adam" or "adamw" adds the parameters, their gradients and that optimizer's
-    state, once each, to every plan's bill (None: activations only). Tries min-cut `budgets` (one trace, re-partitioned), selective checkpoint `policies` ("matmuls",
-    "attention") and full checkpointing of every k-th block for k in `every`, on the model's repeated-block
-    container; a checkpoint plan that does not fit alone is tried with the budget of lowest peak too. Each
-    plan on the Pareto front (peak against recompute FLOPs) is re-extracted from its own `code`; `best` is
-    the one recomputing least whose re-extracted peak fits. Real mode: `best.measured_peak_bytes` is
-    measured by running its graphs (measure=False skips it); measure_time=True also times one forward and
-    backward of each plan on the Pareto set on this machine (`Plan.measured_seconds`). Offloading is predicted only (`unverified`).
-    The user's model is never changed: plans are applied to shallow copies. Ctrl-C returns the plans so far.
-    on_step(label, done, total) is called as each step starts and ends; should_stop() is asked after each
-    step, and true ends the run as Ctrl-C does (the widget's Cancel button).
+    target: bytes, or a text such as "24GB" or "512 MiB", held against the activation-only peak (saved values and
+    temporaries: the memory pane's peak less the gradients the backward returns, which no plan lowers). optimizer:
+    "sgd", "momentum", "adam" or "adamw" adds the parameters, their gradients and that optimizer's state, once
+    each, to every plan's bill (None: activations only). Tries min-cut `budgets` (one trace, re-partitioned),
+    selective checkpoint `policies` ("matmuls", "attention") and full checkpointing of every k-th block for k in
+    `every`, on the model's repeated-block container; a checkpoint plan that does not fit alone is tried with the
+    budget of lowest peak too. Each plan on the Pareto front (peak against recompute FLOPs) is re-extracted from
+    its own `code`; `best` is the one recomputing least whose re-extracted peak fits. Real mode:
+    `best.measured_peak_bytes` is measured (measure=False skips it); measure_time=True times each Pareto plan's
+    step (`Plan.measured_seconds`). An offload plan (`offload`) is verified by running its pasted hooks around an
+    eager step over fake tensors; it costs copies, not FLOPs: never `best`. Plans go to shallow copies of the
+    model. Ctrl-C, or should_stop() true after a step (Cancel), returns the plans so far; on_step(label, done,
+    total) is called as each step starts and ends.
     """
     from tqdm.auto import tqdm
 
@@ -400,9 +431,13 @@ def _search(run: _Run, budgets: tuple, specs: list[tuple[str, str, str]], offloa
         pool.run(here, came)
     finally:
         pool.close()
-    if offload:
-        _offload_plan(run)
     _verify_front(run, bar)
+    plan = _offload_plan(run) if offload else None
+    if plan is not None:
+        bar.total += 1
+        bar.set_postfix_str(f"verify {plan.label} (eager, fake tensors)")
+        _verify_offload(run, plan)
+        bar.update()
 
 
 def _remade(run: _Run, plan: Plan) -> Plan:

@@ -1,14 +1,16 @@
 """The code each plan pastes, and the one place that runs it: on a shadow of the user's model, never the model.
 
 Every snippet is plain Python that a user pastes after building `model`. A snippet may wrap the forward of
-blocks (checkpoint plans) and may define `memory_budget`, a `torch._functorch.config.patch(...)` to run the
-compiled model's first forward and backward under (budget plans). `run_code` executes exactly that text.
+blocks (checkpoint plans), may define `memory_budget`, a `torch._functorch.config.patch(...)` to run the
+compiled model's first forward and backward under (budget plans), and may define `offload`, the
+`saved_tensors_hooks` to run the forward under (offload plans). `run_code` executes exactly that text.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -101,12 +103,17 @@ def selective_code(path: str, saves: str, every: int = 1) -> str:
 
 
 def offload_code(min_bytes: int) -> str:
-    """A `saved_tensors_hooks` pair that keeps saved tensors of `min_bytes` or more on the CPU until backward."""
+    """A `saved_tensors_hooks` pair that keeps saved tensors of `min_bytes` or more on the CPU until backward.
+    Parameters and inputs that need a gradient (and views of them) stay: the model and the caller hold them on
+    the device anyway, so a copy would only add a second one in backward. A pack hook cannot tell an input
+    that needs no gradient from a non-differentiable activation (layer norm's statistics), so those move."""
     return (
         "import torch\n\n"
         f"MIN_BYTES = {min_bytes}  # saved tensors this large wait on the CPU until backward needs them\n\n\n"
         "def pack(t):\n"
-        "    if t.untyped_storage().nbytes() >= MIN_BYTES and t.device.type != 'cpu':\n"
+        "    base = t if t._base is None else t._base\n"
+        "    held = isinstance(base, torch.nn.Parameter) or (base.is_leaf and base.requires_grad)  # kept on device\n"
+        "    if not held and t.untyped_storage().nbytes() >= MIN_BYTES and t.device.type != 'cpu':\n"
         "        return t.device, t.to('cpu', non_blocking=True)\n"
         "    return None, t\n\n\n"
         "def unpack(packed):\n"
@@ -139,10 +146,24 @@ def shadow(model: nn.Module, path: str | None) -> nn.Module:
     return root
 
 
-def run_code(code: str, model: nn.Module, path: str | None) -> tuple[nn.Module, contextlib.AbstractContextManager]:
-    """Execute a plan's code with `model` bound to a shadow of the model: the shadow as the code left it,
-    and the `memory_budget` context the code defined (a null context if it defined none)."""
+class Applied(NamedTuple):
+    """What a plan's code left: the model, and the contexts it defined (null contexts where it defined none)."""
+
+    model: nn.Module
+    memory_budget: contextlib.AbstractContextManager
+    """`memory_budget`: the config patch to compile under (budget plans)."""
+    saved_tensors_hooks: contextlib.AbstractContextManager
+    """`offload`: the hooks to run the forward under (offload plans)."""
+
+
+def run_code(code: str, model: nn.Module, path: str | None) -> Applied:
+    """Execute a plan's code with `model` bound to a shadow of the model: the shadow as the code left it, and
+    the `memory_budget` and `offload` contexts the code defined."""
     namespace: dict = {"model": shadow(model, path), "__name__": "bwd_widgets_advice"}
     exec(compile(code, "<bw.advise plan>", "exec"), namespace)
-    budget = namespace.get("memory_budget")
-    return namespace["model"], budget if budget is not None else contextlib.nullcontext()
+    budget, hooks = namespace.get("memory_budget"), namespace.get("offload")
+    return Applied(
+        namespace["model"],
+        budget if budget is not None else contextlib.nullcontext(),
+        hooks if hooks is not None else contextlib.nullcontext(),
+    )

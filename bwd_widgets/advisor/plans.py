@@ -75,7 +75,8 @@ class Plan:
     saved_bytes: int
     recompute_flops: int
     verified_peak_bytes: int | None = None
-    """Activation-only peak of a fresh extraction after executing `code` itself; None where not re-extracted."""
+    """Activation-only peak got by executing `code` itself: a fresh extraction's, or for an offload plan the
+    eager step's under its hooks (`core.eager_memory`); None where not verified."""
     fits: bool = False
     """The verified peak, plus `step_bytes`, is at or under the target (never True unverified)."""
     step_bytes: int = 0
@@ -162,12 +163,19 @@ class Advice:
     seconds: float = 0.0
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)
-    unverified: list[Plan] = field(default_factory=list)
-    """Plans bw cannot re-extract (offloading through saved_tensors_hooks): predicted only, never `best`."""
+    offload: list[Plan] = field(default_factory=list)
+    """Offload plans (saved_tensors_hooks): AOT Autograd's graphs never see the hooks, so they have no
+    extraction; each is verified by running its pasted hooks around an eager step on a stand-in device
+    (`core/eager_memory.py`). Their cost is copies, not FLOPs: listed beside the Pareto set, never `best`."""
     optimizer: str | None = None
     gradient_bytes: int = 0
     """Bytes of the gradients the backward returns: out of every plan's peak, in the step bill with an optimizer."""
     step_bytes: int = 0
+
+    @property
+    def unverified(self) -> list[Plan]:
+        """The offload plans whose eager run could not be made (their note says why): predicted only."""
+        return [p for p in self.offload if p.verified_peak_bytes is None]
 
     @property
     def target_means(self) -> str:
@@ -207,7 +215,11 @@ class Advice:
             lines += ["    " + line for line in self.best.code.splitlines()]
         else:
             lines.append(f"best: none: {self.why}")
-        for p in self.unverified:
-            lines.append(f"  unverified: {p.label}: predicted peak {_size(p.predicted_peak_bytes)}")
+        for p in self.offload:
+            verified = "not verified" if p.verified_peak_bytes is None else f"verified {_size(p.verified_peak_bytes)}"
+            verdict = "" if p.verified_peak_bytes is None else (", fits" if p.fits else ", does not fit")
+            lines.append(
+                f"  offload: {p.label}: predicted peak {_size(p.predicted_peak_bytes)}, {verified} (eager){verdict}"
+            )
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)

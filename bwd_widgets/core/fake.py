@@ -10,8 +10,9 @@ import torch
 
 
 @contextlib.contextmanager
-def faked(model: Callable, inputs: list) -> Iterator[list]:
-    """Swap parameters, buffers and inputs for fake tensors: no compute, no memory."""
+def faked(model: Callable, inputs: list, device: str | None = None) -> Iterator[list]:
+    """Swap parameters, buffers and inputs for fake tensors: no compute, no memory. With `device`, every fake
+    is on that device (a stand-in for an accelerator this machine lacks: "meta" has autograd's device guard)."""
     from .compat import FakeTensor, FakeTensorMode, _reparametrize_module, detect_fake_mode
 
     state: dict[str, torch.Tensor] = {}
@@ -19,7 +20,8 @@ def faked(model: Callable, inputs: list) -> Iterator[list]:
         state.update(model.named_parameters(remove_duplicate=False))
         state.update(model.named_buffers(remove_duplicate=False))
     tensors = list(state.values()) + [t for t in inputs if isinstance(t, torch.Tensor)]
-    fake_mode = detect_fake_mode(tensors) or FakeTensorMode()
+    # on a stand-in device, tensors the model makes outside the mode (transformers' empty cache on `meta`) join in
+    fake_mode = detect_fake_mode(tensors) or FakeTensorMode(allow_non_fake_inputs=device is not None)
 
     made: dict[int, torch.Tensor] = {}  # one fake per tensor: tied names must get the very same one
 
@@ -27,7 +29,7 @@ def faked(model: Callable, inputs: list) -> Iterator[list]:
         if isinstance(tensor, FakeTensor):
             return tensor
         if id(tensor) not in made:
-            made[id(tensor)] = _fake(tensor, fake_mode)
+            made[id(tensor)] = _fake(tensor, fake_mode, device)
         return made[id(tensor)]
 
     fake_state = {n: fake(t) for n, t in state.items()}
@@ -39,12 +41,12 @@ def faked(model: Callable, inputs: list) -> Iterator[list]:
         yield fake_inputs
 
 
-def _fake(tensor: torch.Tensor, fake_mode) -> torch.Tensor:
-    """A fake twin of `tensor`: meta-device tensors become CPU fakes (meta has no data to copy), and a
-    parameter stays a parameter, so torch.fx still tells it from a constant."""
-    if tensor.device.type == "meta":
+def _fake(tensor: torch.Tensor, fake_mode, device: str | None = None) -> torch.Tensor:
+    """A fake twin of `tensor`, on `device` if given: meta-device tensors become CPU fakes (meta has no data
+    to copy), and a parameter stays a parameter, so torch.fx still tells it from a constant."""
+    if tensor.device.type == "meta" or device is not None:
         with fake_mode:
-            result = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="cpu")
+            result = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device=device or "cpu")
         if isinstance(tensor, torch.nn.Parameter):
             result = torch.nn.Parameter(result, requires_grad=tensor.requires_grad and result.is_floating_point())
     else:

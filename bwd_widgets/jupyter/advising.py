@@ -128,7 +128,7 @@ class Advising:
             self.advice_index = self._advice_row_of(getattr(self, "extraction", None))
 
     def _advice_plans(self) -> list[Plan]:
-        return [*self._advice.plans, *self._advice.unverified] if self._advice is not None else []
+        return [*self._advice.plans, *self._advice.offload] if self._advice is not None else []
 
     def _advice_row_of(self, extraction: BackwardExtraction | None) -> int:
         for index, plan in enumerate(self._advice_plans()):

@@ -172,7 +172,7 @@ class SweepPoint(TypedDict):
 
 
 class AdvicePlanRow(TypedDict):
-    """One plan of `bw.advise`: the Pareto set, then the plans bw cannot re-extract (offloading)."""
+    """One plan of `bw.advise`: the Pareto set, then the offload plans (verified eagerly, no partition to show)."""
 
     label: str
     kind: str
@@ -422,7 +422,7 @@ def comparison_rows(comparison: Comparison) -> list[ComparisonRow]:
 
 
 def advice_rows(advice: Advice) -> list[AdvicePlanRow]:
-    """The advisor's Pareto plans (lowest peak first), then its unverified ones, as the partitions tab lists them."""
+    """The advisor's Pareto plans (lowest peak first), then its offload plans, as the partitions tab lists them."""
     return [
         AdvicePlanRow(
             label=p.label,
@@ -438,7 +438,7 @@ def advice_rows(advice: Advice) -> list[AdvicePlanRow]:
             note=p.note,
             selectable=p.kind != "offload",
         )
-        for p in [*advice.plans, *advice.unverified]
+        for p in [*advice.plans, *advice.offload]
     ]
 
 

@@ -24,11 +24,14 @@ describe("the advisor's plans", () => {
     expect(ADVICE_COLUMNS[0][1](best[0])).toBe(`\u2605 ${best[0].label}`);
   });
 
-  it("says an offload plan is not verified and cannot be shown, and a verified one fits or not", () => {
+  it("says an offload plan was verified eagerly and cannot be shown, and a verified one fits or not", () => {
     const offload = rows.find((r) => r.kind === "offload");
     expect(offload).toBeDefined();
-    expect(offload && [fitsText(offload), offload.selectable]).toEqual(["not verified", false]);
-    expect(offload && adviceRowTitle(offload)).toContain("saved_tensors_hooks");
+    expect(offload && [offload.verified_peak_bytes !== null, offload.selectable]).toEqual([true, false]);
+    expect(offload && fitsText(offload)).toBe(offload?.fits ? "yes" : "no");
+    expect(offload && adviceRowTitle(offload)).toContain("eager step");
+    expect(adviceRowTitle(plan({ kind: "offload", selectable: false, verified_peak_bytes: null }))).toContain("not verified");
+    expect(fitsText(plan({ verified_peak_bytes: null }))).toBe("not verified");
     expect([fitsText(plan()), fitsText(plan({ fits: false }))]).toEqual(["yes", "no"]);
     expect(ADVICE_COLUMNS[2][1](plan({ verified_peak_bytes: null }))).toBe("\u2014");
     const measured = ADVICE_COLUMNS.findIndex(([name]) => name === "measured peak");

@@ -41,7 +41,7 @@ interface Fixture {
   recomputing: GraphData; // the same at min-cut budget 0.5: recomputed forward ops read in backward
   comparison_rows: ComparisonRow[];
   sweep_points: SweepPoint[];
-  advice_rows: AdvicePlanRow[]; // bw.advise on a small MLP: the Pareto plans, then the unverified offload plan
+  advice_rows: AdvicePlanRow[]; // bw.advise on a small MLP: the Pareto plans, then the offload plan (verified eagerly)
   keys: Record<TypeName, string[]>;
   traits: string[];
   wire: string; // `data` as the kernel sends it (encode_payload), base64

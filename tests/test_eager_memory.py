@@ -1,0 +1,113 @@
+"""An eager step's device memory under saved-tensor hooks, on fakes on a stand-in device (core/eager_memory.py).
+
+What stays on the device after forward is held against what autograd itself saved in a real run (its own
+pack calls, counted); what the pasted offload hooks move is held against the same count."""
+
+import copy
+
+import pytest
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from zoo_models import BY_NAME
+
+import bwd_widgets as bw
+from bwd_widgets.advisor.code import offload_code
+from bwd_widgets.core.eager_memory import eager_step_memory
+from bwd_widgets.examples import MLP, Transformer
+
+LOSS_BYTES = 4
+"""The float32 scalar `loss` the step keeps until backward."""
+
+
+def saved_by_autograd(model, args=(), kwargs=None, min_bytes=0):
+    """Bytes of the distinct storages a real eager forward saves, as autograd's own pack calls hand them over,
+    less those of the parameters and inputs (they were on the device before the step); only storages of
+    `min_bytes` or more."""
+    held = [*model.parameters(), *model.buffers(), *args, *(kwargs or {}).values()]
+    before = {id(t.untyped_storage()) for t in held if isinstance(t, torch.Tensor)}
+    seen: dict[int, int] = {}
+    keep = []
+
+    def pack(t):
+        storage = t.untyped_storage()
+        if id(storage) not in before and storage.nbytes() >= min_bytes:
+            seen[id(storage)] = storage.nbytes()
+            keep.append(storage)  # alive until counted: ids stay unique
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = model(*args, **(kwargs or {}))
+    del out
+    return sum(seen.values())
+
+
+def hooks_of(code, model):
+    namespace = {"model": model}
+    exec(code, namespace)
+    return namespace["offload"]
+
+
+@pytest.fixture(scope="module")
+def course():
+    torch.manual_seed(0)
+    return Transformer(), torch.randint(0, 64, (4, 16))
+
+
+def test_what_stays_after_forward_is_what_autograd_saved(course):
+    model, tokens = course
+    step = eager_step_memory(model, (tokens,))
+    assert step.after_forward_bytes == saved_by_autograd(model, (tokens,)) + LOSS_BYTES
+    assert step.moved_bytes == 0
+    assert step.activation_peak_bytes >= step.after_forward_bytes
+
+
+def test_the_pasted_hooks_move_every_saved_activation_above_their_size_off_the_device(course):
+    model, tokens = course
+    without = eager_step_memory(model, (tokens,))
+    for min_bytes in (1, 16_384, 32_768):
+        step = eager_step_memory(model, (tokens,), hooks=hooks_of(offload_code(min_bytes), model))
+        moved_storages = saved_by_autograd(model, (tokens,), min_bytes=min_bytes)
+        assert moved_storages > 0
+        assert step.after_forward_bytes == without.after_forward_bytes - moved_storages, min_bytes
+        assert step.moved_bytes >= moved_storages  # a storage saved twice is copied twice
+        assert step.activation_peak_bytes < without.activation_peak_bytes
+
+
+def test_hooks_that_move_nothing_change_nothing(course):
+    model, tokens = course
+    largest = max(b.nbytes() for b in [t.untyped_storage() for t in model.parameters()])
+    step = eager_step_memory(model, (tokens,), hooks=hooks_of(offload_code(10 * largest), model))
+    assert step == eager_step_memory(model, (tokens,))
+
+
+def test_parameters_and_inputs_that_need_a_gradient_stay_on_the_device():
+    """Offloading a parameter's saved view would only copy it back beside itself in backward."""
+    torch.manual_seed(0)
+    model, x = MLP(), torch.randn(4, 16, requires_grad=True)
+    e = bw.extract(model, x, partitioner="min_cut")
+    step = eager_step_memory(model, (x,), hooks=hooks_of(offload_code(1), model), requires_grad={"x": True})
+    assert step.moved_bytes == e.saved_activation_bytes == saved_by_autograd(model, (x,))
+    assert step.after_forward_bytes == LOSS_BYTES
+    with_input = eager_step_memory(model, (x.detach(),), hooks=hooks_of(offload_code(1), model))
+    assert with_input.moved_bytes == step.moved_bytes + x.nbytes  # an input needing no gradient is copied too
+
+
+def test_the_model_is_left_as_it_was(course):
+    model, tokens = course
+    before = copy.deepcopy(model.state_dict())
+    eager_step_memory(model, (tokens,), hooks=hooks_of(offload_code(1), model))
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert all(p.grad is None and p.device.type == "cpu" for p in model.parameters())
+
+
+def test_a_transformers_model_called_with_keywords_starts_backward_from_its_loss():
+    """GPT-2 as its docs call it for training: `model(input_ids=..., attention_mask=..., labels=...)`."""
+    model, inputs = BY_NAME["gpt2"].make()
+    step = eager_step_memory(model, (), inputs)
+    with sdpa_kernel(
+        SDPBackend.MATH
+    ):  # the attention kernel the stand-in device picks (the CPU's fused one saves less)
+        assert step.after_forward_bytes == saved_by_autograd(model, (), inputs) + LOSS_BYTES
+    offloaded = eager_step_memory(model, (), inputs, hooks=hooks_of(offload_code(1), model))
+    assert offloaded.after_forward_bytes == LOSS_BYTES
+    assert offloaded.activation_peak_bytes < step.activation_peak_bytes
