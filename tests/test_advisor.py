@@ -378,6 +378,22 @@ def test_measured_time_on_request_for_each_plan_on_the_pareto_set():
         bw.advise(model, tokens, target=TARGET, mode="fake", measure_time=True)
 
 
+def test_timing_shows_each_plan_as_a_step_and_stops_between_plans_when_asked():
+    """The widget's Cancel (should_stop) and its step line (on_step) reach the timing too, not only the search."""
+    torch.manual_seed(0)
+    model, tokens = Transformer(), torch.randint(0, 64, (4, 16))
+    seen: list[tuple] = []
+
+    def stop():
+        return any(label.startswith("time ") for label, _, _ in seen)
+
+    kwargs = dict(budgets=(1.0, 0.5), policies=(), every=(1,), progress=False, on_step=lambda *step: seen.append(step))
+    advice = bw.advise(model, tokens, target=TARGET, measure_time=True, should_stop=stop, **kwargs)
+    timed = [p for p in advice.plans if p.measured_seconds is not None]
+    assert advice.interrupted and len(timed) == 1 and len(advice.plans) >= 2
+    assert (f"time {timed[0].label}", 1, len(advice.plans)) in seen
+
+
 def test_a_plan_that_cannot_be_timed_leaves_a_note_and_the_other_plans_their_times(monkeypatch):
     """An error timing one plan (say the device runs out of memory) costs that plan its time, not the advice."""
     calls = []

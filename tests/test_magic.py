@@ -206,3 +206,15 @@ def test_fit_prints_the_advisors_plans_and_a_bad_size_is_one_usage_error(shell):
     assert "Advice(target 1.00 GB" in captured.stdout and "best: " in captured.stdout
     result, captured = _run(shell, "%bwd_extract --fit 24parsecs model(x)")
     assert not result.success and "--fit: target='24parsecs' is not a size" in captured.stderr + captured.stdout
+
+
+def test_time_adds_each_plans_step_time_to_the_fit_report_and_needs_fit_in_real_mode(shell):
+    result, captured = _run(shell, "%bwd_extract --fit 1GB --time model(x) --no-display")
+    assert result.success and "step time" in captured.stdout
+    for line, message in [
+        ("%bwd_extract --time model(x)", "--time times the plans of --fit"),
+        ("%bwd_extract --fake --fit 1GB --time model(x)", "cannot be used with --fake"),
+    ]:
+        result, captured = _run(shell, line)
+        text = captured.stdout + captured.stderr
+        assert not result.success and message in text and "Traceback" not in text

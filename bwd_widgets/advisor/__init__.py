@@ -324,22 +324,30 @@ def _choose(run: _Run, seconds: float, interrupted: bool) -> Advice:
     )
 
 
-def _measure(advice: Advice, mode: Mode, measure: bool, measure_time: bool) -> None:
+def _measure(advice: Advice, mode: Mode, measure: bool, measure_time: bool, steps: Callable[[int], _Steps]) -> None:
     """Real mode: run the chosen plan's graphs and keep the measured activation-only peak beside the verified
-    one; with `measure_time`, time one forward and backward of each plan on the Pareto set. Ctrl-C stops it,
-    keeping what was measured."""
+    one; with `measure_time`, time one forward and backward of each plan on the Pareto set, one step of
+    `steps(total)` each (its bar shows the plan; Cancel or Ctrl-C between plans keeps what was timed)."""
     if mode != "real":
         return
     try:
         best = advice.best
         if measure and best is not None and best.extraction is not None:
             best.measured_peak_bytes = best.extraction.measure().activation_peak_bytes
-        for plan in advice.plans if measure_time else []:
-            try:
-                if plan.verified_peak_bytes is not None and plan.extraction is not None:
-                    plan.measured_seconds = time_step(plan.extraction.partitions)
-            except Exception as error:  # one plan that cannot run here keeps the others' times
-                advice.notes.append(f"{plan.label}: not timed: {one_line(error)}")
+        timed = [p for p in advice.plans if p.verified_peak_bytes is not None and p.extraction is not None]
+        if not (measure_time and timed):
+            return
+        bar = steps(len(timed))
+        try:
+            for plan in timed:
+                bar.set_postfix_str(f"time {plan.label}")
+                try:
+                    plan.measured_seconds = time_step(plan.extraction.partitions)  # type: ignore[union-attr]
+                except Exception as error:  # one plan that cannot run here keeps the others' times
+                    advice.notes.append(f"{plan.label}: not timed: {one_line(error)}")
+                bar.update()
+        finally:
+            bar.bar.close()
     except KeyboardInterrupt:
         advice.interrupted = True
 
@@ -402,8 +410,17 @@ def advise(
         bar.close()
     advice = _choose(run, time.perf_counter() - started, interrupted)
     if not interrupted:
-        _measure(advice, mode, measure, measure_time)
+        _measure(advice, mode, measure, measure_time, functools.partial(_timing_steps, progress, on_step, should_stop))
     return advice
+
+
+def _timing_steps(
+    progress: bool, on_step: StepCallback | None, should_stop: Callable[[], bool] | None, total: int
+) -> _Steps:
+    """The progress of timing the plans: a bar of its own, after the advisor's."""
+    from tqdm.auto import tqdm
+
+    return _Steps(tqdm(total=total, desc="timing", unit="plan", disable=not progress), on_step, should_stop)
 
 
 def _search(run: _Run, budgets: tuple, specs: list[tuple[str, str, str]], offload: bool, bar: _Steps) -> None:

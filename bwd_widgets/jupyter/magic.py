@@ -44,6 +44,11 @@ class BwdMagics(Magics):
         help="then run bw.advise for this peak activation memory target (e.g. 24GB) and print its plans",
     )
     @argument(
+        "--time",
+        action="store_true",
+        help="with --fit, also time one forward and backward of each Pareto plan on this machine (real mode)",
+    )
+    @argument(
         "--output",
         metavar="NAME",
         help="line magic: the part of the model's output the backward starts from, e.g. loss or logits "
@@ -63,6 +68,7 @@ class BwdMagics(Magics):
             %bwd_extract --output logits lm(**batch)
             %bwd_extract model(x) --fake --save out/ --name my_model   (options before or after the call)
             %bwd_extract --fake --fit 24GB lm(ids)   (then print bw.advise's plans for that target)
+            %bwd_extract --fit 512MiB --time model(x)   (and each plan's step time on this machine)
 
             %%bwd_extract --output loss
             h = encoder(x)
@@ -76,7 +82,7 @@ class BwdMagics(Magics):
         if shell is None:
             raise UsageError("%bwd_extract needs an IPython shell")
         call, args, partitioner = _read_options(self.bwd_extract, line, cell)
-        target = _fit_target(args.fit)
+        target = _fit_target(args.fit, args.time, args.fake)
         keywords: dict = {}
         if cell is None:
             model, inputs, keywords, called = _evaluate_call(call, shell.user_ns)
@@ -96,7 +102,7 @@ class BwdMagics(Magics):
         if cell is not None and not args.fake:
             shell.ex(cell)  # the names the cell assigns exist afterwards, as if it had run
         if target is not None:
-            _advise(model, inputs, target, mode, keywords, output)
+            _advise(model, inputs, target, mode, keywords, output, args.time)
         if args.save:
             _save(extraction, Path(args.save), args.name or _free_name(Path(args.save), called))
         if args.no_display:
@@ -136,8 +142,13 @@ def _read_options(magic: object, line: str, cell: str | None) -> tuple[str, argp
     return call, args, partitioner
 
 
-def _fit_target(text: str | None) -> int | None:
-    """`--fit 24GB` as bytes, read before anything runs; a bad size is one UsageError sentence."""
+def _fit_target(text: str | None, timed: bool = False, fake: bool = False) -> int | None:
+    """`--fit 24GB` as bytes, read before anything runs; a bad size, or `--time` where it cannot time, is one
+    UsageError sentence."""
+    if timed and text is None:
+        raise UsageError("--time times the plans of --fit: add a target, e.g. --fit 512MiB --time")
+    if timed and fake:
+        raise UsageError("--time runs each plan's real graphs, so it cannot be used with --fake: drop one of them")
     if text is None:
         return None
     from ..advisor import parse_bytes
@@ -148,12 +159,22 @@ def _fit_target(text: str | None) -> int | None:
         raise UsageError(f"--fit: {error}") from None
 
 
-def _advise(model: Callable, inputs: list, target: int, mode: str, keywords: dict, output: str | None) -> None:
+def _advise(
+    model: Callable, inputs: list, target: int, mode: Mode, keywords: dict, output: str | None, timed: bool
+) -> None:
     """`--fit`: the advisor's report, printed; a failure is one line on stderr and the extraction is kept."""
     from ..advisor import advise
 
     try:
-        advice = advise(model, *inputs, target=target, mode=mode, model_kwargs=keywords, output=output)  # type: ignore[arg-type]
+        advice = advise(
+            model,
+            *inputs,
+            target=target,
+            mode=mode,
+            model_kwargs=keywords,
+            output=output,
+            measure_time=timed,
+        )
     except BwdWidgetsError as error:
         print(f"bwd_extract: --fit: {error}", file=sys.stderr)
         return
