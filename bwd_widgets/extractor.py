@@ -196,8 +196,8 @@ def _prepare(
 def prepared_call(model: Callable | GraphNetSample, inputs: tuple, options: dict[str, object], mode: Mode) -> _Call:
     """The call `extract(model, *inputs, **options)` makes, read and checked as it reads it: the model, its
     inputs and keyword inputs, their names, which get a gradient, and the output the backward starts from."""
-    keywords = {k: v for k, v in options.items() if k not in _EXTRACT_OPTIONS}
-    keywords.update(options.get("model_kwargs") or {})  # type: ignore[call-overload]
+    given = {k: v for k, v in options.items() if k not in _EXTRACT_OPTIONS}
+    keywords = dict(options.get("model_kwargs") or {}, **given)  # type: ignore[call-overload]  # as extract merges
     output, requires_grad, name = options.get("output"), options.get("requires_grad"), options.get("name")
     return _prepare(model, inputs, keywords, output, mode, requires_grad, name)  # type: ignore[arg-type]
 

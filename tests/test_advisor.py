@@ -160,9 +160,7 @@ def test_the_offload_plan_is_verified_by_running_its_pasted_hooks_around_an_eage
     exec(plan.code, namespace)  # what a user pastes after building the model
     step = eager_step_memory(namespace["model"], (tokens,), hooks=namespace["offload"])
     assert plan.verified_peak_bytes == step.activation_peak_bytes
-    assert (
-        step.moved_bytes > 0 and step.activation_peak_bytes < eager_step_memory(model, (tokens,)).activation_peak_bytes
-    )
+    assert step.cpu_bytes > 0 and step.activation_peak_bytes < eager_step_memory(model, (tokens,)).activation_peak_bytes
     assert plan.fits == (plan.verified_peak_bytes <= TARGET) and plan.fits  # 272,392 B against 300,000 B
     assert plan is not advice.best and plan not in advice.plans and advice.unverified == []
     assert f"offload: {plan.label}" in repr(advice) and "verified" in plan.note

@@ -7,6 +7,7 @@ import copy
 
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from zoo_models import BY_NAME
 
@@ -14,9 +15,6 @@ import bwd_widgets as bw
 from bwd_widgets.advisor.code import offload_code
 from bwd_widgets.core.eager_memory import eager_step_memory
 from bwd_widgets.examples import MLP, Transformer
-
-LOSS_BYTES = 4
-"""The float32 scalar `loss` the step keeps until backward."""
 
 
 def saved_by_autograd(model, args=(), kwargs=None, min_bytes=0):
@@ -56,8 +54,8 @@ def course():
 def test_what_stays_after_forward_is_what_autograd_saved(course):
     model, tokens = course
     step = eager_step_memory(model, (tokens,))
-    assert step.after_forward_bytes == saved_by_autograd(model, (tokens,)) + LOSS_BYTES
-    assert step.moved_bytes == 0
+    assert step.after_forward_bytes == saved_by_autograd(model, (tokens,))
+    assert step.cpu_bytes == 0
     assert step.activation_peak_bytes >= step.after_forward_bytes
 
 
@@ -69,7 +67,7 @@ def test_the_pasted_hooks_move_every_saved_activation_above_their_size_off_the_d
         moved_storages = saved_by_autograd(model, (tokens,), min_bytes=min_bytes)
         assert moved_storages > 0
         assert step.after_forward_bytes == without.after_forward_bytes - moved_storages, min_bytes
-        assert step.moved_bytes >= moved_storages  # a storage saved twice is copied twice
+        assert step.cpu_bytes >= moved_storages  # a storage saved twice is copied twice
         assert step.activation_peak_bytes < without.activation_peak_bytes
 
 
@@ -86,18 +84,54 @@ def test_parameters_and_inputs_that_need_a_gradient_stay_on_the_device():
     model, x = MLP(), torch.randn(4, 16, requires_grad=True)
     e = bw.extract(model, x, partitioner="min_cut")
     step = eager_step_memory(model, (x,), hooks=hooks_of(offload_code(1), model), requires_grad={"x": True})
-    assert step.moved_bytes == e.saved_activation_bytes == saved_by_autograd(model, (x,))
-    assert step.after_forward_bytes == LOSS_BYTES
+    assert step.cpu_bytes == e.saved_activation_bytes == saved_by_autograd(model, (x,))
+    assert step.after_forward_bytes == 0
     with_input = eager_step_memory(model, (x.detach(),), hooks=hooks_of(offload_code(1), model))
-    assert with_input.moved_bytes == step.moved_bytes + x.nbytes  # an input needing no gradient is copied too
+    assert with_input.cpu_bytes == step.cpu_bytes + x.nbytes  # an input needing no gradient is copied too
 
 
 def test_the_model_is_left_as_it_was(course):
     model, tokens = course
     before = copy.deepcopy(model.state_dict())
-    eager_step_memory(model, (tokens,), hooks=hooks_of(offload_code(1), model))
+    flags = [p.requires_grad for p in model.parameters()]
+    frozen = {"embed.weight": False}
+    eager_step_memory(model, (tokens,), hooks=hooks_of(offload_code(1), model), requires_grad=frozen)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert all(p.grad is None and p.device.type == "cpu" for p in model.parameters())
+    assert [p.requires_grad for p in model.parameters()] == flags
+
+
+def _wide_mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 4096))
+
+
+def test_the_peak_is_what_the_step_holds_by_hand_and_leaves_the_parameters_gradients_out():
+    """x 64 x 256 (no gradient): at the loss's sum the step holds the last Linear's output (64 x 4096 floats,
+    1,048,576 B), the ReLU's output it saved (65,536 B) and the loss (4 B). In backward the last weight's
+    gradient (4096 x 256 floats, 4,194,304 B) is a parameter's: out, as in the extraction's peak."""
+    model, x = _wide_mlp(), torch.randn(64, 256)
+    step = eager_step_memory(model, (x,))
+    assert step.activation_peak_bytes == 64 * 4096 * 4 + 64 * 256 * 4 + 4 == 1_114_116
+    assert step.after_forward_bytes == 64 * 256 * 4  # the ReLU's output, saved by the last Linear
+    assert step.activation_peak_bytes == bw.extract(model, x, partitioner="min_cut").peak_activation_only_bytes + 4
+    model[0].weight.requires_grad_(False)  # a frozen parameter (LoRA, partial fine-tuning) is counted alike
+    try:
+        assert eager_step_memory(model, (x,)) == step
+    finally:
+        model[0].weight.requires_grad_(True)
+
+
+def test_a_model_built_as_fakes_is_counted_on_new_fakes_and_left_as_it_was():
+    real, x = _wide_mlp(), torch.randn(64, 256)
+    with FakeTensorMode():
+        model = _wide_mlp()
+        fake_x = torch.empty(64, 256)
+    parameters = [(p, p.requires_grad) for p in model.parameters()]
+    assert eager_step_memory(model, (fake_x,)) == eager_step_memory(real, (x,))
+    assert [(p, p.requires_grad) for p in model.parameters()] == parameters and all(
+        p.grad is None for p in model.parameters()
+    )
 
 
 def test_a_transformers_model_called_with_keywords_starts_backward_from_its_loss():
@@ -107,7 +141,7 @@ def test_a_transformers_model_called_with_keywords_starts_backward_from_its_loss
     with sdpa_kernel(
         SDPBackend.MATH
     ):  # the attention kernel the stand-in device picks (the CPU's fused one saves less)
-        assert step.after_forward_bytes == saved_by_autograd(model, (), inputs) + LOSS_BYTES
+        assert step.after_forward_bytes == saved_by_autograd(model, (), inputs)
     offloaded = eager_step_memory(model, (), inputs, hooks=hooks_of(offload_code(1), model))
-    assert offloaded.after_forward_bytes == LOSS_BYTES
+    assert offloaded.after_forward_bytes == 0
     assert offloaded.activation_peak_bytes < step.activation_peak_bytes

@@ -109,12 +109,12 @@ class _Steps:
         if self.on_step is not None:
             self.on_step(label, self.done, self.total)
 
-    def update(self) -> None:
+    def update(self, ask: bool = True) -> None:
         self.done += 1
         self.bar.update()
         if self.on_step is not None:
             self.on_step(self.label, self.done, self.total)
-        if self.should_stop is not None and self.should_stop():
+        if ask and self.should_stop is not None and self.should_stop():
             raise Stopped
 
 
@@ -212,7 +212,7 @@ def _offload_plan(run: _Run) -> Plan | None:
 def _verify_offload(run: _Run, plan: Plan) -> None:
     """Execute the plan's code and run one eager forward, under the `offload` hooks it defined, and backward,
     over fake tensors on a stand-in device (`core.eager_memory`), as `extract` would call the model; torch's
-    MemTracker counts what stays on the device. A model that cannot run there leaves the plan unverified."""
+    each storage is counted as it comes and goes. A model that cannot run there leaves the plan unverified."""
     applied = snippets.run_code(plan.code, run.model, run.path)
     try:
         call = prepared_call(applied.model, run.inputs, run.extract_kwargs, run.mode)
@@ -232,8 +232,8 @@ def _verify_offload(run: _Run, plan: Plan) -> None:
     plan.fits = step.activation_peak_bytes + run.step <= run.target
     plan.note += (
         f"; verified: the pasted hooks around an eager forward and backward over fake tensors on a stand-in "
-        f"device (torch's MemTracker) leave an activation-only peak of {step.activation_peak_bytes:,} B and "
-        f"{step.after_forward_bytes:,} B on the device after forward, {step.moved_bytes:,} B moved to the CPU; "
+        f"device leave an activation-only peak of {step.activation_peak_bytes:,} B and "
+        f"{step.after_forward_bytes:,} B on the device after forward, {step.cpu_bytes:,} B on the CPU; "
         "the eager step saves what autograd's formulas save, not what min-cut keeps, and runs attention as the "
         "math kernel, which saves more than a GPU's fused kernels"
     )
@@ -345,7 +345,7 @@ def _measure(advice: Advice, mode: Mode, measure: bool, measure_time: bool, step
                     plan.measured_seconds = time_step(plan.extraction.partitions)  # type: ignore[union-attr]
                 except Exception as error:  # one plan that cannot run here keeps the others' times
                     advice.notes.append(f"{plan.label}: not timed: {one_line(error)}")
-                bar.update()
+                bar.update(ask=plan is not timed[-1])  # a stop after the last plan stops nothing
         finally:
             bar.bar.close()
     except KeyboardInterrupt:
@@ -448,8 +448,8 @@ def _search(run: _Run, budgets: tuple, specs: list[tuple[str, str, str]], offloa
         pool.run(here, came)
     finally:
         pool.close()
+    plan = _offload_plan(run) if offload else None  # listed, predicted, even if the run stops before its check
     _verify_front(run, bar)
-    plan = _offload_plan(run) if offload else None
     if plan is not None:
         bar.total += 1
         bar.set_postfix_str(f"verify {plan.label} (eager, fake tensors)")

@@ -120,18 +120,14 @@ try:
     # CUDA's memory history and snapshot: g.measure() on CUDA records the run in the format memory_viz reads.
     from torch.cuda.memory import _record_memory_history, _snapshot
 
-    # torch's own tracker of live tensor memory by device and kind (parameters, activations, gradients...),
-    # a dispatch mode that runs over fake tensors: the device bytes of an eager step under an offload plan's
-    # saved_tensors_hooks (core/eager_memory.py).
-    from torch.distributed._tools.mem_tracker import MemTracker
-
     # A GraphModule whose Python code is generated only when read or run (cheap copies of big graphs).
     from torch.fx._lazy_graph_module import _LazyGraphModule, _use_lazy_graph_module
 
     # Parameters and buffers swapped for fake ones for one call, tied weights kept tied (fake mode).
     from torch.nn.utils.stateless import _reparametrize_module
 
-    # A mode that sees every op: the eager step's device bytes are read from MemTracker after each one.
+    # A mode that sees every op of this thread: the storages an eager step under an offload plan's
+    # saved_tensors_hooks makes, counted as they come and go (core/eager_memory.py).
     from torch.utils._python_dispatch import TorchDispatchMode
 except ImportError as error:  # a torch release moved a private API: name the torch and what is tested
     raise ImportError(
@@ -187,7 +183,6 @@ __all__ = [
     "TORCH_MIN",
     "TORCH_REQUIREMENT",
     "FakeTensor",
-    "MemTracker",
     "TorchDispatchMode",
     "OptimizedModule",
     "_record_memory_history",

@@ -1,32 +1,34 @@
-"""Device memory of one eager training step under saved-tensor hooks, counted by torch's own tracker.
+"""Device memory of one eager training step under saved-tensor hooks, counted storage by storage.
 
 An offload plan is a `saved_tensors_hooks` pair: AOT Autograd's graphs never see it, so no extraction can
 check it, and on a machine without an accelerator `t.to("cpu")` moves nothing. So the step runs as the user
 runs it, eagerly, `with hooks: loss = model(x)...`, then `loss.backward()`, over fake tensors (nothing is
 computed, no memory is taken) on a stand-in device, `meta`: every parameter, buffer and input lives there,
-so a hook that moves a saved tensor to the CPU really moves it off the device. torch's `MemTracker` counts
-live storages by device and kind after every op; the activation-only bytes are its activations and
-temporaries on the stand-in device (parameters, buffers, the inputs and the parameters' gradients left
-out), the same quantity as `BackwardExtraction.peak_activation_only_bytes`.
+so a hook that moves a saved tensor to the CPU really moves it off the device. A dispatch mode (this
+thread's only: no global hook) sees every op's outputs; each new storage counts from the op that made it
+until torch frees it (a finalizer on the storage, as `core/measure.py` counts a partition's run). The
+activation-only bytes are those on the stand-in device less the parameters' gradients from the op that made
+each (a hook on each parameter names them): the quantity `BackwardExtraction.peak_activation_only_bytes`
+predicts for the compiled step.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from .compat import MemTracker, TorchDispatchMode
+from .compat import TorchDispatchMode, pytree
 from .fake import faked
 from .outputs import OutputChoice, differentiable_outputs, pick_output
+from .trace import TORCH_WORK
 
 STAND_IN = "meta"
 """The device the fakes live on: not the CPU, and one autograd can run on without its hardware."""
-ACTIVATION_KINDS = ("Activation", "Temp")
-"""MemTracker's kinds that make up the activation-only bytes: what forward and backward allocate, less the
-parameters' gradients (its "Gradient")."""
 
 
 @dataclass(frozen=True)
@@ -36,34 +38,87 @@ class EagerStepMemory:
     activation_peak_bytes: int
     """The highest activation-only bytes on the device after any op of forward or backward."""
     after_forward_bytes: int
-    """Activation-only bytes on the device when forward ends: what backward's saved values hold there."""
-    moved_bytes: int
-    """Activation bytes on the CPU when forward ends: what the hooks moved off the device."""
+    """Activation bytes on the device when forward ends, the loss left out: what backward's saved values hold."""
+    cpu_bytes: int
+    """Bytes on the CPU made during forward and alive when it ends: what the hooks moved off the device (a
+    storage saved twice is copied twice), and any CPU tensor the model makes itself."""
 
 
-class _AfterEachOp(TorchDispatchMode):
-    """Reads MemTracker's current snapshot after every op (pushed above it, so the op is already counted)."""
+class _Storages(TorchDispatchMode):
+    """Storages the step's ops make, each counted once from the op that made it until torch frees it, by the
+    device of the tensor that holds it (a fake's storage reads `meta` whatever its device)."""
 
-    def __init__(self, tracker: Any) -> None:
+    def __init__(self, held: list[torch.Tensor]) -> None:
         super().__init__()
-        self.tracker, self.peak = tracker, 0
+        self.held = {id(t.untyped_storage()) for t in held}
+        self.live: dict[int, tuple[int, bool, int]] = {}
+        """id(storage) -> (serial, on the stand-in device, bytes)."""
+        self.serials = itertools.count()
+        self.spans: dict[int, list[int]] = {}
+        """serial -> [bytes, first reading, last reading] of the device's storages."""
+        self.gradients: set[int] = set()
+        self.device = self.cpu = 0
+        self.readings: list[int] = []
+        self.finalizers: list[weakref.finalize] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
-        self.peak = max(self.peak, _bytes(self.tracker, on_device=True))
+        for leaf in pytree.tree_leaves(result):
+            if isinstance(leaf, torch.Tensor):
+                self._hold(leaf)
+        self.readings.append(self.device)
         return result
 
+    def _hold(self, tensor: torch.Tensor) -> None:
+        storage = tensor.untyped_storage()
+        key = id(storage)
+        if key in self.held or key in self.live:
+            return
+        serial, on_device, nbytes = next(self.serials), tensor.device.type == STAND_IN, int(storage.nbytes())
+        self.live[key] = (serial, on_device, nbytes)
+        if on_device:
+            self.device += nbytes
+            self.spans[serial] = [nbytes, len(self.readings), -1]
+        else:
+            self.cpu += nbytes
+        finalizer = weakref.finalize(storage, self._free, key)
+        finalizer.atexit = False
+        self.finalizers.append(finalizer)
 
-def _bytes(tracker: Any, on_device: bool) -> int:
-    """Activation-only bytes MemTracker holds now, on the stand-in device or on the CPU."""
-    snapshot = tracker.get_tracker_snapshot("current")
-    return sum(
-        int(count)
-        for device, kinds in snapshot.items()
-        if (torch.device(device).type == STAND_IN) == on_device
-        for kind, count in kinds.items()
-        if str(getattr(kind, "value", kind)) in ACTIVATION_KINDS
-    )
+    def _free(self, key: int) -> None:
+        serial, on_device, nbytes = self.live.pop(key)
+        if on_device:
+            self.device -= nbytes
+            self.spans[serial][2] = len(self.readings) - 1
+        else:
+            self.cpu -= nbytes
+
+    def gradient(self, grad: torch.Tensor) -> None:
+        """A parameter's gradient (a tensor hook): out of the activation-only bytes from the op that made it."""
+        found = self.live.get(id(grad.untyped_storage()))
+        if found is not None and found[1]:
+            self.gradients.add(found[0])
+
+    def bytes_of(self, tensor: torch.Tensor) -> int:
+        found = self.live.get(id(tensor.untyped_storage()))
+        return found[2] if found is not None and found[1] else 0
+
+    def activation_peak(self) -> int:
+        """The highest reading less the parameters' gradients alive at it."""
+        delta = [0] * (len(self.readings) + 1)
+        for serial in self.gradients:
+            nbytes, first, last = self.spans[serial]
+            delta[first] += nbytes
+            delta[(len(self.readings) - 1 if last < 0 else last) + 1] -= nbytes
+        peak, gradients = 0, 0
+        for reading, change in zip(self.readings, delta):
+            gradients += change
+            peak = max(peak, reading - gradients)
+        return peak
+
+    def close(self) -> None:
+        for finalizer in self.finalizers:
+            finalizer.detach()
 
 
 def _loss(outputs: Any, output: OutputChoice) -> torch.Tensor:
@@ -74,12 +129,14 @@ def _loss(outputs: Any, output: OutputChoice) -> torch.Tensor:
     return wanted[0].sum() if len(wanted) == 1 else torch.stack([t.sum() for t in wanted]).sum()
 
 
-def _require_grad(model: Any, inputs: dict[str, Any], decided: dict[str, bool]) -> None:
-    """Set the fakes' requires_grad as decided: inputs by argument name, parameters by qualified name."""
+def _require_grad(model: Any, inputs: dict[str, Any], decided: dict[str, bool]) -> list[torch.Tensor]:
+    """Set the fakes' requires_grad as decided (inputs by argument name, parameters by qualified name); return
+    the parameters that then need a gradient."""
     named = dict(model.named_parameters(remove_duplicate=False)) if isinstance(model, torch.nn.Module) else {}
     for name, value in [*inputs.items(), *named.items()]:
         if name in decided and isinstance(value, torch.Tensor) and value.is_floating_point():
             value.requires_grad_(decided[name])
+    return list({id(p): p for p in named.values() if p.requires_grad}.values())
 
 
 def eager_step_memory(
@@ -92,25 +149,29 @@ def eager_step_memory(
     arg_names: list[str] | None = None,
 ) -> EagerStepMemory:
     """One eager forward under `hooks` (e.g. `torch.autograd.graph.saved_tensors_hooks(pack, unpack)`) and
-    its backward, on fakes of the model and inputs on the stand-in device; the model's own tensors are
-    untouched (its parameters are swapped for the call only). `requires_grad` (by the `arg_names` of args
-    then kwargs, and by qualified parameter name) says which get a gradient, as an extraction decided."""
+    its backward, on new fakes of the model's tensors and the inputs on the stand-in device; the model's own
+    tensors are untouched (its parameters are swapped for the call only). `requires_grad` (by the `arg_names`
+    of args then kwargs, and by qualified parameter name) says which get a gradient, as an extraction decided."""
     names = list(kwargs or {})
     values = [*args, *(kwargs or {}).values()]
-    with faked(model, values, device=STAND_IN) as fake_values:
-        _require_grad(model, dict(zip(arg_names or [], fake_values)), requires_grad or {})
+    with TORCH_WORK, faked(model, values, device=STAND_IN) as fake_values:  # the collector paused: frees are torch's
+        parameters = _require_grad(model, dict(zip(arg_names or [], fake_values)), requires_grad or {})
         fake_args, fake_kwargs = fake_values[: len(args)], dict(zip(names, fake_values[len(args) :]))
-        tracker = MemTracker()
-        # Its per-module peak snapshots walk every module seen after every op (two thirds of a 6.7 B model's
-        # step); the whole-run peak is read here after each op instead, so that walk is skipped.
-        tracker._update_peak_stats = lambda peak_state: None  # type: ignore[method-assign]
-        tracker.track_external(*[t for t in fake_values if isinstance(t, torch.Tensor)])
+        held = [t for t in fake_values if isinstance(t, torch.Tensor)]
         if isinstance(model, torch.nn.Module):
-            tracker.track_external(model)
-        watch = _AfterEachOp(tracker)
-        with tracker, watch:
-            with hooks if hooks is not None else contextlib.nullcontext():
-                loss = _loss(model(*fake_args, **fake_kwargs), output)
-            after, moved = _bytes(tracker, on_device=True), _bytes(tracker, on_device=False)
-            loss.backward()
-    return EagerStepMemory(watch.peak, after, moved)
+            held += [*model.parameters(), *model.buffers()]
+        counted = _Storages(held)
+        handles = [p.register_hook(counted.gradient) for p in parameters]
+        try:
+            with counted:
+                with hooks if hooks is not None else contextlib.nullcontext():
+                    loss = _loss(model(*fake_args, **fake_kwargs), output)
+                after, cpu = counted.device - counted.bytes_of(loss), counted.cpu
+                loss.backward()
+        finally:
+            for handle in handles:
+                handle.remove()
+            counted.close()
+    if not counted.readings or not any(counted.readings):
+        raise ValueError("nothing the step made was on the stand-in device, so its memory could not be counted")
+    return EagerStepMemory(counted.activation_peak(), after, cpu)

@@ -20,13 +20,17 @@ def faked(model: Callable, inputs: list, device: str | None = None) -> Iterator[
         state.update(model.named_parameters(remove_duplicate=False))
         state.update(model.named_buffers(remove_duplicate=False))
     tensors = list(state.values()) + [t for t in inputs if isinstance(t, torch.Tensor)]
-    # on a stand-in device, tensors the model makes outside the mode (transformers' empty cache on `meta`) join in
-    fake_mode = detect_fake_mode(tensors) or FakeTensorMode(allow_non_fake_inputs=device is not None)
+    # On a stand-in device every fake is new, in a mode of its own (a user's fakes stay as they are), and tensors
+    # the model makes outside the mode (transformers' empty cache on `meta`) join in.
+    if device is not None:
+        fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    else:
+        fake_mode = detect_fake_mode(tensors) or FakeTensorMode()
 
     made: dict[int, torch.Tensor] = {}  # one fake per tensor: tied names must get the very same one
 
     def fake(tensor: torch.Tensor) -> torch.Tensor:
-        if isinstance(tensor, FakeTensor):
+        if isinstance(tensor, FakeTensor) and device is None:
             return tensor
         if id(tensor) not in made:
             made[id(tensor)] = _fake(tensor, fake_mode, device)
