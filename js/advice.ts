@@ -12,14 +12,15 @@ export function fitsText(row: AdvicePlanRow): string {
   return row.fits ? "yes" : "no";
 }
 
+/** The verdict right after the plan's name, so a narrow pane shows it without scrolling. */
 export const ADVICE_COLUMNS: readonly [string, (row: AdvicePlanRow) => string][] = [
   ["plan", (r) => (r.best ? `\u2605 ${r.label}` : r.label)],
+  ["fits", fitsText],
   ["predicted peak", (r) => formatBytes(r.predicted_peak_bytes)],
   ["verified peak", (r) => (r.verified_peak_bytes === null ? "\u2014" : formatBytes(r.verified_peak_bytes))],
   ["measured peak", (r) => (r.measured_peak_bytes === null ? "\u2014" : formatBytes(r.measured_peak_bytes))],
   ["recompute", (r) => formatFlops(r.recompute_flops)],
   ["step time", (r) => (r.measured_seconds === null ? "\u2014" : formatSeconds(r.measured_seconds))],
-  ["fits", fitsText],
 ];
 
 /** A row's tooltip: what clicking it does. */

@@ -32,9 +32,11 @@ export function advicePart({ model, signal, experimental }: Pick<PaneContext, "m
   const empty = element("div", "bwd-hint bwd-advice-empty");
   const summary = element("div", "bwd-advice-summary");
   const table = element("table", "bwd-advice-table");
+  const scroller = element("div", "bwd-advice-scroller"); // a narrow pane scrolls the table, never clips it
+  scroller.appendChild(table);
   const note = element("div", "bwd-hint bwd-advice-note");
   const code = element("pre", "bwd-advice-code");
-  el.append(form, empty, summary, table, note, code);
+  el.append(form, empty, summary, scroller, note, code);
   let starting = false;
 
   async function advise(): Promise<void> {

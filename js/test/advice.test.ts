@@ -33,7 +33,9 @@ describe("the advisor's plans", () => {
     expect(adviceRowTitle(plan({ kind: "offload", selectable: false, verified_peak_bytes: null }))).toContain("not verified");
     expect(fitsText(plan({ verified_peak_bytes: null }))).toBe("not verified");
     expect([fitsText(plan()), fitsText(plan({ fits: false }))]).toEqual(["yes", "no"]);
-    expect(ADVICE_COLUMNS[2][1](plan({ verified_peak_bytes: null }))).toBe("\u2014");
+    const verified = ADVICE_COLUMNS.findIndex(([name]) => name === "verified peak");
+    expect(ADVICE_COLUMNS[verified][1](plan({ verified_peak_bytes: null }))).toBe("\u2014");
+    expect(ADVICE_COLUMNS[1][0]).toBe("fits"); // the verdict beside the plan's name
     const measured = ADVICE_COLUMNS.findIndex(([name]) => name === "measured peak");
     expect([plan(), plan({ measured_peak_bytes: 1_500_000 })].map((r) => ADVICE_COLUMNS[measured][1](r))).toEqual(["\u2014", "1.5 MB"]);
     const time = ADVICE_COLUMNS.findIndex(([name]) => name === "step time");

@@ -76,6 +76,8 @@ def test_advise_shows_its_steps_then_the_plans_and_a_row_shows_its_partition(adv
     assert best.count() == 1 and best.locator("td").first.text_content().startswith("\u2605 ")
     heads = widget.locator(".bwd-advice-table th").all_text_contents()
     assert best.locator("td").nth(heads.index("fits")).text_content() == "yes"
+    box, verdict = widget.bounding_box(), best.locator("td").nth(heads.index("fits")).bounding_box()
+    assert box and verdict and verdict["x"] + verdict["width"] <= box["x"] + box["width"], "the verdict is not clipped"
     measured = [rows.nth(i).locator("td").nth(heads.index("measured peak")).text_content() for i in range(rows.count())]
     assert measured.count("\u2014") == rows.count() - 1, "only the chosen plan is run and measured"
     assert best.locator("td").nth(heads.index("measured peak")).text_content().endswith("B"), measured
