@@ -560,6 +560,23 @@ def test_cancel_stops_the_advisor_after_the_step_under_way():
     assert widget.advice_summary.endswith(advice.target_means[1:]) and "stopped" in widget.advice_summary
 
 
+def test_the_advise_command_times_each_plan_when_asked_and_a_fake_widget_says_it_cannot():
+    """The partitions tab's "time each plan" box: `{"target": ..., "time": true}` to the `_advise` command."""
+    torch.manual_seed(0)
+    model, tokens = Transformer(), torch.randint(0, 64, (4, 16))
+    widget = bw.show(model, tokens)
+    reply, _ = widget._advise({"target": str(ADVICE_TARGET), "time": True}, [])
+    assert reply == {"started": True, "error": ""}
+    for thread in threading.enumerate():
+        if thread.name == "bwd-widgets-advise":
+            thread.join()
+    timed = [r for r in widget.advice_rows if r["measured_seconds"] is not None]
+    assert timed and all(r["kind"] != "offload" for r in timed) and widget.error == ""
+    fake = bw.show(model, tokens, mode="fake")
+    reply, _ = fake._advise({"target": str(ADVICE_TARGET), "time": True}, [])
+    assert reply["started"] is False and "this widget's extraction is fake" in fake.error and not fake.busy
+
+
 def test_show_advice_opens_on_the_best_plan_with_its_row_current():
     torch.manual_seed(0)
     model, tokens = Transformer(), torch.randint(0, 64, (4, 16))

@@ -53,10 +53,12 @@ class Advising:
 
     @command
     def _advise(self, message: dict, buffers: list) -> tuple[dict, list]:
-        """The front end's Advise button: `{"target": "24GB"}` starts `bw.advise` in a thread and answers at once
-        (`{"started": bool, "error": str}`); the steps arrive as `advice_progress`, the plans as `advice_rows`."""
+        """The front end's Advise button: `{"target": "24GB", "time": bool}` starts `bw.advise` in a thread and
+        answers at once (`{"started": bool, "error": str}`); the steps arrive as `advice_progress`, the plans as
+        `advice_rows`. `time` also times each Pareto plan's step here (the step time column)."""
         target = message.get("target", "") if isinstance(message, dict) else ""
-        started = self.start_advise(str(target))
+        timed = bool(message.get("time", False)) if isinstance(message, dict) else False
+        started = self.start_advise(str(target), measure_time=timed)
         return {"started": started is not None, "error": self.error}, []
 
     @command
@@ -66,14 +68,17 @@ class Advising:
         self._stop_advice.set()
         return {"cancelled": running}, []
 
-    def start_advise(self, target: str) -> threading.Thread | None:
-        """`run_advise(target)` in a thread (None, with `error` set, for a bad target, a widget without its
-        model, or while a sweep or another advice runs)."""
+    def start_advise(self, target: str, measure_time: bool = False) -> threading.Thread | None:
+        """`run_advise(target)` in a thread (None, with `error` set, for a bad target, timing asked of a fake-mode
+        widget, a widget without its model, or while a sweep or another advice runs)."""
         self.error = ""
         try:
             parse_bytes(target)
         except BwdWidgetsError as error:
             self.error = str(error)
+            return None
+        if measure_time and self.extraction.mode != "real":
+            self.error = "timing runs each plan's real graphs, and this widget's extraction is fake: untick it."
             return None
         with self._sweep_lock:
             if self._source is None:
@@ -82,13 +87,16 @@ class Advising:
             if self._sweeping or self._advising:
                 return None
             self._advising, self.busy = True, True
-        thread = threading.Thread(target=self.run_advise, args=(target,), name="bwd-widgets-advise", daemon=True)
+        thread = threading.Thread(
+            target=self.run_advise, args=(target, measure_time), name="bwd-widgets-advise", daemon=True
+        )
         thread.start()
         return thread
 
-    def run_advise(self, target: int | str) -> Advice | None:
-        """`bw.advise` on the model this widget was opened with, for `target` bytes of activation memory; each
-        step is shown as it starts, the plans when it ends (a plan row shows its partition)."""
+    def run_advise(self, target: int | str, measure_time: bool = False) -> Advice | None:
+        """`bw.advise` on the model this widget was opened with, for `target` bytes of activation memory (and
+        `measure_time`, as bw.advise takes it); each step is shown as it starts, the plans when it ends (a plan
+        row shows its partition)."""
         if self._source is None:
             raise BwdWidgetsError(
                 "the advisor traces the model with each plan: open the widget with bw.show(model, x)."
@@ -104,7 +112,7 @@ class Advising:
         try:
             advice = advise(
                 model, *inputs, target=target, progress=False, on_step=step, should_stop=self._stop_advice.is_set,
-                **{"mode": self.extraction.mode, **kwargs},
+                measure_time=measure_time, **{"mode": self.extraction.mode, **kwargs},
             )  # fmt: skip
         except BwdWidgetsError as error:
             self.error, self.advice_progress = str(error), ""

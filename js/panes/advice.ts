@@ -26,9 +26,14 @@ export function advicePart({ model, signal, experimental }: Pick<PaneContext, "m
   const cancelButton = element("button", "bwd-advise-cancel", "Cancel");
   cancelButton.type = "button";
   cancelButton.title = "stop the advisor after the step under way (the plans made so far stay)";
+  const timeLabel = element("label", "bwd-advice-time-label");
+  const timeBox = element("input", "bwd-advice-time");
+  timeBox.type = "checkbox";
+  timeLabel.title = "real mode: also time one forward and backward of each plan on the Pareto set on this machine (the step time column)";
+  timeLabel.append(timeBox, " time each plan");
   const progress = element("span", "bwd-advice-progress");
   const failure = element("span", "bwd-error");
-  form.append(label, adviseButton, cancelButton, progress, failure);
+  form.append(label, adviseButton, timeLabel, cancelButton, progress, failure);
   const empty = element("div", "bwd-hint bwd-advice-empty");
   const summary = element("div", "bwd-advice-summary");
   const table = element("table", "bwd-advice-table");
@@ -45,7 +50,7 @@ export function advicePart({ model, signal, experimental }: Pick<PaneContext, "m
     failure.textContent = "";
     update();
     try {
-      const [reply] = await experimental.invoke<AdviceStarted>("_advise", { target: target.value.trim() }, { signal });
+      const [reply] = await experimental.invoke<AdviceStarted>("_advise", { target: target.value.trim(), time: timeBox.checked }, { signal });
       if (reply?.error) failure.textContent = reply.error;
     } catch (e) {
       if (!signal.aborted) failure.textContent = `advise failed: ${String(e)}`;

@@ -111,3 +111,22 @@ def test_advise_shows_its_steps_then_the_plans_and_a_row_shows_its_partition(adv
     finally:
         set_theme(page, "JupyterLab Light")
     assert errors == []
+
+
+def test_time_each_plan_fills_the_step_time_column(advisor_page):
+    page, widget, errors = advisor_page
+    page.wait_for_function(f"{KERNEL}.status === 'idle'", timeout=120_000)
+    heads = widget.locator(".bwd-advice-table th").all_text_contents()
+    column = heads.index("step time")
+    cells = f"[...document.querySelectorAll('.bwd-root .bwd-advice-row')].map((r) => r.children[{column}].textContent)"
+    assert all(t == "\u2014" for t in page.evaluate(cells)), "no plan is timed unless asked"
+    widget.locator("input.bwd-advice-time").check()
+    widget.locator("button.bwd-advise-button").click()
+    page.wait_for_function(f"{cells}.some((t) => t.endsWith(' ms') || t.endsWith(' s'))", timeout=300_000)
+    page.wait_for_function(f"{KERNEL}.status === 'idle'", timeout=120_000)
+    times = page.evaluate(cells)
+    offload = page.evaluate(
+        "[...document.querySelectorAll('.bwd-root .bwd-advice-row')].findIndex((r) => r.textContent.includes('offload'))"
+    )
+    assert times[offload] == "\u2014" and sum(t != "\u2014" for t in times) == len(times) - 1, times
+    assert errors == []
