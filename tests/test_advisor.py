@@ -166,6 +166,15 @@ def test_the_offload_plan_is_verified_by_running_its_pasted_hooks_around_an_eage
     assert f"offload: {plan.label}" in repr(advice) and "verified" in plan.note
 
 
+def test_when_only_offloading_fits_the_advice_says_so():
+    torch.manual_seed(0)
+    model, tokens = Transformer(), torch.randint(0, 64, (4, 16))
+    advice = bw.advise(model, tokens, target=TARGET, budgets=(1.0,), policies=(), every=(), progress=False)
+    (plan,) = advice.offload
+    assert advice.best is None and plan.fits
+    assert advice.why.endswith(f"Offloading fits instead: {plan.label} (verified eagerly; it costs copies, not FLOPs).")
+
+
 class _MakesACpuTensor(torch.nn.Module):
     def __init__(self):
         super().__init__()
