@@ -175,6 +175,24 @@ def test_when_only_offloading_fits_the_advice_says_so():
     assert advice.why.endswith(f"Offloading fits instead: {plan.label} (verified eagerly; it costs copies, not FLOPs).")
 
 
+def test_an_offload_size_whose_eager_step_does_not_fit_gives_way_to_moving_every_saved_activation():
+    """At 250,000 B the prediction picks 32,768 B and up (239.6 KB predicted), whose eager step peaks at
+    272,392 B; moving every saved activation (256 B and up) peaks at 106,504 B, and takes its place."""
+    torch.manual_seed(0)
+    model, tokens = Transformer(), torch.randint(0, 64, (4, 16))
+    advice = bw.advise(model, tokens, target=250_000, budgets=(1.0,), policies=(), every=(), progress=False)
+    (plan,) = advice.offload
+    smallest = min(s.activation_bytes for s in advice.tried[0].extraction.saved_tensors if s.activation_bytes)
+    assert plan.label == f"offload saved tensors >= {smallest:,} B to the CPU" and plan.fits
+    assert "tried first: offload saved tensors >= 32,768 B to the CPU" in plan.note
+    namespace = {"model": copy.deepcopy(model)}
+    exec(plan.code, namespace)
+    assert (
+        plan.verified_peak_bytes
+        == eager_step_memory(model, (tokens,), hooks=namespace["offload"]).activation_peak_bytes
+    )
+
+
 class _MakesACpuTensor(torch.nn.Module):
     def __init__(self):
         super().__init__()

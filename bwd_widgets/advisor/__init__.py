@@ -179,21 +179,23 @@ def _shipped(plans: list[Plan]) -> list[Plan]:
     return plans
 
 
-def _offload_plan(run: _Run) -> Plan | None:
-    """Offload the saved activations above a size, chosen from min-cut 1.0's saved values so that the
-    prediction fits; then verified by running its pasted hooks around an eager step (`_verify_offload`)."""
+def _offload_plan(run: _Run, chosen: int | None = None) -> Plan | None:
+    """Offload the saved activations of `chosen` bytes or more; by default the size is chosen from min-cut 1.0's
+    saved values so that the prediction fits. Verified afterwards by running its pasted hooks (`_check_offload`)."""
     assert run.base is not None
     sizes = sorted((s.activation_bytes for s in run.base.saved_tensors if s.activation_bytes), reverse=True)
     if not sizes:
         return None
-    peak, moved, chosen = run.base.peak_activation_only_bytes, 0, sizes[-1]
-    for size in sizes:
-        moved += size
-        chosen = size
-        if peak - moved + sizes[0] + run.step <= run.target:
-            break
+    peak, moved = run.base.peak_activation_only_bytes, 0
+    if chosen is None:
+        chosen = sizes[-1]
+        for size in sizes:
+            moved += size
+            chosen = size
+            if peak - moved + sizes[0] + run.step <= run.target:
+                break
     moved = sum(s for s in sizes if s >= chosen)
-    plan = Plan(
+    return Plan(
         f"offload saved tensors >= {chosen:,} B to the CPU",
         "offload",
         snippets.offload_code(chosen),
@@ -205,8 +207,31 @@ def _offload_plan(run: _Run) -> Plan | None:
         "largest one back at a time in backward. AOT Autograd's graphs never see saved_tensors_hooks, so the "
         "plan has no partition: it is verified as the code runs, eagerly (copies cost transfer time, not FLOPs)",
     )
-    run.offload.append(plan)
-    return plan
+
+
+def _check_offload(run: _Run, plan: Plan, bar: _Steps) -> None:
+    """Verify the offload plan; one whose eager step does not fit is tried once more moving every saved
+    activation (min-cut 1.0's smallest saved size), which takes its place if it fits or peaks lower."""
+    _verify_step(run, plan, bar)
+    assert run.base is not None
+    smallest = min(s.activation_bytes for s in run.base.saved_tensors if s.activation_bytes)
+    everything = None if plan.fits or plan.verified_peak_bytes is None else _offload_plan(run, smallest)
+    if everything is None or everything.code == plan.code:
+        return
+    _verify_step(run, everything, bar)
+    peak = everything.verified_peak_bytes
+    if peak is not None and (everything.fits or peak < (plan.verified_peak_bytes or 0)):
+        everything.note += (
+            f"; tried first: {plan.label}, whose eager peak of {plan.verified_peak_bytes:,} B does not fit"
+        )
+        run.offload[run.offload.index(plan)] = everything
+
+
+def _verify_step(run: _Run, plan: Plan, bar: _Steps) -> None:
+    bar.total += 1
+    bar.set_postfix_str(f"verify {plan.label} (eager, fake tensors)")
+    _verify_offload(run, plan)
+    bar.update()
 
 
 def _verify_offload(run: _Run, plan: Plan) -> None:
@@ -448,13 +473,12 @@ def _search(run: _Run, budgets: tuple, specs: list[tuple[str, str, str]], offloa
         pool.run(here, came)
     finally:
         pool.close()
-    plan = _offload_plan(run) if offload else None  # listed, predicted, even if the run stops before its check
+    plan = _offload_plan(run) if offload else None
+    if plan is not None:
+        run.offload.append(plan)  # listed, predicted, even if the run stops before its check
     _verify_front(run, bar)
     if plan is not None:
-        bar.total += 1
-        bar.set_postfix_str(f"verify {plan.label} (eager, fake tensors)")
-        _verify_offload(run, plan)
-        bar.update()
+        _check_offload(run, plan, bar)
 
 
 def _remade(run: _Run, plan: Plan) -> Plan:
