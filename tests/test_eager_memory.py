@@ -145,3 +145,67 @@ def test_a_transformers_model_called_with_keywords_starts_backward_from_its_loss
     offloaded = eager_step_memory(model, (), inputs, hooks=hooks_of(offload_code(1), model))
     assert offloaded.after_forward_bytes == 0
     assert offloaded.activation_peak_bytes < step.activation_peak_bytes
+
+
+class _ParameterInTheLoss(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(16, 16))
+        self.b = torch.nn.Parameter(torch.randn(1024, 1024))
+
+    def forward(self, x):
+        return (x @ self.w).sum() + self.b.sum()  # b's gradient is an expanded one: AccumulateGrad copies it
+
+
+def test_a_gradient_accumulate_grad_copies_is_still_a_parameters_gradient():
+    torch.manual_seed(0)
+    model, x = _ParameterInTheLoss(), torch.randn(4, 16)
+    step = eager_step_memory(model, (x,))
+    assert step.activation_peak_bytes < model.b.nbytes  # the 4 MB copy in b.grad is not an activation
+    assert step.activation_peak_bytes <= bw.extract(model, x).peak_activation_only_bytes + 4
+
+
+class _LazyCache(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(16, 16)
+        self.cached = None
+        self.table = torch.randn(4096, 64)  # a plain attribute, neither parameter nor buffer
+
+    def forward(self, x):
+        if self.cached is None:
+            self.cached = torch.arange(16, dtype=x.dtype, device=x.device)  # set lazily, as rotary caches are
+        return self.linear(x + self.cached) * self.table[:4, :16].sum()
+
+
+def test_attributes_the_forward_sets_are_put_back_and_a_view_of_an_old_tensor_is_not_new_memory():
+    torch.manual_seed(0)
+    with torch.device("meta"):
+        on_meta = _LazyCache()
+        x = torch.empty(4, 16)
+    step = eager_step_memory(on_meta, (x,))
+    assert on_meta.cached is None, "the user's model keeps no fake the step made"
+    assert step.after_forward_bytes < on_meta.table.nbytes, "a slice of the table is no new storage"
+    real = _LazyCache()
+    eager_step_memory(real, (torch.randn(4, 16),))
+    assert real.cached is None and real(torch.randn(4, 16)).shape == (4, 16)
+
+
+class _Mask(torch.nn.Module):
+    def __init__(self, out: bool):
+        super().__init__()
+        self.w, self.out = torch.nn.Parameter(torch.randn(256, 256)), out
+
+    def forward(self, x):
+        if self.out:
+            mask = torch.empty(0, device=x.device)
+            torch.ones(256, 256, out=mask)  # grows an empty storage to 262,144 B
+        else:
+            mask = torch.ones(256, 256, device=x.device)
+        return (self.w * mask).sum() + x.sum()
+
+
+def test_a_storage_that_grows_is_counted_at_its_new_size():
+    x = torch.randn(4)
+    assert eager_step_memory(_Mask(out=True), (x,)).after_forward_bytes == 256 * 256 * 4
+    assert eager_step_memory(_Mask(out=True), (x,)) == eager_step_memory(_Mask(out=False), (x,))

@@ -236,7 +236,7 @@ def _verify_step(run: _Run, plan: Plan, bar: _Steps) -> None:
 
 def _verify_offload(run: _Run, plan: Plan) -> None:
     """Execute the plan's code and run one eager forward, under the `offload` hooks it defined, and backward,
-    over fake tensors on a stand-in device (`core.eager_memory`), as `extract` would call the model; torch's
+    over fake tensors on a stand-in device (`core.eager_memory`), as `extract` would call the model;
     each storage is counted as it comes and goes. A model that cannot run there leaves the plan unverified."""
     applied = snippets.run_code(plan.code, run.model, run.path)
     try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,17 +63,23 @@ class _Storages(TorchDispatchMode):
         self.finalizers: list[weakref.finalize] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        given = {id(t.untyped_storage()) for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
         result = func(*args, **(kwargs or {}))
         for leaf in pytree.tree_leaves(result):
             if isinstance(leaf, torch.Tensor):
-                self._hold(leaf)
+                self._hold(leaf, given)
         self.readings.append(self.device)
         return result
 
-    def _hold(self, tensor: torch.Tensor) -> None:
+    def _hold(self, tensor: torch.Tensor, given: set[int]) -> None:
+        """Count a new storage; a known one's new size (`out=`, `resize_`); never an alias of an argument this
+        step did not make (a view of a tensor that was there before: no new memory)."""
         storage = tensor.untyped_storage()
         key = id(storage)
-        if key in self.held or key in self.live:
+        if key in self.live:
+            self._resized(key, int(storage.nbytes()))
+            return
+        if key in self.held or key in given:
             return
         serial, on_device, nbytes = next(self.serials), tensor.device.type == STAND_IN, int(storage.nbytes())
         self.live[key] = (serial, on_device, nbytes)
@@ -84,6 +91,17 @@ class _Storages(TorchDispatchMode):
         finalizer = weakref.finalize(storage, self._free, key)
         finalizer.atexit = False
         self.finalizers.append(finalizer)
+
+    def _resized(self, key: int, nbytes: int) -> None:
+        serial, on_device, before = self.live[key]
+        if nbytes == before:
+            return
+        self.live[key] = (serial, on_device, nbytes)
+        if on_device:
+            self.device += nbytes - before
+            self.spans[serial][0] = max(self.spans[serial][0], nbytes)
+        else:
+            self.cpu += nbytes - before
 
     def _free(self, key: int) -> None:
         serial, on_device, nbytes = self.live.pop(key)
@@ -139,6 +157,20 @@ def _require_grad(model: Any, inputs: dict[str, Any], decided: dict[str, bool]) 
     return list({id(p): p for p in named.values() if p.requires_grad}.values())
 
 
+@contextlib.contextmanager
+def _attributes_kept(model: Any) -> Iterator[None]:
+    """Put every module's attributes back as they were: a forward that sets one lazily (a rotary cache) would
+    leave a fake tensor in the user's model (`faked` puts back only the parameters and buffers it swapped)."""
+    modules = list(model.modules()) if isinstance(model, torch.nn.Module) else []
+    kept = [(m, dict(vars(m))) for m in modules]
+    try:
+        yield
+    finally:
+        for module, attributes in kept:
+            vars(module).clear()
+            vars(module).update(attributes)
+
+
 def eager_step_memory(
     model: Any,
     args: tuple,
@@ -154,14 +186,21 @@ def eager_step_memory(
     of args then kwargs, and by qualified parameter name) says which get a gradient, as an extraction decided."""
     names = list(kwargs or {})
     values = [*args, *(kwargs or {}).values()]
-    with TORCH_WORK, faked(model, values, device=STAND_IN) as fake_values:  # the collector paused: frees are torch's
+    with (
+        TORCH_WORK,
+        _attributes_kept(model),
+        faked(model, values, device=STAND_IN) as fake_values,
+    ):  # the collector paused: frees are torch's
         parameters = _require_grad(model, dict(zip(arg_names or [], fake_values)), requires_grad or {})
         fake_args, fake_kwargs = fake_values[: len(args)], dict(zip(names, fake_values[len(args) :]))
         held = [t for t in fake_values if isinstance(t, torch.Tensor)]
         if isinstance(model, torch.nn.Module):
             held += [*model.parameters(), *model.buffers()]
         counted = _Storages(held)
-        handles = [p.register_hook(counted.gradient) for p in parameters]
+        handles = [p.register_hook(counted.gradient) for p in parameters]  # the gradient as it comes
+        handles += [  # and as `.grad` holds it: AccumulateGrad copies one whose layout differs
+            p.register_post_accumulate_grad_hook(lambda p: counted.gradient(p.grad)) for p in parameters
+        ]
         try:
             with counted:
                 with hooks if hooks is not None else contextlib.nullcontext():

@@ -13,7 +13,9 @@ memory snapshot are taken as well.
 
 from __future__ import annotations
 
+import contextlib
 import pickle
+import threading
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -228,8 +230,11 @@ def time_step(partitions: list[Partition], min_run_time: float = 0.3) -> float:
             partition.backward(*carried.pop())
 
     grad_mode = torch.is_grad_enabled()
+    # The generator is put back afterwards only from the main thread: from another (the widget's advisor), the
+    # put-back would rewind the draws the user's cells made meanwhile; there the timed graphs only advance it.
+    keep_rng = torch.random.fork_rng(devices=[]) if threading.current_thread() is threading.main_thread() else None
     try:
-        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        with torch.no_grad(), keep_rng or contextlib.nullcontext():
             timer = benchmark.Timer("step()", globals={"step": step}, num_threads=torch.get_num_threads())
             return float(timer.blocked_autorange(min_run_time=min_run_time).median)
     finally:

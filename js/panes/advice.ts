@@ -3,7 +3,7 @@
 
 import { ADVICE_COLUMNS, adviceRowTitle, adviceRunning, emptyAdviceText } from "../advice";
 import { element, show } from "../dom";
-import { setTrait, type AdviceStarted, type PaneContext } from "../model";
+import { graphData, setTrait, type AdviceStarted, type PaneContext } from "../model";
 
 export interface AdvicePart {
   el: HTMLElement;
@@ -29,7 +29,7 @@ export function advicePart({ model, signal, experimental }: Pick<PaneContext, "m
   const timeLabel = element("label", "bwd-advice-time-label");
   const timeBox = element("input", "bwd-advice-time");
   timeBox.type = "checkbox";
-  timeLabel.title = "real mode: also time one forward and backward of each plan on the Pareto set on this machine (the step time column)";
+  timeLabel.title = "also time one forward and backward of each plan on the Pareto set on this machine (the step time column; real mode only, and cells run meanwhile slow the timing)";
   timeLabel.append(timeBox, " time each plan");
   const progress = element("span", "bwd-advice-progress");
   const failure = element("span", "bwd-error");
@@ -50,7 +50,7 @@ export function advicePart({ model, signal, experimental }: Pick<PaneContext, "m
     failure.textContent = "";
     update();
     try {
-      const [reply] = await experimental.invoke<AdviceStarted>("_advise", { target: target.value.trim(), time: timeBox.checked }, { signal });
+      const [reply] = await experimental.invoke<AdviceStarted>("_advise", { target: target.value.trim(), time: timeBox.checked && graphData(model).mode === "real" }, { signal });
       if (reply?.error) failure.textContent = reply.error;
     } catch (e) {
       if (!signal.aborted) failure.textContent = `advise failed: ${String(e)}`;
@@ -93,6 +93,7 @@ export function advicePart({ model, signal, experimental }: Pick<PaneContext, "m
     const busy = Boolean(model.get("busy"));
     const running = adviceRunning(model.get("advice_progress") || "", busy);
     show(form, canAdvise);
+    show(timeLabel, graphData(model).mode === "real"); // a fake-mode widget has no real graphs to time
     adviseButton.disabled = starting || busy;
     show(cancelButton, running);
     progress.textContent = model.get("advice_progress") || "";
