@@ -179,11 +179,17 @@ def _shipped(plans: list[Plan]) -> list[Plan]:
     return plans
 
 
+def _saved_sizes(run: _Run) -> list[int]:
+    """Bytes of min-cut 1.0's saved activations, largest first: the sizes an offload plan chooses among."""
+    assert run.base is not None
+    return sorted((s.activation_bytes for s in run.base.saved_tensors if s.activation_bytes), reverse=True)
+
+
 def _offload_plan(run: _Run, chosen: int | None = None) -> Plan | None:
     """Offload the saved activations of `chosen` bytes or more; by default the size is chosen from min-cut 1.0's
     saved values so that the prediction fits. Verified afterwards by running its pasted hooks (`_check_offload`)."""
     assert run.base is not None
-    sizes = sorted((s.activation_bytes for s in run.base.saved_tensors if s.activation_bytes), reverse=True)
+    sizes = _saved_sizes(run)
     if not sizes:
         return None
     peak, moved = run.base.peak_activation_only_bytes, 0
@@ -213,8 +219,7 @@ def _check_offload(run: _Run, plan: Plan, bar: _Steps) -> None:
     """Verify the offload plan; one whose eager step does not fit is tried once more moving every saved
     activation (min-cut 1.0's smallest saved size), which takes its place if it fits or peaks lower."""
     _verify_step(run, plan, bar)
-    assert run.base is not None
-    smallest = min(s.activation_bytes for s in run.base.saved_tensors if s.activation_bytes)
+    smallest = _saved_sizes(run)[-1]
     everything = None if plan.fits or plan.verified_peak_bytes is None else _offload_plan(run, smallest)
     if everything is None or everything.code == plan.code:
         return

@@ -25,6 +25,7 @@ import torch
 
 from .compat import TorchDispatchMode, pytree
 from .fake import faked
+from .measure import bytes_alive
 from .outputs import OutputChoice, differentiable_outputs, pick_output
 from .trace import TORCH_WORK
 
@@ -122,17 +123,14 @@ class _Storages(TorchDispatchMode):
         return found[2] if found is not None and found[1] else 0
 
     def activation_peak(self) -> int:
-        """The highest reading less the parameters' gradients alive at it."""
-        delta = [0] * (len(self.readings) + 1)
+        """The highest reading less the parameters' gradients alive at it (one alive at the end: to the last)."""
+        end = len(self.readings) - 1
+        spans = []
         for serial in self.gradients:
             nbytes, first, last = self.spans[serial]
-            delta[first] += nbytes
-            delta[(len(self.readings) - 1 if last < 0 else last) + 1] -= nbytes
-        peak, gradients = 0, 0
-        for reading, change in zip(self.readings, delta):
-            gradients += change
-            peak = max(peak, reading - gradients)
-        return peak
+            spans.append((first, end if last < 0 else last, nbytes))
+        alive = bytes_alive(spans, len(self.readings))
+        return max([0, *(reading - gradients for reading, gradients in zip(self.readings, alive))])
 
     def close(self) -> None:
         for finalizer in self.finalizers:

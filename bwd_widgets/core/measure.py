@@ -253,15 +253,20 @@ def _run_all(partitions: list[Partition], tracker: _Storages, tangents: list[dic
         returned = _Run(backward, tracker, curve, memory.BACKWARD, index).run_list(inputs)
         spans += _parameter_gradient_spans(partitions[index], returned, tracker, len(curve) - 1)
         del returned  # dropped here: the prediction counts them to the end of their own backward
-    delta = [0] * (len(curve) + 1)
+    return curve, bytes_alive(spans, len(curve))
+
+
+def bytes_alive(spans: list[tuple[int, int, int]], steps: int) -> list[int]:
+    """Bytes alive at each of `steps` steps, from (first step, last step, bytes) spans, both steps included."""
+    delta = [0] * (steps + 1)
     for first, last, nbytes in spans:
         delta[first] += nbytes
         delta[last + 1] -= nbytes
     live, total = [], 0
-    for d in delta[: len(curve)]:
+    for d in delta[:steps]:
         total += d
         live.append(total)
-    return curve, live
+    return live
 
 
 def _parameter_gradient_spans(
