@@ -2,7 +2,7 @@
 
 Beside each, one min-cut extraction's seconds (the advisor's own first step) as the reference ratio:
 there is no other tool to race. Batch 8, sequence 512, vocabulary 32000. Goal: under 60 s for the 6.7 B model.
-With --one-process, each model is advised a second time with no worker process forked (`bwd_widgets/forked.py`),
+With --one-process, each model is advised a second time with no worker process forked (`bwd_widgets/studio/forked.py`),
 the order alternating by model, and the speed-up of the workers printed.
 Run: .venv/bin/python bench/advisor_speed.py [--only small|big|big-bf16] [--small-target BYTES] [--one-process]
 """
@@ -40,7 +40,7 @@ def one(name, depth, width, heads, target, dtype, batch, seq, alone=False):
     bw.clear_trace_cache()  # the advisor traces for itself
     target = target or int(reference.peak_activation_only_bytes * 0.5)
     no_workers = (
-        mock.patch("bwd_widgets.advisor.default_workers", lambda mode: 0) if alone else contextlib.nullcontext()
+        mock.patch("bwd_widgets.studio.advisor.default_workers", lambda mode: 0) if alone else contextlib.nullcontext()
     )
     started = time.perf_counter()
     with no_workers:

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 import bwd_widgets.batch as batch
-from bwd_widgets.graphnet_writer import prepare_output
+from bwd_widgets.graphnet.writer import prepare_output
 
 from _util import ROOT, add_sample_arguments, chosen_samples
 

@@ -8,7 +8,7 @@ carries), on a trace of its own, so that nothing is shared yet. Then, each on a 
 (c) with --unshared, the same sweep with nothing shared (core/reuse.py turned off): the speed-up;
 (d) with --collector-on, the same sweep with Python's garbage collector left running during torch's work
     (core/trace.py TORCH_WORK pauses it): the speed-up;
-(e) with --one-process, the same sweep with no worker process forked (`bwd_widgets/forked.py`):
+(e) with --one-process, the same sweep with no worker process forked (`bwd_widgets/studio/forked.py`):
     the speed-up of the workers.
 Run: .venv/bin/python bench/sweep_speed.py [--repeats 1] [--unshared] [--collector-on] [--one-process]
 """
@@ -80,7 +80,7 @@ def main():
             with mock.patch.object(TORCH_WORK, "pause_collector", False):
                 collected.append(widget_sweep(fresh(model, tokens))[0])
         if args.one_process:
-            with mock.patch("bwd_widgets.forked.default_workers", lambda mode: 0):
+            with mock.patch("bwd_widgets.studio.forked.default_workers", lambda mode: 0):
                 alone.append(widget_sweep(fresh(model, tokens))[0])
     one, all_points, first = median(ones), median(sweeps), median(firsts)
     goal = max(5.0, 3 * one)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import bwd_widgets as bw
 from bwd_widgets.cli import main as bwd_extract
-from bwd_widgets.graphnet_writer import TRAIN_SPLITS
+from bwd_widgets.graphnet.writer import TRAIN_SPLITS
 
 from _util import add_sample_arguments, chosen_samples, shared
 

@@ -1,18 +1,21 @@
 """See what PyTorch autograd does in backward: graphs, saved tensors, partitioners.
 
-This module is the public façade. Layers, each importing only those below it:
-`core` (torch only) < `extraction`, `graphnet`, `extractor`, `studio` (operations) < `views` < `jupyter`;
-`cli` sits beside the views and uses the operations.
+This module is the public façade. The layers are folders, each importing only those below it:
+`core` (torch only) and `examples` < `graphnet` < `extraction` < `studio`, `batch` (the operations) < `views` <
+`jupyter`; `cli` sits beside the views and uses the operations (docs/architecture.md).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import types
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from . import extractor
-from .advisor import Advice, Plan, advise
 from .batch import extract_many
 from .core.analysis import GradientOutput, SavedTensor, TensorInfo
 from .core.compat import UntestedTorchWarning, check_torch_version
@@ -34,12 +37,14 @@ from .core.errors import (
 )
 from .core.partitioners import Partitioner, partitioner_names, register_partitioner
 from .core.trace import InputSource, Partition, Trace
-from .display_hook import set_provider
-from .extraction import BackwardExtraction
-from .extractor import clear_trace_cache, default_requires_grad
-from .graphnet import GraphNetSample, TensorMeta, load_graphnet_sample
-from .graphnet_validate import Validation, graph_hash, validate_sample
-from .studio import Comparison, Sweep, SweepPoint, compare, diff, sweep
+from .extraction import extract as extractor
+from .extraction.display_hook import set_provider
+from .extraction.extract import clear_trace_cache, default_requires_grad
+from .extraction.result import BackwardExtraction
+from .graphnet.sample import GraphNetSample, TensorMeta, load_graphnet_sample
+from .graphnet.validate import Validation, graph_hash, validate_sample
+from .studio.advisor import Advice, Plan, advise
+from .studio.compare import Comparison, Sweep, SweepPoint, compare, diff, sweep
 from .views import plot
 
 if TYPE_CHECKING:
@@ -172,3 +177,42 @@ def __getattr__(name: str) -> object:
 
         return BackwardGraphWidget
     raise AttributeError(f"module 'bwd_widgets' has no attribute {name!r}")
+
+
+# Module paths from before the layers became folders: `import bwd_widgets.graphnet_pass` (GraphNet's driver loads
+# the sample pass by its file) and the like still work, and give the module that moved.
+MOVED_MODULES = {
+    "bwd_widgets.extractor": "bwd_widgets.extraction.extract",
+    "bwd_widgets.trace_cache": "bwd_widgets.extraction.cache",
+    "bwd_widgets.requires_grad": "bwd_widgets.extraction.requires_grad",
+    "bwd_widgets.display_hook": "bwd_widgets.extraction.display_hook",
+    "bwd_widgets.graphnet_files": "bwd_widgets.graphnet.files",
+    "bwd_widgets.graphnet_writer": "bwd_widgets.graphnet.writer",
+    "bwd_widgets.graphnet_validate": "bwd_widgets.graphnet.validate",
+    "bwd_widgets.graphnet_pass": "bwd_widgets.batch.sample_pass",
+    "bwd_widgets.forked": "bwd_widgets.studio.forked",
+    "bwd_widgets.advisor": "bwd_widgets.studio.advisor",
+}
+
+
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds an old module path and loads it as the module now at the new one."""
+
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        old = next((o for o in MOVED_MODULES if fullname == o or fullname.startswith(o + ".")), None)
+        if old is None:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=fullname == old)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        old = next(o for o in MOVED_MODULES if spec.name == o or spec.name.startswith(o + "."))
+        return importlib.import_module(MOVED_MODULES[old] + spec.name[len(old) :])
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        """The module is the moved one, already run."""
+
+
+if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
+    sys.meta_path.append(_MovedModules())

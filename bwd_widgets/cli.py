@@ -16,7 +16,7 @@ from .core.errors import BatchError, BwdWidgetsError
 from .core.kinds import MODES
 from .core.partitioners import partitioner_names
 from .core.text import visible
-from .graphnet_writer import LAYOUTS
+from .graphnet.writer import LAYOUTS
 
 EXAMPLE = """examples:
   bwd-extract ../shared/graphnet_samples/torchvision/mobilenet_v2 --out out/

@@ -11,12 +11,12 @@ import pytest
 import torch
 
 import bwd_widgets as bw
-import bwd_widgets.advisor as advisor
-from bwd_widgets.advisor.code import find_blocks
-from bwd_widgets.advisor.plans import parse_bytes
+import bwd_widgets.studio.advisor as advisor
 from bwd_widgets.core import memory
 from bwd_widgets.core.eager_memory import eager_step_memory
 from bwd_widgets.examples import MLP, Transformer, big_transformer_on_meta
+from bwd_widgets.studio.advisor.code import find_blocks
+from bwd_widgets.studio.advisor.plans import parse_bytes
 from bwd_widgets.views.payload import advice_rows
 
 logging.getLogger("torch").setLevel(logging.ERROR)  # torch's reminder about in-place ops under context_fn
@@ -343,7 +343,7 @@ def test_the_pasted_checkpoint_code_does_what_torchs_checkpoint_does_by_hand():
 
     from torch.utils.checkpoint import checkpoint
 
-    from bwd_widgets.advisor.code import checkpoint_code, run_code, selective_code
+    from bwd_widgets.studio.advisor.code import checkpoint_code, run_code, selective_code
 
     torch.manual_seed(0)
     model, tokens = Transformer(), torch.randint(0, 64, (4, 16))
@@ -364,7 +364,7 @@ def test_the_pasted_checkpoint_code_does_what_torchs_checkpoint_does_by_hand():
 
 
 def test_fake_mode_traces_the_checkpoint_plans_in_a_forked_worker_with_the_plans_of_one_process(monkeypatch):
-    import bwd_widgets.advisor as advisor_module
+    import bwd_widgets.studio.advisor as advisor_module
 
     model = big_transformer_on_meta(depth=2, width=256, heads=2, vocab=1000)
     with torch.device("meta"):

@@ -19,11 +19,11 @@ from IPython.utils.capture import capture_output
 
 import bwd_widgets as bw
 import bwd_widgets.batch.transport as transport
-import bwd_widgets.graphnet_writer as graphnet_writer
+import bwd_widgets.graphnet.writer as graphnet_writer
 from bwd_widgets.batch import plan, run
 from bwd_widgets.cli import main as bwd_extract
 from bwd_widgets.core.errors import OutputError
-from bwd_widgets.graphnet_writer import SPLITS, sample_path
+from bwd_widgets.graphnet.writer import SPLITS, sample_path
 
 from _batch_util import checksums, summary_of, tiny_sample, worker_processes
 

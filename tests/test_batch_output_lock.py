@@ -19,7 +19,7 @@ import pytest
 
 from bwd_widgets.batch import plan, run
 from bwd_widgets.cli import main as bwd_extract
-from bwd_widgets.graphnet_writer import is_complete
+from bwd_widgets.graphnet.writer import is_complete
 
 from _batch_util import checksums, summary_of, tiny_sample
 

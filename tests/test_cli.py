@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bwd_widgets.cli import main as bwd_extract
-from bwd_widgets.graphnet_writer import STAGING_OWNER, is_complete, sample_path
+from bwd_widgets.graphnet.writer import STAGING_OWNER, is_complete, sample_path
 
 from _batch_util import checksums, summary_of, tiny_sample
 

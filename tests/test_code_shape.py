@@ -31,7 +31,7 @@ def test_no_function_is_over_60_lines():
 def test_the_limits_see_every_module():
     """The walk must reach the package's modules, nested packages included, or the limits hold vacuously."""
     names = {str(p.relative_to(PACKAGE)) for p in SOURCES}
-    assert {"extractor.py", "core/capture.py", "views/payload.py", "jupyter/widget.py"} <= names
+    assert {"extraction/extract.py", "core/capture.py", "views/payload.py", "jupyter/widget.py"} <= names
 
 
 def _calls(name: str) -> list[str]:
@@ -75,7 +75,7 @@ def test_the_tangent_rule_is_written_once():
         for i, line in enumerate(p.read_text().splitlines(), 1)
         if '"tangents_"' in line or "startswith(TANGENT_PREFIX)" in line
     ]
-    assert places == ["core/kinds.py:27", "core/kinds.py:33"], places
+    assert [place.partition(":")[0] for place in places] == ["core/kinds.py"] * 2, places
 
 
 def test_no_view_reads_fx_graphs():

@@ -243,7 +243,7 @@ def test_a_bare_extract_shows_its_stages_in_an_output_it_empties_at_the_end(shel
 
     import torch
 
-    from bwd_widgets import extractor
+    from bwd_widgets.extraction import extract as extractor
 
     original = extractor.extract
 

@@ -12,9 +12,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from zoo_models import BY_NAME
 
 import bwd_widgets as bw
-from bwd_widgets.advisor.code import offload_code
 from bwd_widgets.core.eager_memory import eager_step_memory
 from bwd_widgets.examples import MLP, Transformer
+from bwd_widgets.studio.advisor.code import offload_code
 
 
 def saved_by_autograd(model, args=(), kwargs=None, min_bytes=0):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import bwd_widgets as bw
-import bwd_widgets.graphnet_writer as graphnet_writer
+import bwd_widgets.graphnet.writer as graphnet_writer
 
 from _batch_util import run_written_sample
 
@@ -123,8 +123,8 @@ def test_graphs_are_written_so_graphnet_tools_run_them():
 
 
 def test_the_sample_pass_file_loads_by_its_path_as_graphnets_driver_loads_it():
-    """GraphNet's driver imports graphnet_pass.py from its path, outside our package: a relative import fails there."""
-    path = Path(bw.__file__).parent / "graphnet_pass.py"
+    """GraphNet's driver imports batch/sample_pass.py from its path, outside our package: a relative import fails there."""
+    path = Path(bw.__file__).parent / "batch" / "sample_pass.py"
     spec = importlib.util.spec_from_file_location("sample_pass_by_path", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

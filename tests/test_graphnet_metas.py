@@ -11,9 +11,9 @@ from torch import nn
 
 import bwd_widgets as bw
 from bwd_widgets.core.compat import dynamo_config
-from bwd_widgets.graphnet_files import LAYOUT_NOTE
-from bwd_widgets.graphnet_validate import GRAPHNET_DYNAMO_CONFIG
-from bwd_widgets.graphnet_writer import SPLITS, STAGING_PREFIX
+from bwd_widgets.graphnet.files import LAYOUT_NOTE
+from bwd_widgets.graphnet.validate import GRAPHNET_DYNAMO_CONFIG
+from bwd_widgets.graphnet.writer import SPLITS, STAGING_PREFIX
 
 from shared_data import shared_path
 
@@ -148,8 +148,8 @@ class _TransposedView(nn.Module):
 
 def _runs_whole_on_fakes(gm, values, recorded_strides: bool) -> bool:
     """The check as it was before it ran only what a changed input reaches: every node, under fake tensors."""
-    from bwd_widgets import graphnet_files
     from bwd_widgets.core.compat import FakeTensorMode
+    from bwd_widgets.graphnet import files as graphnet_files
 
     with FakeTensorMode(allow_non_fake_inputs=True):
         try:
@@ -161,8 +161,8 @@ def _runs_whole_on_fakes(gm, values, recorded_strides: bool) -> bool:
 
 def _ran_on_contiguous_fakes(gm, values) -> list:
     """The nodes the layout check runs when the inputs are contiguous (the rest stand in)."""
-    from bwd_widgets import graphnet_files
     from bwd_widgets.core.compat import FakeTensorMode
+    from bwd_widgets.graphnet import files as graphnet_files
 
     placeholders = gm.graph.find_nodes(op="placeholder")
     changed = {n for n, v in zip(placeholders, values) if isinstance(v, torch.Tensor) and not v.is_contiguous()}
@@ -179,7 +179,7 @@ def test_the_layout_check_runs_only_what_a_non_contiguous_input_changes_and_deci
     """The check GraphNet's contiguous loaders need runs the nodes a non-contiguous input reaches, until a node's
     output comes out as torch recorded it; the rest stand in with their recorded values. On each graph, contiguous
     and in its recorded strides, it answers as running every node does."""
-    from bwd_widgets import graphnet_files
+    from bwd_widgets.graphnet import files as graphnet_files
 
     x = torch.randn(6, 4).t()  # (4, 6) in a transposed layout, which the model's view needs
     partition = bw.extract(_TransposedView(), x, partitioner="min_cut", memory_budget=0.0).partitions[0]
@@ -197,7 +197,7 @@ def test_the_layout_check_runs_only_what_a_non_contiguous_input_changes_and_deci
 def test_the_layout_check_stops_where_an_op_makes_a_fresh_layout():
     """A transposed weight into `mm` (resnet18's classifier in backward): mm's output is laid out as recorded,
     so nothing after it runs, and the graph is shown to run on contiguous inputs."""
-    from bwd_widgets import graphnet_files
+    from bwd_widgets.graphnet import files as graphnet_files
 
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4), nn.ReLU(), nn.Linear(4, 2))
     partition = bw.extract(model, torch.randn(3, 8)).partitions[0]

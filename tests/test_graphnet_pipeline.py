@@ -17,18 +17,18 @@ import pytest
 import torch
 
 import bwd_widgets as bw
+from bwd_widgets.batch.sample_pass import BackwardGraphExtractorPass
 from bwd_widgets.cli import main as bwd_extract
 from bwd_widgets.core.errors import SamplePassError
-from bwd_widgets.graphnet_pass import BackwardGraphExtractorPass
-from bwd_widgets.graphnet_validate import GRAPHNET_DYNAMO_CONFIG, HASH_FILE, validate_sample
-from bwd_widgets.graphnet_writer import TRAIN_SPLITS, sample_path
+from bwd_widgets.graphnet.validate import GRAPHNET_DYNAMO_CONFIG, HASH_FILE, validate_sample
+from bwd_widgets.graphnet.writer import TRAIN_SPLITS, sample_path
 
 from _batch_util import summary_of, tiny_sample
 from shared_data import shared_path
 
 THREE = ["torchvision/mobilenet_v2", "timm/test_efficientnet.r160_in1k", "timm/rexnet_100.nav_in1k"]
 """Samples GraphNet's extractor extracts on this CPU machine, of three model families."""
-PASS_FILE = Path(__file__).resolve().parents[1] / "bwd_widgets" / "graphnet_pass.py"
+PASS_FILE = Path(__file__).resolve().parents[1] / "bwd_widgets" / "batch" / "sample_pass.py"
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +209,7 @@ def test_our_copies_of_graphnets_rules_equal_its_own(peer_dir):
 import json, types, torch
 from graph_net.torch.fx_graph_serialize_util import serialize_graph_module_to_str
 from graph_net.torch.utils import apply_templates
-from bwd_widgets.graphnet_validate import STABLE_API_REPLACEMENTS, GRAPHNET_DYNAMO_CONFIG, serialize_code, graphnet_model_code
+from bwd_widgets.graphnet.validate import STABLE_API_REPLACEMENTS, GRAPHNET_DYNAMO_CONFIG, serialize_code, graphnet_model_code
 calls = [pattern.replace("\\\\", "").replace("(", "(x)") for pattern, _ in STABLE_API_REPLACEMENTS]
 code = "def forward(self, x):\\n" + "".join(f"    y = {call}\\n" for call in calls) + "    z = device('cpu'), inf\\n"
 print(json.dumps({
@@ -279,7 +279,7 @@ def test_save_graphnet_validates_or_writes_nothing(conv_bn_dir, tmp_path):
 
     broken = tmp_path / "broken"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("bwd_widgets.graphnet_validate._first_output", _raise)
+        patch.setattr("bwd_widgets.graphnet.validate._first_output", _raise)
         with pytest.raises(bw.BwdWidgetsError, match="failed GraphNet's validation: could not run it") as error:
             extraction.save_graphnet(broken, "conv_bn", validate=True)
     assert "\n" not in str(error.value)

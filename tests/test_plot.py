@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import bwd_widgets as bw
-from bwd_widgets.studio import Sweep, SweepPoint
+from bwd_widgets.studio.compare import Sweep, SweepPoint
 from bwd_widgets.views import plot
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -353,8 +353,8 @@ def test_a_fake_sweep_shares_its_budgets_with_a_forked_worker_and_equals_one_mad
 def test_budgets_a_worker_leaves_undone_are_partitioned_in_this_process(fake_transformer, monkeypatch):
     import os
 
-    import bwd_widgets.forked as forked
-    from bwd_widgets.forked import default_workers
+    import bwd_widgets.studio.forked as forked
+    from bwd_widgets.studio.forked import default_workers
 
     monkeypatch.setattr(forked, "_serve", lambda *args: os._exit(1))  # the worker dies at once
     budgets = [0.0, 0.25, 0.5, 0.75, 1.0]
@@ -394,7 +394,7 @@ def test_a_worker_forked_while_another_thread_holds_a_cached_property_lock_still
     one (the widget preparing payloads, a cell reading a memory profile) hung on it before."""
     import threading
 
-    import bwd_widgets.forked as forked
+    import bwd_widgets.studio.forked as forked
     from bwd_widgets.core.trace import Partition
 
     monkeypatch.setattr(forked, "STALLED_AFTER_SECONDS", 30.0)  # a hung worker is given up on sooner
@@ -409,7 +409,7 @@ def test_a_worker_forked_while_another_thread_holds_a_cached_property_lock_still
 def test_a_worker_that_stalls_is_given_up_on_and_its_budgets_are_partitioned_here(fake_transformer, monkeypatch):
     import time
 
-    import bwd_widgets.forked as forked
+    import bwd_widgets.studio.forked as forked
 
     def take_one_and_stall(owner, counter, connection, work):
         counter.take(owner)

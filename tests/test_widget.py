@@ -186,7 +186,7 @@ def test_a_slider_move_partitions_its_two_neighbouring_budgets_ahead_and_the_nex
         raise AssertionError("a neighbouring budget is partitioned or built again")
 
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr("bwd_widgets.extraction.BackwardExtraction.rerun", no_work)
+        patched.setattr("bwd_widgets.extraction.result.BackwardExtraction.rerun", no_work)
         patched.setattr("bwd_widgets.jupyter.widget.graph_payload", no_work)
         asked = []
         patched.setattr(widget, "_partition_neighbours", asked.append)  # run below, with nothing patched

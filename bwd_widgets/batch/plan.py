@@ -15,7 +15,7 @@ import torch
 from ..core.errors import BatchError, OutputError
 from ..core.kinds import MODES, Mode
 from ..core.partitioners import resolve_partitioner
-from ..graphnet_writer import LAYOUTS, SPLITS, Layout, output_name
+from ..graphnet.writer import LAYOUTS, SPLITS, Layout, output_name
 from .records import SampleRecord, Settings
 from .summary import read_previous
 

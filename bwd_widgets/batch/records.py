@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Literal, TypedDict, get_args
 
 from ..core.kinds import Mode
-from ..graphnet_validate import Outcome as Outcome
-from ..graphnet_validate import ValidationRecord
-from ..graphnet_writer import Layout
+from ..graphnet.validate import Outcome as Outcome
+from ..graphnet.validate import ValidationRecord
+from ..graphnet.writer import Layout
 
 Status = Literal["ok", "error", "crash", "timeout", "skipped"]
 """ok: written; error: the sample's fault, in one sentence; crash: its worker process died; timeout: it was

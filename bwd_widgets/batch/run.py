@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from ..core.errors import BatchError, OutputError
 from ..core.kinds import Mode
 from ..core.text import visible
-from ..graphnet_writer import SPLITS, Layout, check_target, clean_stale_staging, is_complete, prepare_output
+from ..graphnet.writer import SPLITS, Layout, check_target, clean_stale_staging, is_complete, prepare_output
 from .dask import DaskPool, TLSFiles
 from .lock import OutputLock, describe
 from .plan import Batch, Job, PathLike, plan

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import cast
 
 from ..core.errors import BatchError
-from ..graphnet_writer import LAYOUTS, Layout
+from ..graphnet.writer import LAYOUTS, Layout
 from .records import FAILED, OUTCOMES, STATUSES, Outcome, SampleRecord, Settings, Status
 
 SUMMARY_WRITER = "bwd-extract"

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from ..core.errors import OutputError
-from ..graphnet_writer import SPLITS, TRAIN_SPLITS, install, new_stamp, sample_path, staging, write_eval_copy
+from ..graphnet.writer import SPLITS, TRAIN_SPLITS, install, new_stamp, sample_path, staging, write_eval_copy
 from .plan import Batch, Job
 from .records import SampleRecord, SampleRequest
 

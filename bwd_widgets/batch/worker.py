@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from ..core.errors import one_line
-from ..graphnet_writer import write_extraction
+from ..graphnet.writer import write_extraction
 from .records import SampleRecord, SampleRequest
 from .scratch import SCRATCH_ENV
 from .transport import read_files, unpack
@@ -41,9 +41,9 @@ def run_sample(request: SampleRequest, scratch_folder: Path | None = None) -> Sa
     Never raises for a sample's fault: errors become `error` records, `sys.exit` in the sample's code a `crash`.
     scratch_folder: where its copy goes, the worker's `ScratchFolder`, which a later run removes if we are killed.
     """
-    from ..extractor import clear_trace_cache, extract
-    from ..graphnet import load_graphnet_sample
-    from ..graphnet_validate import Validator
+    from ..extraction.extract import clear_trace_cache, extract
+    from ..graphnet.sample import load_graphnet_sample
+    from ..graphnet.validate import Validator
 
     name, started, settings = request["name"], time.perf_counter(), request["settings"]
     if request.get("error"):
@@ -114,7 +114,7 @@ def serve() -> None:
     threads = int(os.environ.get(THREADS_ENV, "0"))
     if threads:
         torch.set_num_threads(threads)
-    from .. import extractor  # noqa: F401  (the imports are paid before the first sample's clock starts)
+    from ..extraction import extract  # noqa: F401  (the imports are paid before the first sample's clock starts)
 
     gc.collect()
     gc.freeze()  # torch's import-time objects live as long as the worker: collections after each sample skip them

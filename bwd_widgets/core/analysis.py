@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import torch
 import torch.fx
 
-from .kinds import InputKind, SavedKind, is_tangent
+from .kinds import InputKind, InputSource, SavedKind, is_tangent
 from .naming import module_path, source_line
+from .partition_view import PartitionView
 from .why import why_saved
-
-if TYPE_CHECKING:
-    from .trace import InputSource, Partition
 
 
 @dataclass
@@ -209,7 +206,7 @@ def common_module(paths: list[str]) -> str:
     return ".".join(shared)
 
 
-def saved_tensors(partition: Partition) -> list[SavedTensor]:
+def saved_tensors(partition: PartitionView) -> list[SavedTensor]:
     """One SavedTensor per non-tangent backward placeholder, each storage's bytes counted once."""
     forward_nodes = {n.name: n for n in partition.forward.graph.nodes}
     joint_nodes = {n.name: n for n in partition.joint.graph.nodes}

@@ -6,7 +6,7 @@ A value outside one of these is a bug, not a user's choice: user input is checke
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal, NamedTuple, get_args
 
 Mode = Literal["real", "fake"]
 """real: forward and backward run, real values kept; fake: shapes only, under FakeTensorMode."""
@@ -14,6 +14,19 @@ MODES: tuple[Mode, ...] = get_args(Mode)
 
 InputKind = Literal["parameter", "buffer", "input"]
 """What a forward primal is."""
+
+
+class InputSource(NamedTuple):
+    """What a forward primal is: kind, human name, and the key autograd's grads use."""
+
+    kind: InputKind
+    name: str
+    """`bn.weight`, or the argument name."""
+    key: str
+    """The argument name (inputs) or qualified parameter name, as in `autograd_gradients`."""
+    aliases: tuple[str, ...] = ()
+    """The other qualified names of the same tensor (tied weights, a module shared at two paths)."""
+
 
 SavedKind = Literal["activation", "parameter", "buffer", "input", "symint"]
 """What a value saved for backward is: computed in forward, a forward input, or a symbolic size."""

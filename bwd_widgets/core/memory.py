@@ -10,18 +10,23 @@ the fake tensors' own storages, so `view`, `t` and `_unsafe_view` share memory e
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 import torch.fx
 
 from .analysis import SavedTensor, graph_modules
-from .nodes import backward_modules
+from .nodes import AnalysedPartition, backward_modules
 
-if TYPE_CHECKING:
-    from .trace import Partition
+
+class ProfiledPartition(AnalysedPartition, Protocol):
+    """A partition with its liveness walk done (what `trace.Partition` caches as `memory`)."""
+
+    @property
+    def memory(self) -> MemoryProfile: ...
+
 
 FORWARD = "forward"
 BACKWARD = "backward"
@@ -193,7 +198,7 @@ def _live(walk: _Walk, start: dict[object, int], death: dict[object, int]) -> li
     return live
 
 
-def profile(partition: Partition) -> MemoryProfile:
+def profile(partition: AnalysedPartition) -> MemoryProfile:
     """The liveness walk of one partition: forward, then backward with the saved values."""
     sources = partition.inputs
     forward = _Walk(partition.forward.graph, {})
@@ -272,7 +277,7 @@ def _counterparts(forward: _Walk, saved: dict[str, object | None], backward_grap
     return found
 
 
-def timeline(partitions: list[Partition]) -> list[dict]:
+def timeline(partitions: Sequence[ProfiledPartition]) -> list[dict]:
     """The whole run as AOT Autograd orders it: each region's forward in turn, then their backwards
     in reverse, each offset by the saved values of the regions whose backward has not run yet."""
     profiles = [p.memory for p in partitions]
@@ -304,7 +309,7 @@ def _offsets(profiles: list[MemoryProfile]) -> tuple[list[int], list[int]]:
     return forward, backward
 
 
-def live_by(partitions: list[Partition], band: Callable[[Lifetime], str]) -> dict[str, list[int]]:
+def live_by(partitions: Sequence[ProfiledPartition], band: Callable[[Lifetime], str]) -> dict[str, list[int]]:
     """Live bytes after each op of `timeline(partitions)`, split by `band` of each storage (its kind,
     its module): at every step the bands add up to the timeline's live bytes."""
     profiles = [p.memory for p in partitions]
@@ -330,14 +335,14 @@ def live_by(partitions: list[Partition], band: Callable[[Lifetime], str]) -> dic
     return bands
 
 
-def live_by_kind(partitions: list[Partition]) -> dict[str, list[int]]:
+def live_by_kind(partitions: Sequence[ProfiledPartition]) -> dict[str, list[int]]:
     """`live_by` each storage's kind, every kind of KINDS present (in that order)."""
     bands = live_by(partitions, lambda s: s.kind)
     steps = len(timeline(partitions))
     return {kind: bands.get(kind, [0] * steps) for kind in KINDS}
 
 
-def counterpart_steps(partitions: list[Partition]) -> list[str]:
+def counterpart_steps(partitions: Sequence[ProfiledPartition]) -> list[str]:
     """For each step of `timeline(partitions)`, the backward node it selects in its own region's graph:
     a backward op itself, a forward op its counterpart (`MemoryProfile.counterparts`), else ""."""
     steps = timeline(partitions)
@@ -347,7 +352,7 @@ def counterpart_steps(partitions: list[Partition]) -> list[str]:
     ]
 
 
-def _highest(partitions: list[Partition], steps: list[dict], live: list[int]) -> MemoryPeak:
+def _highest(partitions: Sequence[ProfiledPartition], steps: list[dict], live: list[int]) -> MemoryPeak:
     """The first step of `steps` where `live` is highest."""
     if not steps:
         return MemoryPeak(0, FORWARD, "", "", 0, -1)
@@ -357,13 +362,13 @@ def _highest(partitions: list[Partition], steps: list[dict], live: list[int]) ->
     return MemoryPeak(live[step], top["phase"], top["node"], module, top["graph"], step)
 
 
-def peak(partitions: list[Partition]) -> MemoryPeak:
+def peak(partitions: Sequence[ProfiledPartition]) -> MemoryPeak:
     """The highest point of `timeline(partitions)`: the first op where it is reached."""
     steps = timeline(partitions)
     return _highest(partitions, steps, [s["live_bytes"] for s in steps])
 
 
-def activation_peak(partitions: list[Partition]) -> MemoryPeak:
+def activation_peak(partitions: Sequence[ProfiledPartition]) -> MemoryPeak:
     """The highest point of `timeline(partitions)` without the parameters' gradients (GRADIENT storages
     `of_parameter`): saved values, temporaries and any input's gradient, the memory a batch costs; the
     parameters' gradients are a training step's bill, which no checkpoint or min-cut budget lowers."""
@@ -372,7 +377,7 @@ def activation_peak(partitions: list[Partition]) -> MemoryPeak:
     return _highest(partitions, steps, [s["live_bytes"] - g for s, g in zip(steps, gradients)])
 
 
-def parameter_gradients_live(partitions: list[Partition]) -> list[int]:
+def parameter_gradients_live(partitions: Sequence[ProfiledPartition]) -> list[int]:
     """Live bytes of the parameters' gradients at each step of `timeline(partitions)`."""
     bands = live_by(partitions, lambda s: "parameter gradient" if s.of_parameter else "")
     return bands.get("parameter gradient", [0] * len(timeline(partitions)))

@@ -8,17 +8,26 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import torch.fx
 
-from .analysis import SavedTensor, graph_modules, op_name, tensor_info
+from .analysis import GradientOutput, SavedTensor, graph_modules, op_name, tensor_info
 from .kinds import NodeKind, SavedKind, is_tangent
 from .naming import source_line
+from .partition_view import PartitionView
 from .why import why_recomputed
 
-if TYPE_CHECKING:
-    from .trace import Partition
+
+class AnalysedPartition(PartitionView, Protocol):
+    """A partition with its saved values and gradients read (what `trace.Partition` caches)."""
+
+    @property
+    def saved_tensors(self) -> list[SavedTensor]: ...
+
+    @property
+    def gradients(self) -> list[GradientOutput]: ...
+
 
 ARGS_TEXT_LIMIT = 240
 
@@ -56,7 +65,7 @@ class BackwardNode:
     """The nodes it reads: the graph's edges end here."""
 
 
-def backward_nodes(partition: Partition) -> list[BackwardNode]:
+def backward_nodes(partition: AnalysedPartition) -> list[BackwardNode]:
     """The rows of `partition.backward`, in graph order (the output node left out)."""
     saved = {s.name: s for s in partition.saved_tensors}
     gradients: dict[str, list[str]] = {}
@@ -104,7 +113,7 @@ def _kind(node: torch.fx.Node, gradients: dict[str, list[str]]) -> NodeKind:
     return "gradient" if node.name in gradients else "op"
 
 
-def backward_modules(partition: Partition) -> dict[str, str]:
+def backward_modules(partition: AnalysedPartition) -> dict[str, str]:
     """The module of each backward node: a saved value's from its tensor, an op's from torch's module
     stack, and a sum of a tied parameter's gradients (no module's own op) the parameter's module."""
     nodes = [n for n in partition.backward.graph.nodes if n.op != "output"]

@@ -22,7 +22,7 @@ from .compat import _use_lazy_graph_module
 from .decisions import Decisions, recording
 from .errors import PartitionerError, describe_failure, one_line
 from .interrupts import interrupts_held
-from .kinds import InputKind
+from .kinds import InputSource
 from .memory import MemoryProfile, profile
 from .nodes import BackwardNode, backward_nodes
 from .partitioners import Partitioner, resolve_partitioner
@@ -74,18 +74,6 @@ class Split(NamedTuple):
     forward: torch.fx.GraphModule
     backward_with_nones: torch.fx.GraphModule
     decisions: Decisions
-
-
-class InputSource(NamedTuple):
-    """What a forward primal is: kind, human name, and the key autograd's grads use."""
-
-    kind: InputKind
-    name: str
-    """`bn.weight`, or the argument name."""
-    key: str
-    """The argument name (inputs) or qualified parameter name, as in `autograd_gradients`."""
-    aliases: tuple[str, ...] = ()
-    """The other qualified names of the same tensor (tied weights, a module shared at two paths)."""
 
 
 def _fingerprint(gm: torch.fx.GraphModule) -> tuple:

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 import traitlets
 from anywidget.experimental import command
 
-from ..advisor import Advice, Plan, advise, parse_bytes
 from ..core.errors import BwdWidgetsError, one_line
-from ..extraction import BackwardExtraction
+from ..extraction.result import BackwardExtraction
+from ..studio.advisor import Advice, Plan, advise, parse_bytes
 from ..views.payload import advice_rows, advice_summary
 
 ModelSource = tuple[Any, tuple, dict]

@@ -10,8 +10,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..extraction import BackwardExtraction
-from ..studio import Sweep, SweepPoint
+from ..extraction.result import BackwardExtraction
+from ..studio.compare import Sweep, SweepPoint
 from ..views.payload import GraphData, encode_payload, encode_without_diff, graph_payload
 
 SLIDER_STEP = 0.05

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..display_hook import in_kernel
-from ..studio import Sweep
+from ..extraction.display_hook import in_kernel
+from ..studio.compare import Sweep
 
 if TYPE_CHECKING:
     pass

@@ -22,8 +22,8 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from ..core.errors import BwdWidgetsError, one_line
 from ..core.kinds import Mode
 from ..core.partitioners import partitioner_names, resolve_partitioner
-from ..extraction import BackwardExtraction
-from ..extractor import extract
+from ..extraction.extract import extract
+from ..extraction.result import BackwardExtraction
 from .progress import extracting_status
 from .widget import BackwardGraphWidget, keep_as_text, model_source
 
@@ -151,7 +151,7 @@ def _fit_target(text: str | None, timed: bool = False, fake: bool = False) -> in
         raise UsageError("--time runs each plan's real graphs, so it cannot be used with --fake: drop one of them")
     if text is None:
         return None
-    from ..advisor import parse_bytes
+    from ..studio.advisor import parse_bytes
 
     try:
         return parse_bytes(text.strip("'\""))
@@ -163,7 +163,7 @@ def _advise(
     model: Callable, inputs: list, target: int, mode: Mode, keywords: dict, output: str | None, timed: bool
 ) -> None:
     """`--fit`: the advisor's report, printed; a failure is one line on stderr and the extraction is kept."""
-    from ..advisor import advise
+    from ..studio.advisor import advise
 
     try:
         advice = advise(

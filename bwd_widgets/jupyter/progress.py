@@ -130,7 +130,7 @@ def extracting_status(target: object, mode: object, name: str | None = None) -> 
     from IPython import get_ipython
     from IPython.display import display
 
-    from ..display_hook import in_kernel
+    from ..extraction.display_hook import in_kernel
 
     if not in_kernel(get_ipython()):
         yield
@@ -166,7 +166,7 @@ def passing_status(target: object, mode: object, name: str | None = None) -> Ite
     from IPython import get_ipython
     from IPython.display import display
 
-    from ..display_hook import in_kernel
+    from ..extraction.display_hook import in_kernel
 
     if not in_kernel(get_ipython()):
         yield

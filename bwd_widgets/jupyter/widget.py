@@ -12,12 +12,12 @@ import anywidget
 import traitlets
 from anywidget.experimental import command
 
-from ..advisor import Advice
 from ..core.errors import BwdWidgetsError, one_line
 from ..core.measure import MeasuredMemory
-from ..extraction import BackwardExtraction
-from ..extractor import extract
-from ..studio import DEFAULT_BUDGETS, Comparison, Sweep, SweepPoint, sweep
+from ..extraction.extract import extract
+from ..extraction.result import BackwardExtraction
+from ..studio.advisor import Advice
+from ..studio.compare import DEFAULT_BUDGETS, Comparison, Sweep, SweepPoint, sweep
 from ..views.html import fallback_html
 from ..views.payload import (
     STATE_DEFAULTS,

@@ -18,7 +18,7 @@ import graphviz
 
 from ..core.errors import BwdWidgetsError
 from ..core.text import visible
-from ..extraction import BackwardExtraction
+from ..extraction.result import BackwardExtraction
 from .grouping import VisibleGraph, VisibleNode, parent_of, visible_graph
 from .payload import GraphData, GraphNode, graph_payload
 

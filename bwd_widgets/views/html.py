@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from ..core.text import visible
-from ..extraction import BackwardExtraction
+from ..extraction.result import BackwardExtraction
 from .dot import existing_folder_for, format_bytes, short_dtype
 from .images import image_html
 from .payload import STATE_DEFAULTS, GraphData, WidgetState, graph_payload

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from ..core import memory
-from ..extraction import BackwardExtraction
+from ..extraction.result import BackwardExtraction
 from .plot import nice_ticks
 from .stretches import stretch_maxima
 

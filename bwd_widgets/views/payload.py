@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 from typing import TypedDict, cast
 
-from ..advisor import Advice
 from ..core.analysis import SavedTensor
 from ..core.errors import BwdWidgetsError
 from ..core.kinds import Mode, NodeKind
 from ..core.nodes import BackwardNode, definition_lines
 from ..core.partitioners import registered_partitioners
-from ..extraction import BackwardExtraction
-from ..studio import Comparison, Sweep, diff
+from ..extraction.result import BackwardExtraction
+from ..studio.advisor import Advice
+from ..studio.compare import Comparison, Sweep, diff
 from .grouping import Views, view_rules
 
 # the memory picture's types live with their builder; named here, as the contract's (tests/test_contract.py)

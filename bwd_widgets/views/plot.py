@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.text import visible
-from ..extraction import BackwardExtraction
-from ..studio import Sweep, SweepPoint
+from ..extraction.result import BackwardExtraction
+from ..studio.compare import Sweep, SweepPoint
 from .images import image_html
 from .labels import LABEL_SIZE, placed_labels
 from .stretches import stretch_extremes

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import torch
 
-from .core import memory
-from .core.analysis import GradientOutput, SavedTensor, TensorInfo
-from .core.kinds import Mode
-from .core.measure import MeasuredMemory
-from .core.measure import measure as measure_partitions
-from .core.partitioners import resolve_partitioner
-from .core.trace import TORCH_WORK, Partition
+from ..core import memory
+from ..core.analysis import GradientOutput, SavedTensor, TensorInfo
+from ..core.kinds import Mode
+from ..core.measure import MeasuredMemory
+from ..core.measure import measure as measure_partitions
+from ..core.partitioners import resolve_partitioner
+from ..core.trace import TORCH_WORK, Partition
+from ..graphnet.writer import Layout, save_extraction
 from .display_hook import RichDisplay
-from .graphnet_writer import Layout, save_extraction
 
 
 def _count_nodes(gm: torch.fx.GraphModule) -> int:
@@ -216,7 +216,7 @@ class BackwardExtraction(RichDisplay):
         """
         check = None
         if validate:
-            from .graphnet_validate import validate_or_raise
+            from ..graphnet.validate import validate_or_raise
 
             check = validate_or_raise
         return save_extraction(self, out_dir, name or self.model_name, layout, check)

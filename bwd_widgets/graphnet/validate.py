@@ -27,11 +27,11 @@ from typing import Literal, TypedDict
 
 import torch
 
-from .core.capture import own_dynamo_entries
-from .core.compat import dynamo_config
-from .core.errors import ValidationError, one_line
-from .graphnet import load_graphnet_sample
-from .graphnet_files import sample_files
+from ..core.capture import own_dynamo_entries
+from ..core.compat import dynamo_config
+from ..core.errors import ValidationError, one_line
+from .files import sample_files
+from .sample import load_graphnet_sample
 
 HASH_FILE = "graph_hash.txt"
 GRAPHNET_DYNAMO_CONFIG = {

@@ -21,11 +21,11 @@ from collections import OrderedDict
 
 import torch
 
-from .core.analysis import random_ops
-from .core.compat import dynamo_config, functorch_config, pytree
-from .core.kinds import Mode
-from .core.trace import Partition
-from .extraction import BackwardExtraction
+from ..core.analysis import random_ops
+from ..core.compat import dynamo_config, functorch_config, pytree
+from ..core.kinds import Mode
+from ..core.trace import Partition
+from .result import BackwardExtraction
 
 TRACE_CACHE_SIZE = 2
 TraceKey = tuple

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from .core.trace import TORCH_WORK
+from ..core.trace import TORCH_WORK
 
 T = TypeVar("T")
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..core.errors import AdviceError
-from ..extraction import BackwardExtraction
+from ...core.errors import AdviceError
+from ...extraction.result import BackwardExtraction
 
 UNITS = {
     "": 1,

@@ -20,9 +20,9 @@ from typing import Any, TypeGuard
 
 import torch
 
-from .core.errors import SampleError
-from .core.kinds import InputKind
-from .core.naming import parse_flat_name
+from ..core.errors import SampleError
+from ..core.kinds import InputKind
+from ..core.naming import parse_flat_name
 
 _CUDA_STRING = re.compile(r"""(['"])cuda(?::\d+)?\1""")
 _CUDA_DEVICE = re.compile(r"""device\(type=(['"])cuda\1(?:,\s*index=\d+)?\)""")

@@ -21,15 +21,15 @@ from typing import Any
 
 import torch
 
-from ..core.eager_memory import eager_step_memory
-from ..core.errors import one_line
-from ..core.kinds import Mode
-from ..core.measure import time_step
-from ..core.partitioners import check_budget
-from ..extraction import BackwardExtraction
-from ..extractor import extract, prepared_call
+from ...core.eager_memory import eager_step_memory
+from ...core.errors import one_line
+from ...core.kinds import Mode
+from ...core.measure import time_step
+from ...core.partitioners import check_budget
+from ...extraction.extract import extract, prepared_call
+from ...extraction.result import BackwardExtraction
+from ..compare import listed
 from ..forked import Awaited, ForkedTasks, default_workers
-from ..studio import listed
 from . import code as snippets
 from .plans import Advice, AdviceError, Plan, pareto, parse_bytes, step_bytes
 

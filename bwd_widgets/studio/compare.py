@@ -6,13 +6,13 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .core.errors import BwdWidgetsError
-from .core.partitioners import resolve_partitioner
-from .core.trace import TORCH_WORK
-from .display_hook import RichDisplay
-from .extraction import BackwardExtraction
-from .extractor import extract
-from .graphnet import GraphNetSample
+from ..core.errors import BwdWidgetsError
+from ..core.partitioners import resolve_partitioner
+from ..core.trace import TORCH_WORK
+from ..extraction.display_hook import RichDisplay
+from ..extraction.extract import extract
+from ..extraction.result import BackwardExtraction
+from ..graphnet.sample import GraphNetSample
 
 DEFAULT_BUDGETS = tuple(i / 10 for i in range(11))
 

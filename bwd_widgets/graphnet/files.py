@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from .core.codegen import copy_graph_module
-from .core.compat import pytree
+from ..core.codegen import copy_graph_module
+from ..core.compat import pytree
 
 INLINE_DATA_LIMIT = 4096
 INLINE_FLOAT_LIMIT = 64
@@ -94,7 +94,7 @@ def meta_class(name: str, value: object, original_name: str | None = None) -> st
 
 
 def _is_fake(tensor) -> bool:
-    from .core.compat import FakeTensor
+    from ..core.compat import FakeTensor
 
     return isinstance(tensor, FakeTensor) or tensor.device.type == "meta"
 
@@ -141,7 +141,7 @@ def _runs_on(gm: torch.fx.GraphModule, values: list, recorded_strides: bool) -> 
 
     Only what a non-contiguous input reaches runs (`_LayoutRun`): every other node sees what it saw when traced.
     """
-    from .core.compat import FakeTensorMode
+    from ..core.compat import FakeTensorMode
 
     placeholders = gm.graph.find_nodes(op="placeholder")
     changed = {n for n, v in zip(placeholders, values) if isinstance(v, torch.Tensor) and not v.is_contiguous()}

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from .core.capture import CaptureSession, own_dynamo_entries, signature_names
-from .core.compat import dynamo_config, functorch_config
-from .core.errors import (
+from ..core.capture import CaptureSession, own_dynamo_entries, signature_names
+from ..core.compat import dynamo_config, functorch_config
+from ..core.errors import (
     BwdWidgetsError,
     CallError,
     ExtractionFailed,
@@ -33,12 +33,12 @@ from .core.errors import (
     one_line,
     raised_by_us,
 )
-from .core.fake import faked
-from .core.fx_route import fx_eligible
-from .core.interrupts import interrupts_held
-from .core.kinds import MODES, InputKind, Mode
-from .core.model_libraries import settle
-from .core.outputs import (
+from ..core.fake import faked
+from ..core.fx_route import fx_eligible
+from ..core.interrupts import interrupts_held
+from ..core.kinds import MODES, InputKind, Mode
+from ..core.model_libraries import settle
+from ..core.outputs import (
     OutputChoice,
     Picked,
     bind_inputs,
@@ -46,10 +46,10 @@ from .core.outputs import (
     outputs_note,
     selecting,
 )
-from .core.partitioners import Partitioner, resolve_partitioner
-from .core.trace import TORCH_WORK
-from .extraction import BackwardExtraction
-from .graphnet import GraphNetSample
+from ..core.partitioners import Partitioner, resolve_partitioner
+from ..core.trace import TORCH_WORK
+from ..graphnet.sample import GraphNetSample
+from .cache import clear_trace_cache, keep, kept_extraction, rng_digest, trace_key
 from .requires_grad import (
     NO_GRAD_KEYWORDS,
     RequiresGrad,
@@ -57,7 +57,7 @@ from .requires_grad import (
     default_requires_grad,
     requires_grad_applied,
 )
-from .trace_cache import clear_trace_cache, keep, kept_extraction, rng_digest, trace_key
+from .result import BackwardExtraction
 
 __all__ = ["MODES", "RequiresGrad", "clear_trace_cache", "default_requires_grad", "extract"]
 

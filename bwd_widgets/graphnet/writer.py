@@ -28,15 +28,15 @@ from typing import Literal, Protocol
 
 import torch
 
-from .core.codegen import graphnet_code
-from .core.errors import OutputError
-from .core.kinds import Mode
-from .core.trace import Partition
-from .graphnet_files import INLINE_DATA_LIMIT as INLINE_DATA_LIMIT
-from .graphnet_files import INLINE_FLOAT_LIMIT as INLINE_FLOAT_LIMIT
-from .graphnet_files import MARKER, for_graphnet_tools, placeholder_values, write_sample
-from .graphnet_files import meta_class as meta_class
-from .graphnet_files import sample_files as sample_files
+from ..core.codegen import graphnet_code
+from ..core.errors import OutputError
+from ..core.kinds import Mode
+from ..core.trace import Partition
+from .files import INLINE_DATA_LIMIT as INLINE_DATA_LIMIT
+from .files import INLINE_FLOAT_LIMIT as INLINE_FLOAT_LIMIT
+from .files import MARKER, for_graphnet_tools, placeholder_values, write_sample
+from .files import meta_class as meta_class
+from .files import sample_files as sample_files
 
 
 class Extracted(Protocol):

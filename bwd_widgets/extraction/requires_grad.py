@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
-from .core.errors import BwdWidgetsError
+from ..core.errors import BwdWidgetsError
 
 NO_GRAD_KEYWORDS = (
     "running_mean",
