@@ -1,6 +1,31 @@
+"""Shared fixtures, and the test tiers.
+
+Markers (registered here): `slow` (minutes: a family of generated cases, a GraphNet corpus, a model zoo),
+`browser` (a real JupyterLab or Notebook 7 in Chromium: every test under tests/browser/), and `newest_torch` (run
+again in the newest-torch job, scripts/test_newest_torch.sh). The fast tier, `scripts/check.sh`, is
+`-m "not slow and not browser"`; `scripts/test.sh` (CI) runs everything.
+"""
+
+from pathlib import Path
+
 import pytest
 
 from shared_data import shared_path
+
+BROWSER_TESTS = Path(__file__).parent / "browser"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: minutes of work; left out of the fast tier (scripts/check.sh)")
+    config.addinivalue_line("markers", "browser: a real JupyterLab or Notebook 7 in Chromium (tests/browser/)")
+    config.addinivalue_line("markers", "newest_torch: run again on the newest torch (scripts/test_newest_torch.sh)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/browser/ is a browser test: the folder is the marker."""
+    for item in items:
+        if BROWSER_TESTS in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.browser)
 
 
 @pytest.fixture(scope="session")
