@@ -11,9 +11,9 @@ import time
 import torch
 
 import bwd_widgets as bw
-from bwd_widgets.studio.advisor.code import offload_code
 from bwd_widgets.core.eager_memory import eager_step_memory
 from bwd_widgets.examples import big_transformer_on_meta
+from bwd_widgets.studio.advisor.code import offload_code
 
 from _util import timed  # noqa: F401  (sets up the import path)
 

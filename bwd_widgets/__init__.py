@@ -12,8 +12,6 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import sys
-import types
-from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from .batch import extract_many
@@ -25,6 +23,7 @@ from .core.errors import (
     BwdWidgetsError,
     CallError,
     ExtractionFailed,
+    FrontEndNotBuiltError,
     MeasureNeedsRealModeError,
     NoDifferentiableOutputError,
     NothingRequiresGradError,
@@ -35,8 +34,9 @@ from .core.errors import (
     SamplePassError,
     ValidationError,
 )
+from .core.kinds import InputSource
 from .core.partitioners import Partitioner, partitioner_names, register_partitioner
-from .core.trace import InputSource, Partition, Trace
+from .core.trace import Partition, Trace
 from .extraction import extract as extractor
 from .extraction.display_hook import set_provider
 from .extraction.extract import clear_trace_cache, default_requires_grad
@@ -48,6 +48,9 @@ from .studio.compare import Comparison, Sweep, SweepPoint, compare, diff, sweep
 from .views import plot
 
 if TYPE_CHECKING:
+    import types
+    from pathlib import Path
+
     from IPython.core.interactiveshell import InteractiveShell
 
     from .jupyter.widget import BackwardGraphWidget
@@ -62,6 +65,7 @@ __all__ = [
     "AdviceError",
     "Comparison",
     "ExtractionFailed",
+    "FrontEndNotBuiltError",
     "GradientOutput",
     "GraphNetSample",
     "InputSource",
@@ -142,7 +146,7 @@ def extract(model: object, *example_inputs: object, **options: object) -> Backwa
     # otherwise, and a notebook keeps nothing of it.
     from .jupyter.progress import passing_status
 
-    with passing_status(model, options.get("mode", "real"), cast(str | None, options.get("name"))):
+    with passing_status(model, options.get("mode", "real"), cast("str | None", options.get("name"))):
         return extractor.extract(model, *example_inputs, **options)  # type: ignore[arg-type]
 
 
@@ -171,7 +175,8 @@ check_torch_version()  # one warning, not an error, when torch is outside the te
 
 
 def __getattr__(name: str) -> object:
-    """The widget class imports ipywidgets and the built front end: load it only when asked for."""
+    """The widget class imports ipywidgets and the built front end: load it only when asked for (without a built
+    front end, FrontEndNotBuiltError says so in one sentence)."""
     if name == "BackwardGraphWidget":
         from .jupyter.widget import BackwardGraphWidget
 

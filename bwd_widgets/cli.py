@@ -7,9 +7,8 @@ import signal
 import sys
 import threading
 import warnings
-from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
+from typing import TYPE_CHECKING
 
 from .batch import DEFAULT_TIMEOUT, SampleRecord, TLSFiles, plan, run
 from .core.errors import BatchError, BwdWidgetsError
@@ -17,6 +16,10 @@ from .core.kinds import MODES
 from .core.partitioners import partitioner_names
 from .core.text import visible
 from .graphnet.writer import LAYOUTS
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
 
 EXAMPLE = """examples:
   bwd-extract ../shared/graphnet_samples/torchvision/mobilenet_v2 --out out/

@@ -181,7 +181,9 @@ def test_a_moved_module_keeps_its_old_path(old):
     moved = importlib.import_module(old)
     assert moved is importlib.import_module(MOVED_MODULES[old])
     where = PACKAGE.joinpath(*old.split(".")[1:])
-    assert not where.with_suffix(".py").exists() and not where.is_dir(), f"{old} is not moved: drop it from MOVED_MODULES"
+    assert not where.with_suffix(".py").exists() and not where.is_dir(), (
+        f"{old} is not moved: drop it from MOVED_MODULES"
+    )
 
 
 def test_the_old_sample_pass_path_gives_the_file_graphnets_driver_loads():

@@ -239,7 +239,7 @@ def test_a_sweep_shares_torchs_cuts_and_flop_counts_yet_equals_independent_parti
     result = bw.sweep(base, budgets=budgets, progress=False)
     assert trace._cuts.hits > 0, "the budgets below 1 cut the same three flow graphs: each cut once"
     calls = sum(1 for n in result.points[0].extraction.backward.graph.nodes if n.op == "call_function")
-    assert 0 < len(trace._flops) < calls, "two alike layers: fewer distinct ops counted than nodes"
+    assert 0 < len(trace.op_flops) < calls, "two alike layers: fewer distinct ops counted than nodes"
     for point in result.points:
         shared = point.extraction.partitions[0]
         fresh = bw.extract(model, tokens, partitioner="min_cut", memory_budget=point.budget, cache=False)

@@ -13,15 +13,18 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import BatchError, one_line
 from .pool import WorkerProcess
-from .records import SampleRecord, SampleRequest
 from .scratch import clean_stale_scratch
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from .records import SampleRecord, SampleRequest
 
 _dask_workers: dict[str, WorkerProcess] = {}
 """The worker process of each Dask worker living in this process, by the Dask worker's address."""
@@ -169,7 +172,7 @@ class DaskPool:
                     "status": "crash",
                     "reason": f"Dask workers died running it: {error}",
                 }
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - a sample's own failure, whatever it is, is its record
                 result = {"name": names[future.key], "status": "error", "reason": one_line(error)}
             self.futures.remove(future)
             future.release()

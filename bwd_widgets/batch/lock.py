@@ -86,7 +86,7 @@ def _read_holder(path: Path) -> Holder | None:
         return None
     if not isinstance(document.get("pid"), int) or not isinstance(document.get("host"), str):
         return None
-    return cast(Holder, {key: document[key] for key in Holder.__annotations__ if key in document})
+    return cast("Holder", {key: document[key] for key in Holder.__annotations__ if key in document})
 
 
 def describe(holder: Holder) -> str:

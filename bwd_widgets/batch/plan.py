@@ -6,9 +6,9 @@ import dataclasses
 import os
 import warnings
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -18,6 +18,9 @@ from ..core.partitioners import resolve_partitioner
 from ..graphnet.writer import LAYOUTS, SPLITS, Layout, output_name
 from .records import SampleRecord, Settings
 from .summary import read_previous
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 PathLike = str | os.PathLike
 

@@ -13,16 +13,19 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import torch
 
 from ..core.errors import BatchError
-from .records import SampleRecord, SampleRequest
 from .scratch import SCRATCH_ENV, ScratchFolder
 from .worker import READY, THREADS_ENV, WORKER_COMMAND, run_sample
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from .records import SampleRecord, SampleRequest
 
 
 def cores() -> int:

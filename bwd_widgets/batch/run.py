@@ -10,20 +10,24 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from ..core.errors import BatchError, OutputError
-from ..core.kinds import Mode
 from ..core.text import visible
 from ..graphnet.writer import SPLITS, Layout, check_target, clean_stale_staging, is_complete, prepare_output
 from .dask import DaskPool, TLSFiles
 from .lock import OutputLock, describe
 from .plan import Batch, Job, PathLike, plan
 from .pool import InProcessPool, LocalPool, Pool, cores
-from .records import SampleRecord, SampleRequest
 from .scratch import clean_stale_scratch
 from .summary import BatchSummary, read_previous, write_summary
 from .transport import make_request, store
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+
+    from ..core.kinds import Mode
+    from .records import SampleRecord, SampleRequest
 
 DEFAULT_TIMEOUT = 900.0
 

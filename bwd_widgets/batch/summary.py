@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from ..core.errors import BatchError
 from ..graphnet.writer import LAYOUTS, Layout
 from .records import FAILED, OUTCOMES, STATUSES, Outcome, SampleRecord, Settings, Status
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 SUMMARY_WRITER = "bwd-extract"
 
@@ -108,4 +110,4 @@ def read_previous(out: Path, resume: bool) -> tuple[dict[str, SampleRecord], Lay
         if resume:
             raise BatchError(f"{path} has no list of sample records: move it away, or rerun without --resume.")
         return {}, layout
-    return {r["name"]: cast(SampleRecord, r) for r in records}, layout  # rows this package wrote
+    return {r["name"]: cast("SampleRecord", r) for r in records}, layout  # rows this package wrote

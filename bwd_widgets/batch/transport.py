@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.errors import OutputError
 from ..graphnet.writer import SPLITS, TRAIN_SPLITS, install, new_stamp, sample_path, staging, write_eval_copy
-from .plan import Batch, Job
-from .records import SampleRecord, SampleRequest
+
+if TYPE_CHECKING:
+    from .plan import Batch, Job
+    from .records import SampleRecord, SampleRequest
 
 
 def read_files(folder: Path) -> dict[str, bytes]:

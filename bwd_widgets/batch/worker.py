@@ -14,14 +14,17 @@ import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..core.errors import one_line
 from ..graphnet.writer import write_extraction
-from .records import SampleRecord, SampleRequest
 from .scratch import SCRATCH_ENV
 from .transport import read_files, unpack
+
+if TYPE_CHECKING:
+    from .records import SampleRecord, SampleRequest
 
 THREADS_ENV = "BWD_WIDGETS_WORKER_THREADS"
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
@@ -70,7 +73,7 @@ def run_sample(request: SampleRequest, scratch_folder: Path | None = None) -> Sa
             files = read_files(Path(scratch) / "out")
         except SystemExit as exit_:
             return {"name": name, "status": "crash", "reason": f"the sample's code called sys.exit({exit_.code!r})"}
-        except Exception as error:  # one sample never stops the batch
+        except Exception as error:  # noqa: BLE001 - one sample never stops the batch
             reason = one_line(error).replace(str(folder), request["display"])
             return {"name": name, "status": "error", "reason": reason, "settings": settings}
         finally:
@@ -88,7 +91,7 @@ def run_sample(request: SampleRequest, scratch_folder: Path | None = None) -> Sa
         "saved_input_bytes": summary["saved_input_bytes"],
     }
     if validator is not None:
-        record.update(validator.record(Path(scratch) / "out"))
+        record = {**record, **validator.record(Path(scratch) / "out")}
     if notes:
         record["notes"] = notes
     record["files"] = files

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 import torch.fx
 
+from .compat import op_packet, op_schema
 from .kinds import InputKind, InputSource, SavedKind, is_tangent
 from .naming import module_path, source_line
-from .partition_view import PartitionView
 from .why import why_saved
+
+if TYPE_CHECKING:
+    from .partition_view import PartitionView
 
 
 @dataclass
@@ -68,7 +72,7 @@ def tensor_info(name: str, value: object) -> TensorInfo:
     return TensorInfo(name, (), type(value).__name__, 0)
 
 
-def _nbytes(value) -> int:
+def _nbytes(value: object) -> int:
     if isinstance(value, torch.Tensor):
         return int(value.numel()) * value.element_size()
     return 0
@@ -81,14 +85,14 @@ def op_name(node: torch.fx.Node) -> str:
     if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
         return f"{op_name(node.args[0])}[{node.args[1]}]"
     target = node.target
-    overload = getattr(target, "_overloadpacket", None)
+    overload = op_packet(target)
     if overload is not None:
         return str(overload).replace("aten::", "aten.")
     return getattr(target, "__name__", str(target))
 
 
 def _is_view(node: torch.fx.Node) -> bool:
-    schema = getattr(node.target, "_schema", None)
+    schema = op_schema(node.target)
     if node.op != "call_function" or schema is None or not schema.arguments or not schema.returns:
         return False
     alias = schema.arguments[0].alias_info
@@ -108,7 +112,7 @@ def _storage_bytes(node: torch.fx.Node) -> int:
     if isinstance(value, torch.Tensor):
         try:
             return int(value.untyped_storage().nbytes())
-        except Exception:
+        except RuntimeError:  # a tensor without storage (sparse, nested): its elements' bytes
             return _nbytes(value)
     return 0
 

@@ -6,10 +6,10 @@ No analysis happens here: this module only records what torch hands its compiler
 from __future__ import annotations
 
 import contextlib
-import inspect
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import torch
 import torch.fx
@@ -22,21 +22,26 @@ from .compat import (
     aot_module_simplified,
     detect_fake_mode,
     dynamo_backends,
+    dynamo_cache_entries,
     dynamo_convert_frame,
     dynamo_frames,
     graph_text_skipped_unless_logged,
     make_boxed_func,
+    mark_boxed,
     pytree,
+    tensor_version,
     tracing,
 )
 from .decisions import Decisions
 from .errors import NotForFx
 from .fx_route import fake_values, fx_trace
-from .kinds import InputKind, is_tangent
+from .kinds import InputKind, InputSource, is_tangent
 from .naming import TensorNames, data_key, nested_argument, parse_source_name, wrapper_argument
 from .outputs import picked_output
 from .partitioners import Partitioner
-from .trace import InputSource, Partition, RealValues, Split, Trace, build_partition
+from .trace import Partition, RealValues, Split, Trace, build_partition
+
+_C = TypeVar("_C", bound=Callable[..., Any])
 
 
 @dataclass(eq=False)
@@ -85,7 +90,8 @@ class CaptureSession:
     _inputs: list[InputSource] = field(default_factory=list)
     _current: _Region | None = None
     _mutable: list[tuple[torch.Tensor, torch.Tensor, int]] = field(default_factory=list)
-    _recording: bool = True
+    recording: bool = True
+    """False once `finish` ran: compiled code that outlives the capture (Dynamo's cache) records nothing."""
     _fx_outputs: int | None = None
     """On the torch.fx route, how many outputs the traced graph hands AOT Autograd: the forward compiler
     then checks torch's own aliasing metadata for them (`outputs_aliasing_inputs`)."""
@@ -99,16 +105,19 @@ class CaptureSession:
         They hold the session weakly: compiled code Dynamo keeps (on code the user compiled too) must not
         keep a capture's graphs and real values alive.
         """
-        session = weakref.ref(self)
+        partition = weakref.WeakMethod(self._partition)
+        forward, backward = weakref.WeakMethod(self._compiled_forward), weakref.WeakMethod(self._compiled_backward)
 
-        def partition_fn(joint, joint_inputs, *, num_fwd_outputs, **kwargs):
-            return _alive(session)._partition(joint, joint_inputs, dict(kwargs, num_fwd_outputs=num_fwd_outputs))
+        def partition_fn(
+            joint: torch.fx.GraphModule, joint_inputs: list, *, num_fwd_outputs: int, **kwargs: Any
+        ) -> tuple:
+            return _alive(partition)(joint, joint_inputs, dict(kwargs, num_fwd_outputs=num_fwd_outputs))
 
-        def fw_compiler(gm, example_inputs):
-            return _alive(session)._compiled_forward(gm)
+        def fw_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+            return _alive(forward)(gm)
 
-        def bw_compiler(gm, example_inputs):
-            return _alive(session)._compiled_backward(gm)
+        def bw_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+            return _alive(backward)(gm)
 
         return fw_compiler, bw_compiler, partition_fn
 
@@ -132,7 +141,7 @@ class CaptureSession:
             )
         return partitions
 
-    def _partition(self, joint, joint_inputs, partition_kwargs: dict) -> tuple:
+    def _partition(self, joint: torch.fx.GraphModule, joint_inputs: list, partition_kwargs: dict) -> tuple:
         trace = Trace(
             index=len(self.regions),
             joint=joint,
@@ -148,7 +157,8 @@ class CaptureSession:
     def _compiled_forward(self, gm: torch.fx.GraphModule) -> Callable:
         region = self._current
         if region is None:  # an inference graph: nothing needs a gradient here
-            return make_boxed_func(gm.forward)
+            boxed: Callable = make_boxed_func(gm.forward)
+            return boxed
         if self._fx_outputs is not None:
             aliased = outputs_aliasing_inputs(self._fx_outputs)
             self._aliasing_unknown = aliased is None
@@ -165,20 +175,21 @@ class CaptureSession:
         return self._recorded(gm, CaptureSession._keep_backward_inputs, region)
 
     def compile_dynamo(self, model: Callable) -> Callable:
-        session = weakref.ref(self)  # Dynamo keeps its backend with code the user compiled too
+        region = weakref.WeakMethod(self._dynamo_region)  # Dynamo keeps its backend with code the user compiled too
+        remember = weakref.WeakMethod(self._remember_arguments)
 
-        def backend(gm, example_inputs):
-            return _alive(session)._dynamo_region(gm, example_inputs)
+        def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+            return _alive(region)(gm, example_inputs)
 
         # torch's typing overloads omit isolate_recompiles, which torch.compile itself takes
         owner = getattr(model, "__self__", model)  # a module, or a method bound to one
         self._compiled_module = owner if isinstance(owner, torch.nn.Module) else None
         compiled = torch.compile(model, backend=backend, dynamic=False, isolate_recompiles=True)  # type: ignore[call-overload]
 
-        def run(*args, **kwargs):
-            owner = session()
-            if owner is not None:
-                owner._remember_arguments(args, kwargs)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            method = remember()
+            if method is not None:
+                method(args, kwargs)
             return compiled(*args, **kwargs)
 
         return run
@@ -226,7 +237,7 @@ class CaptureSession:
         gm.recompile()
         compiled = self._aot_fx(gm, inputs)
 
-        def run(*args):
+        def run(*args: Any) -> tuple[Any, tuple[str, ...], bool]:
             values = list(leaves)
             for i, value in zip(traced, compiled(*args)):
                 values[i] = value
@@ -293,7 +304,7 @@ class CaptureSession:
 
     def finish(self) -> None:
         """Stop recording: compiled callables that outlive the capture (Dynamo's cache) keep nothing alive."""
-        if self._recording:
+        if self.recording:
             for index, region in enumerate(self.regions):
                 if region.forward_runs > 1:
                     self.notes.append(
@@ -302,14 +313,14 @@ class CaptureSession:
                         "and the model called it again): its graphs are one of those runs, and saved bytes, "
                         "memory and FLOPs count it once."
                     )
-        self._recording = False
+        self.recording = False
         self._current = None
         self._arguments = {}
 
     def keep_unchanged(self, tensors: list[torch.Tensor]) -> None:
         """Copies of what the real run may change in place, taken before it: `restore_mutated` puts them back
         whatever happens, a hook raising after batch norm ran eagerly included."""
-        self._mutable.extend((t, t.detach().clone(), t._version) for t in tensors)
+        self._mutable.extend((t, t.detach().clone(), tensor_version(t)) for t in tensors)
 
     def restore_mutated(self) -> None:
         """Put back buffers and inputs the real run changed in place (batch-norm statistics...); the earliest
@@ -317,7 +328,7 @@ class CaptureSession:
         mutations back without bumping the version counter."""
         with torch.no_grad():
             for tensor, before, version in reversed(self._mutable):
-                if tensor._version != version or not torch.equal(tensor, before):
+                if tensor_version(tensor) != version or not torch.equal(tensor, before):
                     tensor.copy_(before)
         self._mutable.clear()
 
@@ -326,16 +337,15 @@ class CaptureSession:
         session = weakref.ref(self)
         target = weakref.ref(region)
 
-        def run(args):
+        def run(args: list) -> Any:
             owner, current = session(), target()
-            if counted and owner is not None and current is not None and owner._recording:
+            if counted and owner is not None and current is not None and owner.recording:
                 current.forward_runs += 1
-            if owner is not None and current is not None and owner._recording and owner.keep_real_inputs:
+            if owner is not None and current is not None and owner.recording and owner.keep_real_inputs:
                 keep(owner, args, current)
             return gm(*args)
 
-        run._boxed_call = True  # type: ignore[attr-defined]  # torch's marker for boxed compiled code
-        return run
+        return mark_boxed(run)
 
     def _keep_forward_inputs(self, args: list, region: _Region) -> None:
         """Parameters and inputs requiring grad are kept by reference (autograd forbids changing them in
@@ -346,11 +356,11 @@ class CaptureSession:
         for value in args:
             if isinstance(value, torch.Tensor):
                 if value.requires_grad and value.is_leaf:
-                    versions.append(value._version)
+                    versions.append(tensor_version(value))
                 else:  # our own copy, which nothing else changes: no version to compare later
                     versions.append(None)
                     copy = value.detach().clone()
-                    self._mutable.append((value, copy, value._version))
+                    self._mutable.append((value, copy, tensor_version(value)))
                     value = copy
             else:
                 versions.append(None)
@@ -429,11 +439,11 @@ def _named(names: TensorNames, value: object) -> InputSource | None:
     return InputSource(kind, name, name, aliases)
 
 
-def _alive(session: weakref.ref[CaptureSession]) -> CaptureSession:
-    owner = session()
-    if owner is None:
+def _alive(method: weakref.WeakMethod[_C]) -> _C:
+    bound = method()
+    if bound is None:
         raise RuntimeError("a capture's compiler was called after the capture ended")
-    return owner
+    return bound
 
 
 @contextlib.contextmanager
@@ -446,7 +456,7 @@ def own_dynamo_entries() -> Iterator[None]:
 
     def counts() -> dict:
         live = (weak() for weak in convert_frame.input_codes.seen)
-        return {code: eval_frame._get_total_cache_entry_count(code) for code in live if code is not None}
+        return {code: dynamo_cache_entries(code) for code in live if code is not None}
 
     before, backends_before = counts(), set(cached_backends)
     try:
@@ -459,7 +469,7 @@ def own_dynamo_entries() -> Iterator[None]:
             del cached_backends[key]
 
 
-def _signature_order(gm, signature):
+def _signature_order(gm: torch.fx.GraphModule, signature: list[str]) -> list[int] | None:
     """Dynamo orders graph inputs by first use; GraphNet (and users) expect argument order.
 
     Only when every graph input is a plain argument of forward is the order restored.
@@ -477,19 +487,9 @@ def _signature_order(gm, signature):
     return None if order == list(range(len(order))) else order
 
 
-def _reorder_placeholders(gm, order):
+def _reorder_placeholders(gm: torch.fx.GraphModule, order: list[int]) -> None:
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
     anchor = next(n for n in gm.graph.nodes if n.op != "placeholder")
     for i in order:
         anchor.prepend(placeholders[i])
     gm.recompile()
-
-
-def signature_names(fn: Callable) -> list[str]:
-    """Names of the positional parameters of fn (or of a module's forward)."""
-    target = fn.forward if isinstance(fn, torch.nn.Module) else fn
-    try:
-        parameters = inspect.signature(target).parameters.values()
-    except (TypeError, ValueError):
-        return []
-    return [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]

@@ -39,7 +39,7 @@ def without_none_outputs(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return result
 
 
-def _constant_expression(value) -> str:
+def _constant_expression(value: torch.Tensor) -> str:
     """Python that rebuilds a lifted tensor constant, so model.py needs no attributes."""
     shape = list(value.shape)
     if isinstance(value, FakeTensor) or value.device.type == "meta":

@@ -15,10 +15,13 @@ import contextlib
 import dataclasses
 import math
 import threading
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from .compat import torch_partitioners
+from .compat import partitioner_size_of, torch_partitioners
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 
 @dataclass(frozen=True)
@@ -132,14 +135,16 @@ def _record(recorder: _Recorder | None, step: Callable[[_Recorder], None]) -> No
         return
     try:
         step(recorder)
-    except Exception:
+    except Exception:  # noqa: BLE001 - recording never breaks the split: any failure marks its decisions unknown
         recorder.failed = True
 
 
-def _edge_reasons(nx_graph) -> MinCutRun:
+def _edge_reasons(nx_graph: Any) -> MinCutRun:
     """torch's reasons, read off its flow graph's edges."""
-    cannot_recompute, cannot_save, weights = {}, {}, {}
-    must_recompute = set()
+    cannot_recompute: dict[str, str] = {}
+    cannot_save: dict[str, str] = {}
+    weights: dict[str, float] = {}
+    must_recompute: set[str] = set()
     for start, end, data in nx_graph.edges(data=True):
         reason = data.get("reason", "")
         if start == "source" and reason.startswith("cannot recompute"):
@@ -154,8 +159,8 @@ def _edge_reasons(nx_graph) -> MinCutRun:
     return MinCutRun({}, frozenset(), cannot_recompute, cannot_save, frozenset(must_recompute), weights)
 
 
-def _minimum_cut(original):
-    def minimum_cut(nx_graph, *args, **kwargs):
+def _minimum_cut(original: Callable[..., Any]) -> Callable[..., Any]:
+    def minimum_cut(nx_graph: Any, *args: Any, **kwargs: Any) -> Any:
         recorder = _recorder()
         if recorder is not None:
             recorder.graphs.append(nx_graph)
@@ -164,8 +169,8 @@ def _minimum_cut(original):
     return minimum_cut
 
 
-def _solve_min_cut(original):
-    def solve_min_cut(joint_graph, node_info, min_cut_options, dont_ban=None):
+def _solve_min_cut(original: Callable[..., Any]) -> Callable[..., Any]:
+    def solve_min_cut(joint_graph: Any, node_info: Any, min_cut_options: Any, dont_ban: Any = None) -> Any:
         recorder = _recorder()
         graphs_before = len(recorder.graphs) if recorder is not None else 0
         saved, banned = original(joint_graph, node_info, min_cut_options, dont_ban)
@@ -186,8 +191,17 @@ def _solve_min_cut(original):
     return solve_min_cut
 
 
-def _optimize(original):
-    def optimize(joint_graph, memories, runtimes, max_memory, node_info, candidates, *args, **kwargs):
+def _optimize(original: Callable[..., Any]) -> Callable[..., Any]:
+    def optimize(
+        joint_graph: Any,
+        memories: Any,
+        runtimes: Any,
+        max_memory: Any,
+        node_info: Any,
+        candidates: Any,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
         result = original(joint_graph, memories, runtimes, max_memory, node_info, candidates, *args, **kwargs)
 
         def step(recorder: _Recorder) -> None:
@@ -208,8 +222,10 @@ def _optimize(original):
     return optimize
 
 
-def _choose(original):
-    def choose_saved_values_set(joint_graph, node_info, memory_budget=1, *args, **kwargs):
+def _choose(original: Callable[..., Any]) -> Callable[..., Any]:
+    def choose_saved_values_set(
+        joint_graph: Any, node_info: Any, memory_budget: Any = 1, *args: Any, **kwargs: Any
+    ) -> Any:
         recorder = _recorder()
         runs_before = len(recorder.runs) if recorder is not None else 0
         saved = original(joint_graph, node_info, memory_budget, *args, **kwargs)
@@ -223,9 +239,11 @@ def _choose(original):
     return choose_saved_values_set
 
 
-def _decided(recorder: _Recorder, runs_before: int, joint_graph, node_info, saved: list, budget: float) -> Decisions:
+def _decided(
+    recorder: _Recorder, runs_before: int, joint_graph: Any, node_info: Any, saved: list, budget: float
+) -> Decisions:
     """Which plan torch returned, and the sizes torch's own `_size_of` gives the budget ratio."""
-    size_of = torch_partitioners._size_of
+    size_of = partitioner_size_of()
     runs = tuple(recorder.runs[runs_before:])
     returned = tuple(n.name for n in saved)
     route = "inputs"
@@ -244,7 +262,7 @@ def _decided(recorder: _Recorder, runs_before: int, joint_graph, node_info, save
             sum(size_of(nodes[name]) for name in min_cut),
             sum(size_of(n) for n in saved),
         )
-    except Exception:
+    except Exception:  # noqa: BLE001 - torch's sizing of graphs it never sizes itself may fail anyhow: no ratio
         sizes = None
     return Decisions(
         reachable=True,

@@ -17,9 +17,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import weakref
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -28,6 +27,9 @@ from .fake import faked
 from .measure import bytes_alive
 from .outputs import OutputChoice, differentiable_outputs, pick_output
 from .trace import TORCH_WORK
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 STAND_IN = "meta"
 """The device the fakes live on: not the CPU, and one autograd can run on without its hardware."""
@@ -51,7 +53,7 @@ class _Storages(TorchDispatchMode):
     device of the tensor that holds it (a fake's storage reads `meta` whatever its device)."""
 
     def __init__(self, held: list[torch.Tensor]) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # unannotated in torch; untyped_calls_exclude skips super()
         self.held = {id(t.untyped_storage()) for t in held}
         self.live: dict[int, tuple[int, bool, int]] = {}
         """id(storage) -> (serial, on the stand-in device, bytes)."""
@@ -63,7 +65,7 @@ class _Storages(TorchDispatchMode):
         self.readings: list[int] = []
         self.finalizers: list[weakref.finalize] = []
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func: Callable, types: object, args: tuple = (), kwargs: dict | None = None) -> Any:
         given = {id(t.untyped_storage()) for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
         result = func(*args, **(kwargs or {}))
         for leaf in pytree.tree_leaves(result):

@@ -59,6 +59,11 @@ class MeasureNeedsRealModeError(BwdWidgetsError, ValueError):
     """`g.measure()` on a fake-mode extraction: it has no real values to run."""
 
 
+class FrontEndNotBuiltError(BwdWidgetsError, RuntimeError):
+    """The widget's front end (`bwd_widgets/static/widget.js` and `widget.css`, made by `npm run build`) is missing:
+    the widget and `bw.to_html` need it; extracting and the other views do not."""
+
+
 class NotForFx(Exception):
     """Internal, never shown: the fx route could not keep this model's meaning (hooks, checkpoints,
     grad-mode changes...), so the capture goes through Dynamo instead."""

@@ -4,9 +4,14 @@ no memory is taken, for models of any size (meta-device weights included)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from .compat import FakeTensorMode
 
 
 @contextlib.contextmanager
@@ -45,7 +50,7 @@ def faked(model: Callable, inputs: list, device: str | None = None) -> Iterator[
         yield fake_inputs
 
 
-def _fake(tensor: torch.Tensor, fake_mode, device: str | None = None) -> torch.Tensor:
+def _fake(tensor: torch.Tensor, fake_mode: FakeTensorMode, device: str | None = None) -> torch.Tensor:
     """A fake twin of `tensor`, on `device` if given: meta-device tensors become CPU fakes (meta has no data
     to copy), and a parameter stays a parameter, so torch.fx still tells it from a constant."""
     if tensor.device.type == "meta" or device is not None:

@@ -6,15 +6,27 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 import torch.fx
 import torch.utils.checkpoint
 
-from .compat import FakeTensor, FakeTensorMode, OptimizedModule, _LazyGraphModule, detect_fake_mode, dynamo
+from .compat import (
+    FakeTensor,
+    FakeTensorMode,
+    OptimizedModule,
+    _LazyGraphModule,
+    detect_fake_mode,
+    dynamo,
+    global_module_hooks,
+    module_hooks,
+)
 from .errors import NotForFx
 from .naming import TensorNames
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def fake_values(gm: torch.fx.GraphModule, inputs: list) -> dict[torch.fx.Node, object]:
@@ -60,7 +72,7 @@ class _Tracer(torch.fx.Tracer):
             return False
         return super().is_leaf_module(m, module_qualified_name)
 
-    def create_proxy(self, *args, **kwargs):
+    def create_proxy(self, *args: Any, **kwargs: Any) -> torch.fx.Proxy:
         if _modes() != self._modes:
             raise NotForFx("grad mode or autocast changes inside forward")
         return super().create_proxy(*args, **kwargs)
@@ -71,7 +83,7 @@ def _modes() -> tuple:
 
 
 def _refuse(what: str) -> Callable:
-    def refuse(*args, **kwargs):
+    def refuse(*args: object, **kwargs: object) -> NoReturn:
         raise NotForFx(what)
 
     return refuse
@@ -92,15 +104,12 @@ def fx_eligible(model: object, inputs: list) -> bool:
         p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters
     ):
         return False
-    hooks = torch.nn.modules.module
-    if hooks._global_forward_hooks or hooks._global_forward_pre_hooks or hooks._global_backward_hooks:
+    if global_module_hooks():
         return False
     for module in model.modules():
         if isinstance(module, OptimizedModule):
             return False
-        if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks:
-            return False
-        if getattr(module, "_backward_pre_hooks", None):
+        if module_hooks(module):
             return False
     return True
 

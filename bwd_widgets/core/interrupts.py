@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 
 @contextlib.contextmanager
@@ -35,4 +39,4 @@ def interrupts_held() -> Iterator[None]:
     finally:
         signal.signal(signal.SIGINT, previous)
         if held and callable(previous):
-            previous(held[0], sys._getframe())  # Python's own handler raises KeyboardInterrupt
+            previous(held[0], inspect.currentframe())  # Python's own handler raises KeyboardInterrupt

@@ -115,7 +115,7 @@ class _Storages:
                 continue
             try:
                 storage = leaf.untyped_storage()
-            except Exception:  # a tensor without storage (sparse, nested): nothing to watch
+            except RuntimeError:  # a tensor without storage (sparse, nested): nothing to watch
                 continue
             key = id(storage)
             if key in self.excluded or key in self.live:

@@ -10,15 +10,18 @@ the fake tensors' own storages, so `view`, `t` and `_unsafe_view` share memory e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 import torch.fx
 
 from .analysis import SavedTensor, graph_modules
+from .compat import op_schema, storage_id
 from .nodes import AnalysedPartition, backward_modules
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 
 class ProfiledPartition(AnalysedPartition, Protocol):
@@ -90,8 +93,8 @@ def _storage_ids(value: object) -> list[int | None]:
     ids: list[int | None] = []
     for v in values:
         try:
-            ids.append(v.untyped_storage()._cdata if isinstance(v, torch.Tensor) else None)
-        except Exception:  # a tensor without storage (a sparse or nested value): count it as its own
+            ids.append(storage_id(v.untyped_storage()) if isinstance(v, torch.Tensor) else None)
+        except RuntimeError:  # a tensor without storage (a sparse or nested value): count it as its own
             ids.append(None)
     return ids
 
@@ -105,7 +108,7 @@ def _storage_bytes(value: object) -> list[int]:
             continue
         try:
             sizes.append(int(v.untyped_storage().nbytes()))
-        except Exception:
+        except RuntimeError:  # a tensor without storage (sparse, nested): its elements' bytes
             sizes.append(int(v.numel()) * v.element_size())
     return sizes
 
@@ -114,7 +117,7 @@ def _viewed_key(node: torch.fx.Node, keys: dict) -> object | None:
     """For an op whose schema says its output aliases its first argument without writing it (`view`,
     `unsqueeze`, `t`), that argument's storage key: the fake value a graph pass (min-cut's CSE) left on a
     view may name a duplicate's storage, but at run time a view shares its input's memory."""
-    schema = getattr(node.target, "_schema", None)
+    schema = op_schema(node.target)
     returns: list = list(schema.returns) if schema is not None else []
     alias = returns[0].alias_info if len(returns) == 1 else None
     first = node.args[0] if node.args else None

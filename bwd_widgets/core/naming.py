@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import os
 import re
+from typing import TYPE_CHECKING
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from .kinds import InputKind
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .kinds import InputKind
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_USER_FACING = {os.path.join(_PACKAGE_DIR, "examples.py")}
+_USER_FACING = {os.path.join(_PACKAGE_DIR, "examples", "__init__.py")}  # the example models: user code
 
 
 def is_library_file(path: str) -> bool:
@@ -198,7 +203,7 @@ def data_key(tensor: torch.Tensor) -> tuple | None:
     """What memory a tensor shows, and how: equal for an alias covering exactly the same elements."""
     try:
         storage = StorageWeakRef(tensor.untyped_storage())
-    except Exception:  # no storage to speak of (a sparse or nested tensor)
+    except RuntimeError:  # no storage to speak of (a sparse or nested tensor)
         return None
     return ("data", storage.cdata, tensor.storage_offset(), tuple(tensor.shape), tuple(tensor.stride()), tensor.dtype)
 
@@ -221,3 +226,13 @@ def wrapper_argument(source_name: str, signature: list[str]) -> str | None:
         return None
     index = int(positional.group(1))
     return signature[index] if index < len(signature) else f"input_{index}"
+
+
+def signature_names(fn: Callable) -> list[str]:
+    """Names of the positional parameters of fn (or of a module's forward)."""
+    target = fn.forward if isinstance(fn, torch.nn.Module) else fn
+    try:
+        parameters = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]

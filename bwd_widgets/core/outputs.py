@@ -187,7 +187,7 @@ def selecting(model: Callable, output: OutputChoice) -> Callable:
     # trace inside torch's Module.__call__ instead.
     exec(compile(source, __file__, "exec"), namespace)
     inner = namespace["_bw_factory"](picked_output, output, torch.nn.Module.__call__, model)
-    function = inner
+    function: types.FunctionType = inner
     home = getattr(target, "__globals__", None)
     if isinstance(home, dict) and home.get("__name__") not in sys.modules:
         # Dynamo reads an inlined function's globals by importing its module; a module loaded from a

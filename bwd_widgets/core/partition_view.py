@@ -5,13 +5,14 @@ instead of importing the class that imports them.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import torch.fx
+if TYPE_CHECKING:
+    import torch.fx
 
-from .decisions import Decisions
-from .kinds import InputSource
-from .partitioners import Partitioner
+    from .decisions import Decisions
+    from .kinds import InputSource
+    from .partitioners import Partitioner
 
 
 class PartitionView(Protocol):

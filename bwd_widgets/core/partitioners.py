@@ -47,7 +47,10 @@ class Partitioner:
             return contextlib.nullcontext()
         from .compat import functorch_config
 
-        return functorch_config.patch(activation_memory_budget=float(self.memory_budget))
+        patched: contextlib.AbstractContextManager = functorch_config.patch(
+            activation_memory_budget=float(self.memory_budget)
+        )
+        return patched
 
 
 _REGISTRY: dict[str, RegisteredPartitioner] = {}

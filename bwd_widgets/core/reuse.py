@@ -20,13 +20,15 @@ import contextlib
 import hashlib
 import operator
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.fx
 
-from .compat import FakeTensorMode, detect_fake_mode, torch_partitioners
+from .compat import FakeTensorMode, detect_fake_mode, op_schema, torch_partitioners
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 _SCALARS = (type(None), bool, int, float, str, torch.dtype, torch.device, torch.layout, torch.memory_format)
 
@@ -49,7 +51,7 @@ class MinCuts:
         the split lock: torch's partitioner reads `networkx.minimum_cut` where this puts it)."""
         import networkx
 
-        original = networkx.minimum_cut
+        original: Callable[..., tuple] = networkx.minimum_cut
 
         def minimum_cut(flow_graph: Any, s: object, t: object, *args: object, **kwargs: object) -> tuple:
             if args or kwargs:
@@ -82,7 +84,7 @@ _CSE_MADE = "_bwd_widgets_cse_made"
 def cse_once() -> Iterator[None]:
     """For one split (under the split lock): torch's `fx_graph_cse` returns a graph it made already as it is,
     and marks each graph it makes, so a working copy kept from an earlier split skips the pass."""
-    original = getattr(torch_partitioners, "fx_graph_cse", None)
+    original: Callable[..., torch.fx.Graph] | None = getattr(torch_partitioners, "fx_graph_cse", None)
     if not callable(original):  # another torch: its partitioner runs as it is
         yield
         return
@@ -97,11 +99,11 @@ def cse_once() -> Iterator[None]:
         setattr(result, _CSE_MADE, made_with)
         return result
 
-    torch_partitioners.fx_graph_cse = fx_graph_cse
+    torch_partitioners.fx_graph_cse = fx_graph_cse  # type: ignore[attr-defined]  # imported there, not re-exported
     try:
         yield
     finally:
-        torch_partitioners.fx_graph_cse = original
+        torch_partitioners.fx_graph_cse = original  # type: ignore[attr-defined]  # imported there, not re-exported
 
 
 def flow_key(flow_graph: Any, s: object, t: object) -> str:
@@ -119,7 +121,7 @@ def counted_flops(gm: torch.fx.GraphModule, kept: dict) -> dict[str, int] | None
         if node.op in ("placeholder", "output") or _getitem_of_tuple(node):
             plan.append((node.name, None, node))
             continue
-        schema = getattr(node.target, "_schema", None)  # an aten op (OpOverload) carries its schema
+        schema = op_schema(node.target)  # an aten op (OpOverload) carries its schema
         if node.op != "call_function" or not isinstance(schema, torch.FunctionSchema):
             return None
         if schema.is_mutable:
@@ -143,7 +145,7 @@ def _count(missing: dict[tuple, torch.fx.Node], kept: dict) -> None:
     with fake_mode, counter, torch.no_grad():
         for key, node in missing.items():
             args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta["val"])
-            op = cast(Callable, node.target)  # an aten op: counted_flops planned no other
+            op = cast("Callable", node.target)  # an aten op: counted_flops planned no other
             before = counter.get_total_flops()
             op(*args, **kwargs)
             kept[key] = counter.get_total_flops() - before

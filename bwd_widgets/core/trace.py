@@ -18,7 +18,7 @@ import torch.fx
 
 from . import analysis
 from .codegen import copy_graph_module, graphnet_code, without_none_outputs
-from .compat import _use_lazy_graph_module
+from .compat import _use_lazy_graph_module, tensor_version
 from .decisions import Decisions, recording
 from .errors import PartitionerError, describe_failure, one_line
 from .interrupts import interrupts_held
@@ -114,7 +114,7 @@ class Trace:
     _recorded: bool = False
     _cuts: MinCuts = field(default_factory=MinCuts, repr=False)
     """Flow-graph cuts torch's min-cut makes again at every budget below 1 (`core/reuse.py`)."""
-    _flops: dict = field(default_factory=dict, repr=False)
+    op_flops: dict = field(default_factory=dict, repr=False)
     """FLOP counts by op and arguments, shared by every partition of this joint graph."""
 
     def record(self, real: RealValues | None, notes: list[str]) -> None:
@@ -151,7 +151,7 @@ class Trace:
                 return build_partition(self, resolved, split, notes=[note])
             try:
                 replayed = replay_backward_inputs(self.real, split.forward, split.backward_with_nones)
-            except Exception as error:  # the graphs stand; only the real values are missing
+            except Exception as error:  # noqa: BLE001 - the graphs stand, only the real values are missing: say why
                 note = f"could not replay real backward inputs: {one_line(error)}"
                 return build_partition(self, resolved, split, notes=[note])
             return build_partition(self, resolved, split, replayed)
@@ -159,7 +159,7 @@ class Trace:
     def inputs_changed(self) -> bool:
         """Whether a forward input kept by reference was changed in place after the capture."""
         return any(
-            version is not None and value._version != version
+            version is not None and tensor_version(value) != version
             for value, version in zip(self.forward_inputs or [], self.forward_versions or [])
         )
 
@@ -192,7 +192,7 @@ class Trace:
             ):
                 forward, backward = resolved.partition_fn(work, self.joint_inputs, **self.partition_kwargs)
             return Split(forward, backward, record.decisions)
-        except Exception as error:  # torch's own partitioner failing on this graph: say which, in one line
+        except Exception as error:  # noqa: BLE001 - torch's partitioner failing on this graph: say which, in one line
             raise PartitionerError(
                 f"the {resolved.label} partitioner failed on this graph ({describe_failure(error)}): "
                 "try another partitioner or memory budget."
@@ -355,7 +355,7 @@ class Partition:
         """FLOPs of each backward node, by torch's FLOP counter on fake tensors (the same nodes as `backward`)."""
         from .flops import node_flops
 
-        shared = counted_flops(self.backward_with_nones, self.trace._flops)
+        shared = counted_flops(self.backward_with_nones, self.trace.op_flops)
         return shared if shared is not None else node_flops(self.backward_with_nones)
 
     @cached_property

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import functools
 import operator
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 import torch.fx
 
 from .compat import OpTypes, get_default_op_list
-from .decisions import Decisions, MinCutRun
-from .kinds import SavedKind
-from .partitioners import Partitioner
+
+if TYPE_CHECKING:
+    from .decisions import Decisions, MinCutRun
+    from .kinds import SavedKind
+    from .partitioners import Partitioner
 
 UNKNOWN = "reason unknown on this torch"
 

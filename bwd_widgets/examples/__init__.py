@@ -17,7 +17,8 @@ class MLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:
             x = block(x)
-        return self.head(x)
+        out: torch.Tensor = self.head(x)
+        return out
 
 
 class Attention(nn.Module):
@@ -34,7 +35,8 @@ class Attention(nn.Module):
         q, k, v = self.qkv(x).view(batch, seq, 3, self.heads, width // self.heads).permute(2, 0, 3, 1, 4)
         scores = (q @ k.transpose(-2, -1)) / (width // self.heads) ** 0.5
         out = scores.softmax(-1) @ v
-        return self.proj(out.transpose(1, 2).reshape(batch, seq, width))
+        projected: torch.Tensor = self.proj(out.transpose(1, 2).reshape(batch, seq, width))
+        return projected
 
 
 class Block(nn.Module):
@@ -49,7 +51,8 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.norm1(x))
-        return x + self.mlp(self.norm2(x))
+        out: torch.Tensor = x + self.mlp(self.norm2(x))
+        return out
 
 
 class Transformer(nn.Module):
@@ -66,7 +69,8 @@ class Transformer(nn.Module):
         x = self.embed(tokens)
         for block in self.blocks:
             x = block(x)
-        return self.out(self.norm(x))
+        logits: torch.Tensor = self.out(self.norm(x))
+        return logits
 
 
 class ConvBN(nn.Module):
@@ -78,7 +82,8 @@ class ConvBN(nn.Module):
         self.bn = nn.BatchNorm2d(channels_out, eps=1e-3)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.bn(self.conv(x))
+        out: torch.Tensor = self.bn(self.conv(x))
+        return out
 
 
 def big_transformer_on_meta(depth: int = 32, width: int = 4096, heads: int = 32, vocab: int = 32000) -> Transformer:

@@ -18,14 +18,17 @@ import logging
 import sys
 import types
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..core.analysis import random_ops
-from ..core.compat import dynamo_config, functorch_config, pytree
-from ..core.kinds import Mode
-from ..core.trace import Partition
+from ..core.compat import dynamo_config, functorch_config, pytree, tensor_version
 from .result import BackwardExtraction
+
+if TYPE_CHECKING:
+    from ..core.kinds import Mode
+    from ..core.trace import Partition
 
 TRACE_CACHE_SIZE = 2
 TraceKey = tuple
@@ -202,7 +205,7 @@ class _Fingerprint:
     def tensor(self, t: torch.Tensor) -> tuple:
         if type(t) not in (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer) or t.layout != torch.strided:
             raise _NotKeyable("a tensor subclass or a sparse tensor")
-        key = (id(t), t._version, tuple(t.shape), t.stride(), t.dtype, t.device.type, t.requires_grad)
+        key = (id(t), tensor_version(t), tuple(t.shape), t.stride(), t.dtype, t.device.type, t.requires_grad)
         if not self.values or t.device.type == "meta":
             return key
         data = t.detach().resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8).cpu()

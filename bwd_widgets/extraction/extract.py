@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from ..core.capture import CaptureSession, own_dynamo_entries, signature_names
+from ..core.capture import CaptureSession, own_dynamo_entries
 from ..core.compat import dynamo_config, functorch_config
 from ..core.errors import (
     BwdWidgetsError,
@@ -38,6 +38,7 @@ from ..core.fx_route import fx_eligible
 from ..core.interrupts import interrupts_held
 from ..core.kinds import MODES, InputKind, Mode
 from ..core.model_libraries import settle
+from ..core.naming import signature_names
 from ..core.outputs import (
     OutputChoice,
     Picked,
@@ -262,7 +263,7 @@ def _capture_by_route(
             continue
         except BwdWidgetsError:
             raise
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - any failure of torch or the model: one sentence
             if route != routes[-1]:
                 continue  # what torch.fx's graph cannot do (data-dependent ops), Dynamo may
             ours = raised_by_us(error)
@@ -301,7 +302,7 @@ def _traced_into_skipped(
     try:
         with dynamo_config.patch(dont_skip_tracing=True):
             told, notes, backward_ran = _run(session, "dynamo", call, inputs, mode, capture_scalars)
-    except Exception:
+    except Exception:  # noqa: BLE001 - the retry is optional: any failure keeps the first capture
         return None
     finally:
         session.finish()

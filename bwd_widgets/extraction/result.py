@@ -5,12 +5,11 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..core import memory
-from ..core.analysis import GradientOutput, SavedTensor, TensorInfo
 from ..core.kinds import Mode
 from ..core.measure import MeasuredMemory
 from ..core.measure import measure as measure_partitions
@@ -18,6 +17,11 @@ from ..core.partitioners import resolve_partitioner
 from ..core.trace import TORCH_WORK, Partition
 from ..graphnet.writer import Layout, save_extraction
 from .display_hook import RichDisplay
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..core.analysis import GradientOutput, SavedTensor, TensorInfo
 
 
 def _count_nodes(gm: torch.fx.GraphModule) -> int:

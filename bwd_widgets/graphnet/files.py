@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..core.codegen import copy_graph_module
-from ..core.compat import pytree
+from ..core.compat import op_schema, pytree
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from pathlib import Path
 
 INLINE_DATA_LIMIT = 4096
 INLINE_FLOAT_LIMIT = 64
@@ -37,13 +40,13 @@ MARKER = "bwd_widgets"
 """The key in `graph_net.json` that says bwd_widgets wrote the folder: name, split, run, settings, files."""
 
 
-def _literal(value) -> str:
+def _literal(value: object) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         return f"float('{value}')"
     return repr(value)
 
 
-def _list_literal(values) -> str:
+def _list_literal(values: Iterable[object]) -> str:
     return "[" + ", ".join(_literal(v) for v in values) + "]"
 
 
@@ -93,7 +96,7 @@ def meta_class(name: str, value: object, original_name: str | None = None) -> st
     return "\n".join(lines) + "\n"
 
 
-def _is_fake(tensor) -> bool:
+def _is_fake(tensor: torch.Tensor) -> bool:
     from ..core.compat import FakeTensor
 
     return isinstance(tensor, FakeTensor) or tensor.device.type == "meta"
@@ -149,7 +152,7 @@ def _runs_on(gm: torch.fx.GraphModule, values: list, recorded_strides: bool) -> 
     with mode:
         try:
             _LayoutRun(gm, changed, until_recorded=not recorded_strides).run(*fake_inputs(values, recorded_strides))
-        except Exception:  # data-dependent ops and the like: this check cannot tell
+        except Exception:  # noqa: BLE001 - data-dependent ops and the like: this check cannot tell
             return False
     return True
 
@@ -200,7 +203,8 @@ class _LayoutRun(torch.fx.Interpreter):
 
     def fetch_args_kwargs_from_env(self, n: torch.fx.Node) -> tuple:
         args, kwargs = super().fetch_args_kwargs_from_env(n)
-        return pytree.tree_map(self._made, (args, kwargs))
+        made: tuple = pytree.tree_map(self._made, (args, kwargs))
+        return made
 
     def _made(self, value: object) -> object:
         if not isinstance(value, _Recorded):
@@ -215,7 +219,7 @@ def _stands_in(n: torch.fx.Node) -> bool:
     arguments (a write would change what a reached node reads), with a value recorded that can be made."""
     if n.op not in ("call_function", "call_method", "call_module") or "val" not in n.meta:
         return False
-    schema = getattr(n.target, "_schema", None)
+    schema = op_schema(n.target)
     return not (schema is not None and schema.is_mutable) and _can_stand_in(n.meta["val"])
 
 
@@ -276,7 +280,7 @@ def _runs_on_contiguous_copies(gm: torch.fx.GraphModule, values: list) -> bool:
     try:
         with torch.no_grad():
             gm(*inputs)
-    except Exception:  # the layout, or anything else: only a run that succeeds proves the copy unneeded
+    except Exception:  # noqa: BLE001 - the layout, or anything else: only a run that succeeds proves the copy unneeded
         return False
     return True
 
@@ -380,7 +384,8 @@ def _size_checks(graph: torch.fx.Graph, size_inputs: set[str]) -> list[torch.fx.
     if not size_inputs:
         return []
     checks = []
-    for check in graph.find_nodes(op="call_function", target=torch.ops.aten._assert_scalar.default):
+    assert_scalar = torch.ops.aten._assert_scalar.default  # noqa: SLF001 - an aten operator, no private attribute
+    for check in graph.find_nodes(op="call_function", target=assert_scalar):
         seen, todo = set(), list(check.all_input_nodes)
         while todo:
             node = todo.pop()

@@ -279,7 +279,7 @@ def load_graphnet_sample(path: str | Path, device: str = "cpu", seed: int = 0) -
         exec(compile(code, str(path / "model.py"), "exec"), namespace.__dict__)
         module_class = namespace.GraphModule
         module = module_class()
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - the sample's code may raise anything: one sentence naming it
         first = str(error).splitlines()[0] if str(error) else ""
         raise SampleError(
             f"{path / 'model.py'} could not be imported ({type(error).__name__}: {first}): "

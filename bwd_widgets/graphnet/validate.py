@@ -20,10 +20,9 @@ import io
 import json
 import re
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypedDict
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 import torch
 
@@ -32,6 +31,9 @@ from ..core.compat import dynamo_config
 from ..core.errors import ValidationError, one_line
 from .files import sample_files
 from .sample import load_graphnet_sample
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 HASH_FILE = "graph_hash.txt"
 GRAPHNET_DYNAMO_CONFIG = {
@@ -219,7 +221,8 @@ def _hash_and_reextract(model: torch.nn.Module, inputs: dict, workspace: Path, u
 
         def then(gm: torch.fx.GraphModule, example_inputs: list) -> Callable | None:
             with contextlib.redirect_stdout(io.StringIO()):  # it prints a line per graph
-                return extractor(gm, example_inputs)
+                compiled: Callable | None = extractor(gm, example_inputs)
+            return compiled
     else:
 
         def then(gm: torch.fx.GraphModule, example_inputs: list) -> Callable | None:
@@ -245,14 +248,15 @@ def _steps(folder: Path, use_graphnet: bool) -> str:
             _first_output(again, again_inputs)
     except ValidationError:
         raise
-    except Exception as error:  # a sample's own failure, in one sentence
+    except Exception as error:  # noqa: BLE001 - a sample's own failure, in one sentence
         raise ValidationError(f"could not {step}: {one_line(error)}") from None
     return graph_hash
 
 
-def _graphnet_context():
+def _graphnet_context() -> contextlib.AbstractContextManager:
     """Trace under GraphNet's Dynamo settings, and undo what importing GraphNet sets globally."""
-    return dynamo_config.patch(GRAPHNET_DYNAMO_CONFIG)
+    patched: contextlib.AbstractContextManager = dynamo_config.patch(GRAPHNET_DYNAMO_CONFIG)
+    return patched
 
 
 def validate_sample(folder: str | Path, *, write_hash: bool = True, use_graphnet: bool | None = None) -> Validation:

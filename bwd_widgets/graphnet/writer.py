@@ -21,22 +21,25 @@ import shutil
 import socket
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import torch
 
 from ..core.codegen import graphnet_code
 from ..core.errors import OutputError
-from ..core.kinds import Mode
-from ..core.trace import Partition
 from .files import INLINE_DATA_LIMIT as INLINE_DATA_LIMIT
 from .files import INLINE_FLOAT_LIMIT as INLINE_FLOAT_LIMIT
 from .files import MARKER, for_graphnet_tools, placeholder_values, write_sample
 from .files import meta_class as meta_class
 from .files import sample_files as sample_files
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping, Sequence
+
+    from ..core.kinds import Mode
+    from ..core.trace import Partition
 
 
 class Extracted(Protocol):

@@ -5,16 +5,20 @@ declares the traits); `show(model, x)` and `%bwd_extract` hand it the model (`mo
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import traitlets
 from anywidget.experimental import command
 
 from ..core.errors import BwdWidgetsError, one_line
-from ..extraction.result import BackwardExtraction
 from ..studio.advisor import Advice, Plan, advise, parse_bytes
 from ..views.payload import advice_rows, advice_summary
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    import traitlets
+
+    from ..extraction.result import BackwardExtraction
 
 ModelSource = tuple[Any, tuple, dict]
 """(model, example inputs, extract keywords) a widget was opened with: what the advisor traces again."""
@@ -117,7 +121,7 @@ class Advising:
         except BwdWidgetsError as error:
             self.error, self.advice_progress = str(error), ""
             return None
-        except Exception as error:  # in the advisor's thread nothing else would say it
+        except Exception as error:  # noqa: BLE001 - in the advisor's thread nothing else would say it
             self.error, self.advice_progress = f"the advisor failed: {one_line(error)}", ""
             return None
         finally:
@@ -140,7 +144,7 @@ class Advising:
 
     def _advice_row_of(self, extraction: BackwardExtraction | None) -> int:
         for index, plan in enumerate(self._advice_plans()):
-            if extraction is not None and plan._extraction is extraction:
+            if extraction is not None and plan.extraction_made is extraction:
                 return index
         return -1
 

@@ -10,9 +10,11 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..extraction.result import BackwardExtraction
-from ..studio.compare import Sweep, SweepPoint
 from ..views.payload import GraphData, encode_payload, encode_without_diff, graph_payload
+
+if TYPE_CHECKING:
+    from ..extraction.result import BackwardExtraction
+    from ..studio.compare import Sweep, SweepPoint
 
 SLIDER_STEP = 0.05
 """The budget slider's step (js/panes/header.ts): a move's neighbours are this far either side."""

@@ -18,13 +18,8 @@ returns the picture, with the result's own text, as the cell's result.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..extraction.display_hook import in_kernel
 from ..studio.compare import Sweep
-
-if TYPE_CHECKING:
-    pass
 
 
 def widget_bundle(obj: object) -> tuple[dict, dict] | None:

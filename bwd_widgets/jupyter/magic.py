@@ -2,30 +2,50 @@
 
 from __future__ import annotations
 
-import argparse
 import ast
 import builtins
 import keyword
 import re
 import sys
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import torch
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
-from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic import Magics, magics_class
+from IPython.core.magic_arguments import parse_argstring
 
 from ..core.errors import BwdWidgetsError, one_line
-from ..core.kinds import Mode
 from ..core.partitioners import partitioner_names, resolve_partitioner
 from ..extraction.extract import extract
-from ..extraction.result import BackwardExtraction
+from .advising import model_source
 from .progress import extracting_status
-from .widget import BackwardGraphWidget, keep_as_text, model_source
+from .widget import BackwardGraphWidget, keep_as_text
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from ..core.kinds import Mode
+    from ..extraction.result import BackwardExtraction
+
+if TYPE_CHECKING:
+    # IPython's decorators as they behave: each returns the function it decorates. Its magic_arguments and
+    # argument are unannotated, and its line_cell_magic reads `_F | Callable[[_F], _F]` (its `("name")` form too).
+    _F = TypeVar("_F", bound=Callable[..., Any])
+
+    class _Decorator(Protocol):
+        def __call__(self, function: _F, /) -> _F: ...
+
+    def magic_arguments() -> _Decorator: ...
+    def argument(*args: Any, **kwargs: Any) -> _Decorator: ...
+    def line_cell_magic(function: _F, /) -> _F: ...
+else:
+    from IPython.core.magic import line_cell_magic
+    from IPython.core.magic_arguments import argument, magic_arguments
 
 
 @magics_class
@@ -260,7 +280,7 @@ def _evaluate(node: ast.expr, namespace: dict) -> object:
         return eval(compile(ast.Expression(node), "<bwd_extract>", "eval"), namespace)
     except NameError as error:
         raise UsageError(f"{error}: define it in a cell before %bwd_extract") from None
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - the user's expression may raise anything: one UsageError
         raise UsageError(f"could not evaluate {ast.unparse(node)!r}: {one_line(error)}") from None
 
 

@@ -13,8 +13,11 @@ import contextvars
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 # (module prefix, stage), the more specific first: the innermost frame of a module listed decides.
 STAGES = (
@@ -91,7 +94,7 @@ class Ticker:
 
     def _run(self) -> None:
         while not self._stop.wait(TICK_SECONDS):
-            frame = sys._current_frames().get(self._watched)
+            frame = sys._current_frames().get(self._watched)  # noqa: SLF001 - CPython's only view of another thread
             if frame is None:
                 return
             self.stages.note(stage_of(frame))

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any, cast, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, cast, get_origin, get_type_hints
 
 import anywidget
 import traitlets
 from anywidget.experimental import command
 
 from ..core.errors import BwdWidgetsError, one_line
-from ..core.measure import MeasuredMemory
 from ..extraction.extract import extract
 from ..extraction.result import BackwardExtraction
 from ..studio.advisor import Advice
 from ..studio.compare import DEFAULT_BUDGETS, Comparison, Sweep, SweepPoint, sweep
-from ..views.html import fallback_html
+from ..views.html import STATIC as STATIC  # where the built front end lies
+from ..views.html import fallback_html, front_end
 from ..views.payload import (
     STATE_DEFAULTS,
     GraphData,
@@ -35,8 +33,10 @@ from .advising import Advising, ModelSource, first_shown, model_source
 from .ahead import MadeAhead, same_trace
 from .progress import extracting_status
 
-STATIC = Path(__file__).resolve().parents[1] / "static"
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
+    from ..core.measure import MeasuredMemory
 
 _drawn: dict[int, tuple[weakref.ref, int | None]] = {}
 """id of an object drawn as a widget -> (the object, weakly; the execution count of the cell that drew it).
@@ -94,11 +94,10 @@ class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
     """Backward graph, saved tensors and code, linked; partitioner controls, comparisons
     and memory-budget sweeps partition the same joint graph again."""
 
-    _esm = STATIC / "widget.js"
-    _css = STATIC / "widget.css"
+    _esm, _css = front_end()  # FrontEndNotBuiltError, in one sentence, where `npm run build` has not run
 
     data = _synced("data", "the GraphData payload of the partition shown").tag(
-        to_json=lambda value, widget: widget._data_to_json(value)
+        to_json=lambda value, widget: BackwardGraphWidget._data_to_json(widget, value)
     )
     selected = _synced("selected", "id of the selected backward node; set it to select")
     partitioner = _synced("partitioner", "registered partitioner; setting it reruns")
@@ -200,9 +199,9 @@ class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
         """The `data` trait on the wire: `encode_payload`, from the encoding made ahead when there is one."""
         shown, without_diff, encoded = self._sending
         if shown is not value:
-            return memoryview(encode_payload(cast(GraphData, value)))
+            return memoryview(encode_payload(cast("GraphData", value)))
         if encoded is None:
-            encoded = encode_payload(cast(GraphData, value), without_diff)
+            encoded = encode_payload(cast("GraphData", value), without_diff)
             self._sending = (shown, without_diff, encoded)
         return memoryview(encoded)
 
@@ -229,7 +228,7 @@ class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
     @property
     def payload(self) -> GraphData:
         """The `data` trait as what it is: the GraphData of the partition shown."""
-        return cast(GraphData, self.data)
+        return cast("GraphData", self.data)
 
     def _switch(self, make: Callable[[], BackwardExtraction]) -> None:
         """Show another partition, with the busy flag up and errors as one line."""
@@ -339,7 +338,7 @@ class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
         except BwdWidgetsError as error:
             self.error, self.sweep_progress = str(error), ""
             return None
-        except Exception as error:  # in the sweep's thread nothing else would say it
+        except Exception as error:  # noqa: BLE001 - in the sweep's thread nothing else would say it
             self.error, self.sweep_progress = f"the sweep failed: {one_line(error)}", ""
             return None
         finally:

@@ -25,12 +25,14 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
 from ..core.trace import TORCH_WORK
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 T = TypeVar("T")
 
@@ -62,7 +64,7 @@ class _Counter:
 
     def take(self, owner: int) -> int | None:
         with self.next.get_lock():
-            index = self.next.value
+            index: int = self.next.value
             if index >= self.size:
                 return None
             self.next.value = index + 1

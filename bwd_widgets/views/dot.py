@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import graphviz
 
 from ..core.errors import BwdWidgetsError
 from ..core.text import visible
-from ..extraction.result import BackwardExtraction
 from .grouping import VisibleGraph, VisibleNode, parent_of, visible_graph
 from .payload import GraphData, GraphNode, graph_payload
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ..extraction.result import BackwardExtraction
 
 COLOURS = {
     "saved": "#fde68a",

@@ -8,11 +8,13 @@ contract fixture for `js/test/contract.test.ts` to check against the TypeScript 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Generic, TypedDict, TypeVar
 
 from typing_extensions import ReadOnly
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
 GROUP_PREFIX = "group:"
 FIRST_VIEW_LIMIT = 40

@@ -7,15 +7,33 @@ import base64
 import html
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ..core.errors import FrontEndNotBuiltError
 from ..core.text import visible
-from ..extraction.result import BackwardExtraction
 from .dot import existing_folder_for, format_bytes, short_dtype
 from .images import image_html
 from .payload import STATE_DEFAULTS, GraphData, WidgetState, graph_payload
 from .static import MAX_BYTES, Drawing, headline
 
+if TYPE_CHECKING:
+    from ..extraction.result import BackwardExtraction
+
 STATIC = Path(__file__).resolve().parents[1] / "static"
+
+
+def front_end() -> tuple[Path, Path]:
+    """The built front end, its script and its style sheet; FrontEndNotBuiltError in one sentence where a source
+    checkout has not built it yet (anywidget would say only `File not found`)."""
+    script, style = STATIC / "widget.js", STATIC / "widget.css"
+    for path in (script, style):
+        if not path.is_file():
+            raise FrontEndNotBuiltError(
+                f"the widget's front end is not built (bwd_widgets/static/{path.name} is missing): run `npm run build` "
+                "in the project, or install the package with pip, which builds it."
+            )
+    return script, style
+
 
 PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>{title}</title><style>{css}</style></head>
@@ -61,11 +79,12 @@ def html_state(extraction: BackwardExtraction, graph_index: int = 0) -> WidgetSt
 def to_html(extraction: BackwardExtraction, path: str | Path, graph_index: int = 0) -> Path:
     """One self-contained HTML file with the same viewer: no kernel, no network."""
     path = existing_folder_for(path)
+    script, style = front_end()
     page = PAGE.format(
         title=html.escape(f"backward graph of {extraction.model_name}"),
-        css=(STATIC / "widget.css").read_text(),
+        css=style.read_text(),
         data=_script_safe(json.dumps(html_state(extraction, graph_index))),
-        esm=base64.b64encode((STATIC / "widget.js").read_bytes()).decode(),
+        esm=base64.b64encode(script.read_bytes()).decode(),
     )
     path.write_text(page)
     return path

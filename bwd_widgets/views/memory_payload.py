@@ -4,12 +4,14 @@ walk's kind of each storage and by module, the node each point selects, and `g.m
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..core import memory
-from ..extraction.result import BackwardExtraction
 from .plot import nice_ticks
 from .stretches import stretch_maxima
+
+if TYPE_CHECKING:
+    from ..extraction.result import BackwardExtraction
 
 TIMELINE_POINTS = 1000
 TIMELINE_TICKS = 4

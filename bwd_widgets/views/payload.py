@@ -7,15 +7,12 @@ as a JSON fixture that the front-end tests check against both. No IPython, no ip
 from __future__ import annotations
 
 import json
-from typing import TypedDict, cast
+from typing import TYPE_CHECKING, TypedDict, cast
 
-from ..core.analysis import SavedTensor
 from ..core.errors import BwdWidgetsError
 from ..core.kinds import Mode, NodeKind
 from ..core.nodes import BackwardNode, definition_lines
 from ..core.partitioners import registered_partitioners
-from ..extraction.result import BackwardExtraction
-from ..studio.advisor import Advice
 from ..studio.compare import Comparison, Sweep, diff
 from .grouping import Views, view_rules
 
@@ -28,6 +25,11 @@ from .memory_payload import MemoryPeak as MemoryPeak
 from .memory_payload import MemoryPoint as MemoryPoint
 from .memory_payload import ModuleBytes as ModuleBytes
 from .stretches import stretch_maxima
+
+if TYPE_CHECKING:
+    from ..core.analysis import SavedTensor
+    from ..extraction.result import BackwardExtraction
+    from ..studio.advisor import Advice
 
 OVERLAY_POINTS = 120
 
@@ -340,7 +342,7 @@ def since(data: GraphData, extraction: BackwardExtraction, previous: BackwardExt
     """`data`, the payload of `extraction`, saying what changed since `previous` (the partition shown
     before; None for nothing to compare): a payload built ahead is shown after whichever partition."""
     diff = NO_DIFF if previous is None or previous is extraction else diff_payload(previous, extraction)
-    return data if data["diff"] is diff else cast(GraphData, {**data, "diff": diff})
+    return data if data["diff"] is diff else cast("GraphData", {**data, "diff": diff})
 
 
 def _json(value: object) -> bytes:
@@ -416,7 +418,7 @@ def diff_payload(previous: BackwardExtraction, current: BackwardExtraction) -> D
 def comparison_rows(comparison: Comparison) -> list[ComparisonRow]:
     """The studio's rows (plain dicts of ComparisonRow's other keys) with each partition's peak."""
     return [
-        cast(ComparisonRow, {**row, "peak_activation_bytes": extraction.peak_activation_bytes})
+        cast("ComparisonRow", {**row, "peak_activation_bytes": extraction.peak_activation_bytes})
         for row, extraction in zip(comparison.rows, comparison.extractions)
     ]
 

@@ -130,14 +130,26 @@ class _Canvas:
     def add(self, element: str) -> None:
         self.parts.append(element)
 
-    def text(self, x: float, y: float, value: object, *, anchor="start", size=11, fill="#111827", weight="normal"):
+    def text(
+        self,
+        x: float,
+        y: float,
+        value: object,
+        *,
+        anchor: str = "start",
+        size: float = 11,
+        fill: str = "#111827",
+        weight: str = "normal",
+    ) -> None:
         bold = ' font-weight="bold"' if weight == "bold" else ""
         self.add(
             f'<text x="{_f(x)}" y="{_f(y)}" text-anchor="{anchor}" font-size="{size}" fill="{fill}"{bold}>'
             f"{_text(value)}</text>"
         )
 
-    def line(self, x1, y1, x2, y2, *, stroke="#9ca3af", width=1.0, dash=""):
+    def line(
+        self, x1: float, y1: float, x2: float, y2: float, *, stroke: str = "#9ca3af", width: float = 1.0, dash: str = ""
+    ) -> None:
         dashed = f' stroke-dasharray="{dash}"' if dash else ""
         self.add(
             f'<line x1="{_f(x1)}" y1="{_f(y1)}" x2="{_f(x2)}" y2="{_f(y2)}" stroke="{stroke}" '

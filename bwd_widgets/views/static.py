@@ -13,13 +13,16 @@ import html
 import re
 import shutil
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import graphviz
 
 from ..core.text import visible
 from .dot import format_bytes, payload_dot
 from .grouping import visible_graph
-from .payload import GraphData
+
+if TYPE_CHECKING:
+    from .payload import GraphData
 
 NOMINAL_PANE = (860.0, 560.0)
 MAX_BYTES = 100_000

@@ -3,7 +3,10 @@ timelines and the SVG charts' lines."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 def _stretches(length: int, count: int) -> list[range]:

@@ -57,7 +57,7 @@ def open_and_run(page, url: str, widgets: int, screenshot: Path) -> None:
         page.wait_for_function(
             f"document.querySelectorAll('.bwd-root[data-rendered]').length === {widgets}", timeout=240_000
         )
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever stopped the wait: screenshot, then say what drew
         page.screenshot(path=str(screenshot), full_page=True)
         drawn = page.evaluate("document.querySelectorAll('.bwd-root[data-rendered]').length")
         outputs = page.evaluate(

@@ -95,7 +95,7 @@ def test_a_20_s_extraction_shows_its_stage_and_elapsed_time(long_page, artifacts
             "document.querySelectorAll('.jp-Notebook .jp-CodeCell')[1].querySelector('.jp-OutputArea')?.innerText.includes('s so far')",
             timeout=120_000,
         )
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever stopped the wait: screenshot, then say what shows
         page.screenshot(path=frontend.shot(artifacts, "long-tasks-no-placeholder.png"))
         raise AssertionError(f"no placeholder; the cell shows {_cell_output(page, 1)!r}") from None
     first = _cell_output(page, 1)

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from ...core.eager_memory import eager_step_memory
-from ...core.errors import one_line
+from ...core.errors import AdviceError, one_line
 from ...core.kinds import Mode
 from ...core.measure import time_step
 from ...core.partitioners import check_budget
@@ -31,7 +31,7 @@ from ...extraction.result import BackwardExtraction
 from ..compare import listed
 from ..forked import Awaited, ForkedTasks, default_workers
 from . import code as snippets
-from .plans import Advice, AdviceError, Plan, pareto, parse_bytes, step_bytes
+from .plans import Advice, Plan, pareto, parse_bytes, step_bytes
 
 __all__ = ["Advice", "AdviceError", "Plan", "Stopped", "advise", "parse_bytes"]
 
@@ -255,7 +255,7 @@ def _verify_offload(run: _Run, plan: Plan) -> None:
             call.requires_grad,
             call.arg_names,
         )
-    except Exception as error:  # the plan stays listed, predicted only, with why
+    except Exception as error:  # noqa: BLE001 - the plan stays listed, predicted only, with why
         plan.note += f"; not verified: its eager step could not run on fake tensors ({one_line(error)})"
         return
     plan.verified_peak_bytes, plan.saved_bytes = step.activation_peak_bytes, step.after_forward_bytes
@@ -373,7 +373,7 @@ def _measure(advice: Advice, mode: Mode, measure: bool, measure_time: bool, step
                 bar.set_postfix_str(f"time {plan.label}")
                 try:
                     plan.measured_seconds = time_step(plan.extraction.partitions)  # type: ignore[union-attr]
-                except Exception as error:  # one plan that cannot run here keeps the others' times
+                except Exception as error:  # noqa: BLE001 - one plan that cannot run here keeps the others' times
                     advice.notes.append(f"{plan.label}: not timed: {one_line(error)}")
                 bar.update(ask=plan is not timed[-1])  # a stop after the last plan stops nothing
         finally:

@@ -9,11 +9,12 @@ compiled model's first forward and backward under (budget plans), and may define
 from __future__ import annotations
 
 import contextlib
-import copy
 from typing import NamedTuple
 
 import torch
 from torch import nn
+
+from ...core.compat import child_modules, shallow_module_copy
 
 MATMUL_OPS = ("mm", "addmm", "bmm", "baddbmm")
 """aten ops a "save matmuls" policy keeps (their `.default` overloads)."""
@@ -38,7 +39,7 @@ def find_blocks(model: object) -> str | None:
         if not name or not isinstance(module, (nn.ModuleList, nn.Sequential)):
             continue
         children = list(module.children())
-        if len(children) < 2 or len({type(c) for c in children}) != 1 or len(children) != len(module._modules):
+        if len(children) < 2 or len({type(c) for c in children}) != 1 or len(children) != len(child_modules(module)):
             continue
         size = sum(p.numel() for p in module.parameters())
         if size == 0:
@@ -128,21 +129,18 @@ def shadow(model: nn.Module, path: str | None) -> nn.Module:
     """A copy that shares the model's parameters and submodules except along `path`: the root, each module on
     the way to the container, the container and its blocks are shallow copies with their own attribute and
     child tables, so a snippet that sets `block.forward` or replaces a block touches only the copies."""
-    root = copy.copy(model)
-    root._modules = root._modules.copy()
+    root = shallow_module_copy(model)
     parent = root
     for part in path.split(".") if path else []:
-        child = copy.copy(parent._modules[part])
+        child = child_modules(parent)[part]
         assert child is not None
-        child._modules = child._modules.copy()
-        parent._modules[part] = child
+        child = shallow_module_copy(child)
+        child_modules(parent)[part] = child
         parent = child
     if path:
-        for name, block in list(parent._modules.items()):
+        for name, block in list(child_modules(parent).items()):
             if block is not None:
-                block = copy.copy(block)
-                block._modules = block._modules.copy()
-                parent._modules[name] = block
+                child_modules(parent)[name] = shallow_module_copy(block)
     return root
 
 

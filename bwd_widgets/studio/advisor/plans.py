@@ -105,6 +105,11 @@ class Plan:
         self._extraction = extraction
 
     @property
+    def extraction_made(self) -> BackwardExtraction | None:
+        """The plan's partition if it is made already: None where reading `extraction` would make it."""
+        return self._extraction
+
+    @property
     def predicted_bill_bytes(self) -> int:
         return self.predicted_peak_bytes + self.step_bytes
 
