@@ -15,6 +15,8 @@ from .naming import module_path, source_line
 from .why import why_saved
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .partition_view import PartitionView
 
 
@@ -210,9 +212,47 @@ def common_module(paths: list[str]) -> str:
     return ".".join(shared)
 
 
+def saved_positions(forward: torch.fx.GraphModule, backward: torch.fx.GraphModule) -> dict[str, int]:
+    """Where each saved value of `backward` (a non-tangent placeholder) is among `forward`'s outputs.
+
+    AOT Autograd's partition keeps the joint graph's names, so a saved value is the forward output of its name,
+    except the random-number states min-cut's `functionalize_rng_ops` adds for recomputed random ops: backward
+    placeholders `rng_state_output_<i>`, whose states the forward returns after the saved values (before the
+    symints), in the same order. They pair with the last forward outputs no backward placeholder names.
+    """
+    outputs = forward.graph.output_node().args[0]
+    assert isinstance(outputs, (tuple, list))
+    by_name = {node.name: i for i, node in enumerate(outputs) if isinstance(node, torch.fx.Node)}
+    saved = [n.name for n in backward.graph.find_nodes(op="placeholder") if not is_tangent(n.name)]
+    unnamed = [name for name in saved if name not in by_name]
+    named = set(saved)
+    unmatched = [i for i, node in enumerate(outputs) if not (isinstance(node, torch.fx.Node) and node.name in named)]
+    positions = {name: by_name[name] for name in saved if name in by_name}
+    if unnamed:
+        positions.update(zip(unnamed, unmatched[-len(unnamed) :]))
+    return positions
+
+
+def backward_inputs(
+    forward: torch.fx.GraphModule, backward: torch.fx.GraphModule, outputs: Sequence[object], tangents: dict
+) -> list:
+    """The backward graph's inputs, in order, from what the forward returned and the tangents by name."""
+    positions = saved_positions(forward, backward)
+    return [
+        tangents[node.name] if is_tangent(node.name) else outputs[positions[node.name]]
+        for node in backward.graph.find_nodes(op="placeholder")
+    ]
+
+
 def saved_tensors(partition: PartitionView) -> list[SavedTensor]:
     """One SavedTensor per non-tangent backward placeholder, each storage's bytes counted once."""
-    forward_nodes = {n.name: n for n in partition.forward.graph.nodes}
+    outputs = partition.forward.graph.output_node().args[0]
+    assert isinstance(outputs, (tuple, list))
+    forward_nodes = {
+        name: node
+        for name, i in saved_positions(partition.forward, partition.backward_with_nones).items()
+        if isinstance(node := outputs[i], torch.fx.Node)
+    }
     joint_nodes = {n.name: n for n in partition.joint.graph.nodes}
     sources = partition.inputs
     counted_storages: set[str] = set()

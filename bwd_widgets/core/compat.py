@@ -15,6 +15,7 @@ import logging
 import re
 import threading
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -122,6 +123,10 @@ try:
 
     # torch's structured trace (TORCH_TRACE, tlparse): while it has a handler, the graphs' text is read.
     from torch._logging._internal import trace_log
+
+    # The higher-order operators a partition wraps a recomputed random op in (min-cut's `functionalize_rng_ops`):
+    # the FLOP count runs the op they wrap (core/flops.py), which torch's FLOP counter cannot.
+    from torch._prims.rng_prims import run_and_save_rng_state, run_with_rng_state
 
     # Fake tensors: counted FLOPs and lifted constants of fake-mode traces.
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
@@ -254,7 +259,36 @@ def shallow_module_copy(module: _M) -> _M:
     return copied
 
 
+def min_cut_solver() -> tuple[object, str]:
+    """Where min-cut's max-flow solver is looked up when it runs, as (module, name): torch 2.15 solves the flow
+    graph with its own `minimum_cut` (`torch/_functorch/_activation_checkpointing/min_cut.py`, imported into the
+    partitioner module); 2.13 and 2.14 call `networkx.minimum_cut`. The same graph, edges and reasons reach both."""
+    if callable(getattr(torch_partitioners, "minimum_cut", None)):
+        return torch_partitioners, "minimum_cut"
+    import networkx
+
+    return networkx, "minimum_cut"
+
+
+def graph_break_reasons() -> Counter[str]:
+    """Dynamo's counts of why it broke a graph or gave up on code (its `graph_break` and `unimplemented`
+    counters, process-wide): the difference across a capture is what Dynamo said of the user's forward."""
+    from torch._dynamo.utils import counters
+
+    return Counter(counters["graph_break"]) + Counter(counters["unimplemented"])
+
+
+def dynamo_words(reason: str) -> str:
+    """Dynamo's reason in one line: its first line, then its hints ("Set torch._dynamo.config.allow_rnn=True...")."""
+    lines = [line.strip() for line in reason.splitlines()]
+    hints = [line.removeprefix("Hint:").strip() for line in lines if line.startswith("Hint:")]
+    return "; ".join([lines[0].rstrip("."), *hints[:1]]) if lines else ""
+
+
 __all__ = [
+    "dynamo_words",
+    "graph_break_reasons",
+    "min_cut_solver",
     "graph_text_skipped_unless_logged",
     "child_modules",
     "dynamo_cache_entries",
@@ -300,6 +334,8 @@ __all__ = [
     "get_default_op_list",
     "min_cut_rematerialization_partition",
     "pytree",
+    "run_and_save_rng_state",
+    "run_with_rng_state",
     "tracing",
     "torch_is_tested",
 ]

@@ -1,9 +1,10 @@
 """What torch's min-cut partitioner decided for one split, and why, read from torch's own decision data.
 
-torch keeps its reasons on the flow graph it hands `networkx.minimum_cut`: every infinite edge carries a
+torch keeps its reasons on the flow graph it hands its max-flow solver (`networkx.minimum_cut` up to torch 2.14,
+its own Dinic solver `minimum_cut` from 2.15: `compat.min_cut_solver`): every infinite edge carries a
 `reason` ("cannot recompute: materialized in backward", "must recompute: marked by checkpoint policy", ...).
 Below budget 1 it also runs a knapsack over the values it had banned from recomputation. `recording()` wraps,
-for one split on one thread, the functions that see that data (`networkx.minimum_cut`, torch's
+for one split on one thread, the functions that see that data (that solver, torch's
 `solve_min_cut`, its knapsack and `choose_saved_values_set`) and keeps what they were given and returned,
 by node name. Nothing here re-derives a rule: where a torch release moves one of these functions the
 decisions are marked unreachable and the reasons say so.
@@ -18,7 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .compat import partitioner_size_of, torch_partitioners
+from .compat import min_cut_solver, partitioner_size_of, torch_partitioners
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -288,7 +289,7 @@ _WRAPPED = (
 def recording() -> Iterator[_Recorder]:
     """Record torch's partitioner decisions for one split on this thread; `.decisions` holds them after."""
     global _active
-    import networkx
+    solver_home, solver_name = min_cut_solver()
 
     recorder = _Recorder(threading.get_ident())
     if not all(callable(getattr(torch_partitioners, name, None)) for name, _ in _WRAPPED):
@@ -297,17 +298,17 @@ def recording() -> Iterator[_Recorder]:
         return
     with _lock:
         originals = {name: getattr(torch_partitioners, name) for name, _ in _WRAPPED}
-        original_cut = networkx.minimum_cut
+        original_cut = getattr(solver_home, solver_name)
         try:
             _active = recorder
-            networkx.minimum_cut = _minimum_cut(original_cut)
+            setattr(solver_home, solver_name, _minimum_cut(original_cut))
             for name, wrap in _WRAPPED:
                 setattr(torch_partitioners, name, wrap(originals[name]))
             yield recorder
             if recorder.failed:
                 recorder.decisions = UNREACHABLE
         finally:
-            networkx.minimum_cut = original_cut
+            setattr(solver_home, solver_name, original_cut)
             for name, original in originals.items():
                 setattr(torch_partitioners, name, original)
             _active = None

@@ -25,6 +25,7 @@ import torch
 import torch.fx
 
 from . import memory
+from .analysis import backward_inputs
 from .compat import _record_memory_history, _snapshot, pytree
 from .errors import MeasureNeedsRealModeError
 from .kinds import is_tangent
@@ -208,12 +209,8 @@ def _forward(partition: Partition, index: int, tracker: _Storages, curve: list[d
 
 
 def _backward_inputs(partition: Partition, outputs: Any, tangents: dict) -> list:
-    """The backward graph's inputs, in order: the forward's saved outputs by name, then the tangents."""
-    nodes = partition.forward.graph.output_node().args[0]
-    assert isinstance(nodes, (tuple, list))
-    by_name = {node.name: value for node, value in zip(nodes, outputs) if isinstance(node, torch.fx.Node)}
-    by_name.update(tangents)
-    return [by_name[node.name] for node in partition.backward.graph.find_nodes(op="placeholder")]
+    """The backward graph's inputs, in order: the forward's saved outputs, then the tangents."""
+    return backward_inputs(partition.forward, partition.backward, outputs, tangents)
 
 
 def time_step(partitions: list[Partition], min_run_time: float = 0.3) -> float:

@@ -7,18 +7,19 @@ and `build_partition` the only place a `Partition` is made; partitions do not ch
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import threading
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 import torch.fx
 
 from . import analysis
 from .codegen import copy_graph_module, graphnet_code, without_none_outputs
-from .compat import _use_lazy_graph_module, tensor_version
+from .compat import TracingContext, _use_lazy_graph_module, detect_fake_mode, tensor_version, tracing
 from .decisions import Decisions, recording
 from .errors import PartitionerError, describe_failure, one_line
 from .interrupts import interrupts_held
@@ -27,6 +28,9 @@ from .memory import MemoryProfile, profile
 from .nodes import BackwardNode, backward_nodes
 from .partitioners import Partitioner, resolve_partitioner
 from .reuse import MinCuts, counted_flops, cse_once
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 
 class _TorchWork:
@@ -189,6 +193,7 @@ class Trace:
                 cse_once(),
                 recording() as record,
                 _use_lazy_graph_module(True),
+                _tracing_as_compiled(work),
             ):
                 forward, backward = resolved.partition_fn(work, self.joint_inputs, **self.partition_kwargs)
             return Split(forward, backward, record.decisions)
@@ -204,6 +209,20 @@ class Trace:
                     for added in set(vars(node)) - names:
                         delattr(node, added)
                 self._work = work
+
+
+@contextlib.contextmanager
+def _tracing_as_compiled(joint: torch.fx.GraphModule) -> Iterator[None]:
+    """torch.compile partitions inside AOT Autograd's tracing context, and min-cut reads its fake mode from there
+    (`functionalize_rng_ops` makes the rng states of recomputed random ops in it): a split made again later, outside
+    any compile, gets the same context around the joint graph's own fake mode."""
+    if TracingContext.try_get() is not None:
+        yield
+        return
+    values = [n.meta.get("val") for n in joint.graph.find_nodes(op="placeholder")]
+    fake_mode = detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)])
+    with tracing(TracingContext(fake_mode)) if fake_mode is not None else contextlib.nullcontext():
+        yield
 
 
 def build_partition(
@@ -234,11 +253,7 @@ def replay_backward_inputs(
         if real.rng_state is not None:
             torch.set_rng_state(real.rng_state)
         outputs = forward(*real.forward_inputs)
-    output_nodes = forward.graph.output_node().args[0]
-    assert isinstance(output_nodes, (tuple, list))
-    by_name = {node.name: value for node, value in zip(output_nodes, outputs) if isinstance(node, torch.fx.Node)}
-    by_name.update(real.tangent_values or {})
-    return [by_name[node.name] for node in backward_with_nones.graph.find_nodes(op="placeholder")]
+    return analysis.backward_inputs(forward, backward_with_nones, outputs, real.tangent_values or {})
 
 
 @dataclass(frozen=True, eq=False, init=False)

@@ -16,11 +16,12 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, NoReturn
 
 import torch
 
 from ..core.capture import CaptureSession, own_dynamo_entries
-from ..core.compat import dynamo_config, functorch_config
+from ..core.compat import dynamo_config, dynamo_words, functorch_config, graph_break_reasons
 from ..core.errors import (
     BwdWidgetsError,
     CallError,
@@ -59,6 +60,9 @@ from .requires_grad import (
     requires_grad_applied,
 )
 from .result import BackwardExtraction
+
+if TYPE_CHECKING:
+    from collections import Counter
 
 __all__ = ["MODES", "RequiresGrad", "clear_trace_cache", "default_requires_grad", "extract"]
 
@@ -214,14 +218,13 @@ def _capture(
             for arg, value in zip(call.arg_names, (*call.inputs, *call.keywords.values()))
         ]
     inputs = _Inputs(values[: len(call.inputs)], dict(zip(call.keywords, values[len(call.inputs) :])))
+    breaks_before = graph_break_reasons()
     with interrupts_held(), requires_grad_applied(call.parameters, call.requires_grad):
         session, told, notes, backward_ran = _capture_by_route(call, inputs, resolved, mode, capture_scalars)
         grads = {n: t.grad for n, t in zip(call.arg_names, values) if isinstance(t, torch.Tensor)}
         grads.update({n: p.grad for n, p in call.parameters.items()})
     if not session.regions:
-        raise NoDifferentiableOutputError(
-            f"{call.name} produced no backward graph: no output depends on an input or parameter requiring grad."
-        )
+        _no_region(call.name, any(g is not None for g in grads.values()), graph_break_reasons() - breaks_before)
     extraction = BackwardExtraction(
         partitions=session.build(call.notes + told + session.notes + notes, backward_ran),
         mode=mode,
@@ -231,6 +234,20 @@ def _capture(
         requires_grad=call.requires_grad,
     )
     return extraction, notes
+
+
+def _no_region(name: str, gradients_came: bool, breaks: Counter[str]) -> NoReturn:
+    """No compiled region holds a backward: say whether that is because nothing needs a gradient, or because
+    Dynamo compiled none of the forward (in its own words, read from its graph-break counts)."""
+    if not gradients_came and not breaks:
+        raise NoDifferentiableOutputError(
+            f"{name} produced no backward graph: no output depends on an input or parameter requiring grad."
+        )
+    says = f": Dynamo says {dynamo_words(next(iter(breaks)))}" if breaks else ""
+    raise ExtractionFailed(
+        f"{name} has no backward graph to show: its forward ran outside every compiled region, Dynamo compiled "
+        f"no part of it{says}"
+    )
 
 
 def _leaf(value: torch.Tensor) -> torch.Tensor:

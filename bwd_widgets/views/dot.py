@@ -18,7 +18,7 @@ import graphviz
 
 from ..core.errors import BwdWidgetsError
 from ..core.text import visible
-from .grouping import VisibleGraph, VisibleNode, parent_of, visible_graph
+from .grouping import EdgeKind, VisibleGraph, VisibleNode, parent_of, visible_graph
 from .payload import GraphData, GraphNode, graph_payload
 
 if TYPE_CHECKING:
@@ -31,11 +31,12 @@ COLOURS = {
     "tangent": "#bfdbfe",
     "gradient": "#bbf7d0",
     "op": "#f3f4f6",
-    "recomputed": "#f3f4f6",
+    "recomputed": "#ebd8f0",
     "group": "#d7eef3",
 }
-EDGE_COLOURS = {"saved": "#d97706", "gradient": "#15803d"}
-"""Edge colours for a picture without CSS (the widget's come from widget.css, by class)."""
+"""Node fills for a picture without CSS, by `node_kind` (the widget's come from widget.css, by class)."""
+EDGE_COLOURS: dict[EdgeKind, str] = {"saved": "#d97706", "recomputed": "#8e24aa", "gradient": "#15803d"}
+"""Edge colours for a picture without CSS, one per `grouping.EDGE_KINDS` (the widget's come from widget.css)."""
 SHAPE = {
     "saved": 'shape=box, style="filled"',
     "tangent": 'shape=box, style="filled"',

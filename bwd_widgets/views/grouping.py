@@ -9,7 +9,7 @@ contract fixture for `js/test/contract.test.ts` to check against the TypeScript 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Generic, Literal, TypedDict, TypeVar, get_args
 
 from typing_extensions import ReadOnly
 
@@ -63,6 +63,11 @@ class Views(TypedDict):
 N = TypeVar("N", bound=Grouped)
 
 
+EdgeKind = Literal["saved", "recomputed", "gradient"]
+"""What a drawn edge carries, when all the edges it stands for agree (`VisibleGraph.edge_kinds`)."""
+EDGE_KINDS: tuple[EdgeKind, ...] = get_args(EdgeKind)
+
+
 @dataclass
 class VisibleNode(Generic[N]):
     """A drawn node: a backward node itself, or a collapsed module (`path`) standing for `size` nodes."""
@@ -81,7 +86,7 @@ class VisibleGraph(Generic[N]):
     edges: list[tuple[str, str]]
     saved_only: set[tuple[str, str]] = field(default_factory=set)
     """Edges out of a collapsed module that carry only forward values, saved or recomputed (not ranked by)."""
-    edge_kinds: dict[tuple[str, str], str] = field(default_factory=dict)
+    edge_kinds: dict[tuple[str, str], EdgeKind] = field(default_factory=dict)
     """What a drawn edge carries when all the edges it stands for agree: "saved" (a value saved in
     forward, read here), "recomputed" (forward values, some recomputed in backward, read here) or
     "gradient" (into a gradient output); the rest carry backward data flow."""
@@ -172,7 +177,7 @@ def visible_graph(nodes: Sequence[N], edges: Iterable[Sequence[str]], expanded: 
         reads_saved[key] = reads_saved.get(key, True) and source in saved
         reads_forward[key] = reads_forward.get(key, True) and source in forward_values
         into_gradient[key] = into_gradient.get(key, True) and target in gradients
-    kinds = {key: "saved" for key, only in reads_saved.items() if only}
+    kinds: dict[tuple[str, str], EdgeKind] = {key: "saved" for key, only in reads_saved.items() if only}
     kinds.update((key, "recomputed") for key, only in reads_forward.items() if only and key not in kinds)
     kinds.update((key, "gradient") for key, only in into_gradient.items() if only and key not in kinds)
     saved_only = {key for key, only in carries.items() if only}

@@ -428,7 +428,7 @@ def advise(
         raise AdviceError(f"every= takes whole numbers of 1 or more (1: every block), got {tuple(every)!r}.")
     path = snippets.find_blocks(model)
     run = _Run(model, inputs, mode, extract_kwargs, target_bytes, step_bytes(model, optimizer), path, optimizer)
-    specs = _checkpoint_specs(path, tuple(policies), tuple(every)) if path else []
+    specs = _checkpoint_specs(path, tuple(policies), tuple(every)) if path is not None else []
     started, interrupted = time.perf_counter(), False
     bar = tqdm(total=1 + len(budgets) + len(specs), desc="advisor", unit="plan", disable=not progress)
     steps = _Steps(bar, on_step, should_stop)

@@ -31,12 +31,13 @@ POLICY_OPS = {"matmuls": MATMUL_OPS, "attention": ATTENTION_OPS}
 
 def find_blocks(model: object) -> str | None:
     """The qualified name of the model's repeated-block container: the nn.ModuleList or nn.Sequential with the
-    most children, all of one class (at least two); ties go to the one holding more parameters. None if none."""
+    most children, all of one class (at least two); ties go to the one holding more parameters. `""` when the
+    model itself is that container (`nn.Sequential(*blocks)`); None if there is none."""
     if not isinstance(model, nn.Module):
         return None
     best: tuple[int, int, str] | None = None
     for name, module in model.named_modules():
-        if not name or not isinstance(module, (nn.ModuleList, nn.Sequential)):
+        if not isinstance(module, (nn.ModuleList, nn.Sequential)):
             continue
         children = list(module.children())
         if len(children) < 2 or len({type(c) for c in children}) != 1 or len(children) != len(child_modules(module)):
@@ -51,7 +52,10 @@ def find_blocks(model: object) -> str | None:
 
 
 def reach(path: str) -> str:
-    """`model.blocks` or `model.get_submodule("layers.0")` for a qualified name: what the snippet writes."""
+    """`model.blocks` or `model.get_submodule("layers.0")` for a qualified name (`model` for the model itself):
+    what the snippet writes."""
+    if not path:
+        return "model"
     parts = path.split(".")
     if all(p.isidentifier() for p in parts):
         return "model." + path
@@ -137,7 +141,7 @@ def shadow(model: nn.Module, path: str | None) -> nn.Module:
         child = shallow_module_copy(child)
         child_modules(parent)[part] = child
         parent = child
-    if path:
+    if path is not None:  # "" is the model itself: its blocks are copied
         for name, block in list(child_modules(parent).items()):
             if block is not None:
                 child_modules(parent)[name] = shallow_module_copy(block)

@@ -1,0 +1,125 @@
+"""What users type first, as they type it: the README's examples and the advisor on ordinary blocks.
+
+Each case here broke on a new user's first try: the README's min-cut line printed a traceback (the static SVG had no
+colour for an edge of recomputed values), the advisor crashed on blocks holding Dropout (torch's FLOP counter cannot
+run the operators that carry a recomputed random op's generator state), a user's own checkpoint around Dropout broke
+`recompute_flops` the same way, and a model that *is* an `nn.Sequential` of alike blocks got no checkpoint plan.
+tests/test_every_view.py generates the same family over every view and partition; these are the users' own words.
+"""
+
+import pytest
+import torch
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+import bwd_widgets as bw
+from bwd_widgets.core.kinds import NODE_KINDS
+from bwd_widgets.examples import Transformer
+from bwd_widgets.views import dot
+from bwd_widgets.views.grouping import EDGE_KINDS
+
+
+@pytest.fixture(scope="module")
+def shell():
+    """The README's notebook: its Transformer and tokens, in a real IPython shell with the extension loaded."""
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "bwd_widgets")
+    ip.run_cell(
+        "import torch\nfrom bwd_widgets.examples import Transformer\ntorch.manual_seed(0)\n"
+        "model = Transformer(width=64, depth=2)\nx = torch.randint(0, 64, (4, 32))"
+    )
+    yield ip
+    ip.run_line_magic("unload_ext", "bwd_widgets")
+
+
+@pytest.mark.parametrize("budget", ["0.3", "0.5", "0"])
+def test_the_readme_min_cut_line_shows_its_widget(shell, budget):
+    with capture_output() as captured:
+        result = shell.run_cell(f"g = %bwd_extract --partitioner min_cut --budget {budget} model(x)")
+    assert result.success, result.error_in_exec
+    assert "Traceback" not in captured.stdout + captured.stderr
+    assert any("BackwardGraph(bw_nodes=" in str(o.data.get("text/plain", "")) for o in captured.outputs)
+    assert shell.user_ns["g"].partitioner == "min_cut" and shell.user_ns["g"].recomputed
+
+
+@pytest.fixture(scope="module")
+def transformer():
+    torch.manual_seed(0)
+    return bw.extract(Transformer(width=64, depth=2), torch.randint(0, 64, (4, 32)))
+
+
+@pytest.mark.parametrize("budget", [1.0, 0.5, 0.0])
+def test_min_cut_partitions_draw_as_static_pictures(transformer, budget, tmp_path):
+    partition = transformer.rerun("min_cut", budget)
+    assert bw.save_svg(partition, tmp_path / "g.svg").read_text().startswith("<?xml")
+    data, _ = bw.show(partition)._repr_mimebundle_()
+    assert "<svg" in data["image/svg+xml"]
+
+
+def test_every_edge_and_node_kind_has_a_colour_in_the_static_picture():
+    """The static SVG colours what widget.css colours by class: each kind the grouping draws has its colour."""
+    assert set(dot.EDGE_COLOURS) == set(EDGE_KINDS)
+    assert set(dot.COLOURS) == {*NODE_KINDS, "recomputed", "group"} == set(dot.SHAPE)
+
+
+class DropoutBlock(nn.Module):
+    """A transformer-style residual block in training mode: Linear, ReLU, Dropout."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.linear = nn.Linear(width, width)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.dropout(torch.relu(self.linear(x)))
+
+
+class Blocks(nn.Module):
+    def __init__(self, depth: int = 4) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(DropoutBlock() for _ in range(depth))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+@pytest.mark.parametrize("mode", ["real", "fake"])
+def test_the_advisor_takes_blocks_holding_dropout(mode):
+    torch.manual_seed(0)
+    advice = bw.advise(Blocks(), torch.randn(8, 16), target="4KB", mode=mode, progress=False)
+    assert advice.tried and all(p.recompute_flops >= 0 for p in advice.tried)
+    assert any(p.kind == "checkpoint" for p in advice.tried)
+
+
+class CheckpointedBlocks(Blocks):
+    """The user's own checkpoint around each Dropout block, as torch's docs write it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = checkpoint(block, x, use_reentrant=False)
+        return x
+
+
+@pytest.mark.parametrize("mode", ["real", "fake"])
+def test_recompute_flops_of_a_users_checkpoint_around_dropout(mode):
+    torch.manual_seed(0)
+    extraction = bw.extract(CheckpointedBlocks(), torch.randn(8, 16), mode=mode)
+    assert extraction.recomputed and extraction.recompute_flops > 0
+    if mode == "real":
+        assert extraction.measure().peak_bytes > 0  # the recomputed dropout's generator state reaches backward
+
+
+@pytest.mark.parametrize("mode", ["real", "fake"])
+def test_a_model_that_is_a_sequential_of_alike_blocks_gets_checkpoint_plans(mode):
+    torch.manual_seed(0)
+    model = nn.Sequential(*(DropoutBlock() for _ in range(4)))
+    advice = bw.advise(model, torch.randn(8, 16), target="4KB", mode=mode, progress=False)
+    kinds = {p.kind for p in advice.tried}
+    assert {"checkpoint", "selective"} <= kinds, kinds
+    assert not any("no repeated-block container" in note for note in advice.notes)
+    checkpointed = next(p for p in advice.tried if p.label == "checkpoint every block")
+    assert "for block in model:" in checkpointed.code
