@@ -18,9 +18,9 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-# torch first, exactly the oldest tested release: pyproject declares a range (torch>=2.13.0,<2.16), and with no
+# torch first, exactly the oldest tested release: pyproject declares a range (torch>=2.13.0,<2.17), and with no
 # torch installed pip would meet that range with a multi-GB CUDA build from PyPI; this machine serves a CPU build
-# of 2.13.0 from local disk, which the range then keeps. (scripts/test_newest_torch.sh tests the newest, 2.14.1.)
+# of 2.13.0 from local disk, which the range then keeps. (scripts/test_newest_torch.sh tests the newer ones, 2.14.1 and 2.15.0.)
 .venv/bin/python -m pip install --quiet "torch==2.13.0"
 # editable install; its build hook runs `npm run build` again, which is quick
 .venv/bin/python -m pip install --quiet -e ".[test]"

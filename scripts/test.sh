@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: set up; lint and type checks (ruff, mypy, tsc); the kernel-browser contract
 # fixture, then the front end's unit tests; the Python tests (the GraphNet corpus and the
-# real-browser JupyterLab tests among them); the notebooks; then the same core tests on the newest torch, from the
+# real-browser JupyterLab tests among them); the notebooks; then the core tests on each newer tested torch, from the
 # built wheel (scripts/test_newest_torch.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,5 +17,6 @@ npx vitest run
 # build: they run in the newest-torch job below (BWD_ZOO=all there).
 .venv/bin/python -m pytest tests -p no:logging "$@"
 .venv/bin/python -m pytest --nbval-lax --nbval-current-env notebooks/ -p no:logging
-# The second job: a fresh venv with the newest torch pip installs here (2.14.1), the built wheel installed into it.
+# The newer-torch jobs: a fresh venv for each tested release after the oldest (2.14.1, 2.15.0), the built wheel
+# installed into it.
 bash scripts/test_newest_torch.sh

@@ -1,20 +1,39 @@
 #!/usr/bin/env bash
-# The second CI job: the newest torch pip can install here (2.14.1, the CUDA build, run on the CPU), with
-# torchvision, timm and transformers, in a fresh venv (.venv-newest). The project goes in as its built wheel,
-# which must leave that torch in place, and the tests run against the installed wheel, not the source folder.
-# scripts/test.sh calls it last; run alone: bash scripts/test_newest_torch.sh [extra pytest args].
+# The newer-torch CI jobs, one per tested release after the oldest (bwd_widgets/core/compat.py TESTED_TORCH;
+# tests/test_torch_version.py holds the two lists equal): a fresh venv per release (.venv-newest-<release>) with
+# PyPI's CUDA build of that torch, run on the CPU, and transformers. The project goes in as its built wheel, which
+# must leave that torch in place, and the tests run against the installed wheel, not the source folder.
+# scripts/test.sh calls it last; run alone: bash scripts/test_newest_torch.sh [RELEASE] [extra pytest args]
+# (RELEASE: one of NEWER_TORCH below; none: each in turn).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 
-TORCH=2.14.1 # the newest tested: bwd_widgets/core/compat.py TESTED_TORCH (tests/test_torch_version.py checks)
-TORCHVISION=0.29.1 # the torchvision built for it; PyPI's torchvision does not load beside the local 2.13.0 CPU build
-VENV=.venv-newest
+NEWER_TORCH=(2.14.1 2.15.0)
+if [ $# -eq 0 ] || [[ "$1" != [0-9]* ]]; then
+    for release in "${NEWER_TORCH[@]}"; do
+        bash "$0" "$release" "$@"
+    done
+    exit 0
+fi
+TORCH="$1"
+shift
+case "$TORCH" in
+# torchvision (and so timm) exists for 2.14.1 (0.29.1; PyPI's torchvision does not load beside the local 2.13.0
+# CPU build), so the model zoo's vision models run there (BWD_ZOO=all). None is built for 2.15.0 yet.
+2.14.1) VISION=("torchvision==0.29.1" "timm==1.0.29") ZOO=all ;;
+*) VISION=() ZOO=transformers ;;
+esac
+# This machine's pip config caps torch at the releases on its disk (2.14.1); a newer one comes from the package
+# index, with a pip that reads no config (a few minutes: the CUDA build is several GB).
+PIP=(env)
+[[ "$TORCH" == 2.1[3-4].* ]] || PIP=(env PIP_CONFIG_FILE=/dev/null)
+VENV=".venv-newest-$TORCH"
 PY="$VENV/bin/python"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 START=$SECONDS
-phase() { echo "== newest torch: $1 ($((SECONDS - START)) s so far)"; }
+phase() { echo "== torch $TORCH: $1 ($((SECONDS - START)) s so far)"; }
 
 # torch's version as pip recorded it, without importing torch; fails unless it is $TORCH.
 assert_torch() {
@@ -33,20 +52,19 @@ EOF
 phase "fresh venv $VENV"
 rm -rf "$VENV"
 python3 -m venv "$VENV"
-"$PY" -m pip install --quiet --upgrade pip
-# pip on Python 3.11 takes both from this machine's disk (see the machine notes): about 5.5 GB in the venv.
-"$PY" -m pip install --quiet "torch==$TORCH" "torchvision==$TORCHVISION"
-assert_torch "installing torch and torchvision"
+"${PIP[@]}" "$PY" -m pip install --quiet --upgrade pip
+"${PIP[@]}" "$PY" -m pip install --quiet "torch==$TORCH" "${VISION[@]}"
+assert_torch "installing torch ${VISION[*]}"
 # The model zoo's libraries and what these tests need (pytest; the project's own deps come with its wheel).
-"$PY" -m pip install --quiet "timm==1.0.29" "transformers==5.18.0" "pytest>=8"
-assert_torch "installing timm, transformers and pytest"
+"${PIP[@]}" "$PY" -m pip install --quiet "transformers==5.18.0" "pytest>=8"
+assert_torch "installing transformers and pytest"
 
 phase "build the wheel"
 # The hatch build hook runs `npm install` and `npm run build`, so the wheel carries the front-end bundle.
-"$PY" -m pip wheel --quiet --no-deps . -w "$WORK"
+"${PIP[@]}" "$PY" -m pip wheel --quiet --no-deps . -w "$WORK"
 WHEEL="$(ls "$WORK"/bwd_widgets-*.whl)"
 echo "built $(basename "$WHEEL")"
-"$PY" -m pip install --quiet "$WHEEL"
+"${PIP[@]}" "$PY" -m pip install --quiet "$WHEEL"
 # The issue's check: the built wheel, installed into a venv that holds torch 2.14.1, leaves that torch in place.
 assert_torch "pip install of the built wheel"
 
@@ -76,11 +94,13 @@ def pytest_sessionstart(session):
     if not os.path.abspath(bwd_widgets.__file__).startswith(os.environ["BWD_WIDGETS_SITE"] + os.sep):
         raise pytest.UsageError(f"the tests import {bwd_widgets.__file__}, not the installed wheel")
 EOF
-# The reference, extraction, correctness and corpus tests, keyword inputs and tied weights, the trace cache, and
-# the model zoo with its timm and torchvision models (BWD_ZOO=all), which load only beside this torch.
+# The reference, extraction, correctness and corpus tests, torch's reasons, the advisor and measured memory, keyword
+# inputs and tied weights, the trace cache, what users type first, and the model zoo (its timm and torchvision
+# models with BWD_ZOO=all, where they load). tests/conftest.py marks these files newest_torch, reading this list.
 TESTS=(tests/test_torch_version.py tests/test_reference.py tests/test_extract.py tests/test_correctness.py
-    tests/test_corpus.py tests/test_keyword_inputs.py tests/test_tied.py tests/test_trace_cache.py tests/test_zoo.py)
-BWD_ZOO=all BWD_WIDGETS_SITE="$SITE" PYTHONPATH="$WORK" "$VENV/bin/pytest" -p newest_torch_check -p no:logging \
+    tests/test_corpus.py tests/test_torch_reasons.py tests/test_advisor.py tests/test_measure.py
+    tests/test_keyword_inputs.py tests/test_tied.py tests/test_trace_cache.py tests/test_first_steps.py tests/test_zoo.py)
+BWD_ZOO="$ZOO" BWD_WIDGETS_SITE="$SITE" PYTHONPATH="$WORK" "$VENV/bin/pytest" -p newest_torch_check -p no:logging \
     --durations=10 "${TESTS[@]}" "$@"
 assert_torch "the tests"
 phase "done"

@@ -6,6 +6,7 @@ again in the newest-torch job, scripts/test_newest_torch.sh). The fast tier, `sc
 `-m "not slow and not browser"`; `scripts/test.sh` (CI) runs everything.
 """
 
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,14 @@ import pytest
 from shared_data import shared_path
 
 BROWSER_TESTS = Path(__file__).parent / "browser"
+NEWEST_TORCH_JOB = Path(__file__).parents[1] / "scripts" / "test_newest_torch.sh"
+
+
+def _newest_torch_files() -> set[str]:
+    """The test files the newer-torch jobs run: the script's TESTS list is the one place that says which."""
+    if not NEWEST_TORCH_JOB.exists():
+        return set()
+    return set(re.findall(r"\btests/(test_\w+\.py)\b", NEWEST_TORCH_JOB.read_text()))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -22,10 +31,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test under tests/browser/ is a browser test: the folder is the marker."""
+    """Every test under tests/browser/ is a browser test (the folder is the marker), and every test of a file the
+    newer-torch jobs run is a newest_torch test."""
+    newest = _newest_torch_files()
     for item in items:
-        if BROWSER_TESTS in Path(str(item.path)).parents:
+        path = Path(str(item.path))
+        if BROWSER_TESTS in path.parents:
             item.add_marker(pytest.mark.browser)
+        if path.name in newest:
+            item.add_marker(pytest.mark.newest_torch)
 
 
 @pytest.fixture(scope="session")

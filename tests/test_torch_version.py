@@ -31,25 +31,26 @@ def test_pyproject_declares_the_range_compat_holds():
 def test_the_range_spans_what_is_tested():
     oldest, newest = compat._release(compat.TESTED_TORCH[0]), compat._release(compat.TESTED_TORCH[-1])
     assert compat.TORCH_MIN == compat.TESTED_TORCH[0]
-    # the upper bound is one minor release past the newest tested: 2.14.x tested, 2.15.x admitted, 2.16 not
+    # the upper bound is one minor release past the newest tested: 2.15.x tested, 2.16.x admitted, 2.17 not
     assert compat._release(compat.TORCH_BELOW) == (newest[0], newest[1] + 2, 0)
     assert all(compat.torch_is_tested(v) for v in compat.TESTED_TORCH)
     assert oldest <= newest
 
 
 def test_the_scripts_install_the_tested_versions():
-    """setup.sh installs the oldest tested torch (from local disk), the second CI job the newest."""
+    """setup.sh installs the oldest tested torch (from local disk), the newer-torch CI jobs each newer one."""
     setup = (ROOT / "scripts" / "setup.sh").read_text()
     assert f'"torch=={compat.TORCH_MIN}"' in setup
     newest = (ROOT / "scripts" / "test_newest_torch.sh").read_text()
-    assert re.search(rf"^TORCH={re.escape(compat.TESTED_TORCH[-1])}\b", newest, re.M)
+    jobs = re.search(r"^NEWER_TORCH=\((.*)\)$", newest, re.M)
+    assert jobs is not None and tuple(jobs.group(1).split()) == compat.TESTED_TORCH[1:]
     assert "bash scripts/test_newest_torch.sh" in (ROOT / "scripts" / "test.sh").read_text()
 
 
 # -- the import-time check ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", ["2.13.0", "2.13.0+cpu", "2.13.0a0+git1234", "2.14.1", "2.14.1+cu128", "2.15.9"])
+@pytest.mark.parametrize("version", ["2.13.0", "2.13.0+cpu", "2.13.0a0+git1234", "2.14.1", "2.14.1+cu128", "2.15.0+cu132", "2.16.9"])
 def test_a_tested_torch_imports_without_a_warning(version, monkeypatch):
     monkeypatch.setattr(torch, "__version__", version)
     with warnings.catch_warnings():
@@ -57,7 +58,7 @@ def test_a_tested_torch_imports_without_a_warning(version, monkeypatch):
         assert compat.check_torch_version() is True
 
 
-@pytest.mark.parametrize("version", ["2.12.1", "2.16.0", "2.16.0.dev20261101+cu130", "3.0.0"])
+@pytest.mark.parametrize("version", ["2.12.1", "2.17.0", "2.17.0.dev20261101+cu130", "3.0.0"])
 def test_an_untested_torch_gets_one_sentence(version, monkeypatch):
     monkeypatch.setattr(torch, "__version__", version)
     with pytest.warns(compat.UntestedTorchWarning) as caught:

@@ -28,11 +28,11 @@ if TYPE_CHECKING:
 _F = TypeVar("_F", bound=Callable[..., Any])
 _M = TypeVar("_M", bound=torch.nn.Module)
 
-TESTED_TORCH = ("2.13.0", "2.14.1")
-"""The torch releases the test suite runs on: 2.13.0 (CPU build), 2.14.1 (CUDA build, run on a CPU)."""
+TESTED_TORCH = ("2.13.0", "2.14.1", "2.15.0")
+"""The torch releases the test suite runs on: 2.13.0 (CPU build), 2.14.1 and 2.15.0 (CUDA builds, run on a CPU)."""
 TORCH_MIN = TESTED_TORCH[0]
 """The oldest release tested: the declared range's lower bound."""
-TORCH_BELOW = "2.16"
+TORCH_BELOW = "2.17"
 """One minor release past the newest tested: the declared range's (exclusive) upper bound."""
 TORCH_REQUIREMENT = f"torch>={TORCH_MIN},<{TORCH_BELOW}"
 
@@ -191,55 +191,55 @@ def graph_text_skipped_unless_logged() -> Iterator[None]:
 
 
 # Private attributes of torch's objects, each read or set through one function below with why it is needed; each
-# was checked on the tested releases (torch 2.13.0 and 2.14.1), as the note at its end says.
+# was checked on the tested releases (torch 2.13.0, 2.14.1 and 2.15.0), as the note at its end says.
 
 
-# autograd's in-place version counter (no public read): has a tensor kept by reference changed? (2.13.0, 2.14.1)
+# autograd's in-place version counter (no public read): has a tensor kept by reference changed? (2.13.0, 2.14.1, 2.15.0)
 def tensor_version(tensor: torch.Tensor) -> int:
     return tensor._version
 
 
-# The address of a storage's C++ object: one id per live storage, fake storages included (2.13.0, 2.14.1).
+# The address of a storage's C++ object: one id per live storage, fake storages included (2.13.0, 2.14.1, 2.15.0).
 def storage_id(storage: torch.UntypedStorage) -> int:
     return int(storage._cdata)
 
 
-# torch's bytes of a node's value (`_size_of`, read when called): budget ratios as torch measures them (2.13.0, 2.14.1).
+# torch's bytes of a node's value (`_size_of`, read when called): budget ratios as torch measures them (2.13.0, 2.14.1, 2.15.0).
 def partitioner_size_of() -> Callable[[torch.fx.Node], int]:
     size_of: Callable[[torch.fx.Node], int] = torch_partitioners._size_of
     return size_of
 
 
-# An aten op's schema (`OpOverload._schema`): the arguments it writes or aliases; None for others (2.13.0, 2.14.1).
+# An aten op's schema (`OpOverload._schema`): the arguments it writes or aliases; None for others (2.13.0, 2.14.1, 2.15.0).
 def op_schema(target: object) -> torch.FunctionSchema | None:
     schema: torch.FunctionSchema | None = getattr(target, "_schema", None)
     return schema
 
 
-# An aten op's overload packet (`_overloadpacket`): `aten.add` of `aten.add.Tensor`; None for others (2.13.0, 2.14.1).
+# An aten op's overload packet (`_overloadpacket`): `aten.add` of `aten.add.Tensor`; None for others (2.13.0, 2.14.1, 2.15.0).
 def op_packet(target: object) -> object | None:
     return getattr(target, "_overloadpacket", None)
 
 
-# Compiled entries Dynamo keeps on a code object: a capture drops those it added to code compiled anew (2.13.0, 2.14.1).
+# Compiled entries Dynamo keeps on a code object: a capture drops those it added to code compiled anew (2.13.0, 2.14.1, 2.15.0).
 def dynamo_cache_entries(code: types.CodeType) -> int:
     count: int = dynamo_frames._get_total_cache_entry_count(code)
     return count
 
 
-# torch's mark (`_boxed_call`, as make_boxed_func sets) of compiled code taking one list of arguments (2.13.0, 2.14.1).
+# torch's mark (`_boxed_call`, as make_boxed_func sets) of compiled code taking one list of arguments (2.13.0, 2.14.1, 2.15.0).
 def mark_boxed(compiled: _F) -> _F:
     compiled._boxed_call = True  # type: ignore[attr-defined]  # a function attribute torch reads
     return compiled
 
 
-# Hooks on every module (`torch.nn.modules.module`'s global tables), which torch.fx's trace would skip (2.13.0, 2.14.1).
+# Hooks on every module (`torch.nn.modules.module`'s global tables), which torch.fx's trace would skip (2.13.0, 2.14.1, 2.15.0).
 def global_module_hooks() -> bool:
     tables = torch.nn.modules.module
     return bool(tables._global_forward_hooks or tables._global_forward_pre_hooks or tables._global_backward_hooks)
 
 
-# Hooks on one module (forward, backward and their pre-hooks), which torch.fx's trace would skip (2.13.0, 2.14.1).
+# Hooks on one module (forward, backward and their pre-hooks), which torch.fx's trace would skip (2.13.0, 2.14.1, 2.15.0).
 def module_hooks(module: torch.nn.Module) -> bool:
     if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks:
         return True
@@ -247,7 +247,7 @@ def module_hooks(module: torch.nn.Module) -> bool:
 
 
 # A module's table of children (`_modules`, None entries included; no public API gives it): the advisor's shadow copies
-# get tables of their own, so a plan's code that replaces a block touches only the copy (2.13.0, 2.14.1).
+# get tables of their own, so a plan's code that replaces a block touches only the copy (2.13.0, 2.14.1, 2.15.0).
 def child_modules(module: torch.nn.Module) -> dict[str, torch.nn.Module | None]:
     return module._modules
 
