@@ -39,6 +39,7 @@ from ..core.fx_route import fx_eligible
 from ..core.interrupts import interrupts_held
 from ..core.kinds import MODES, InputKind, Mode
 from ..core.model_libraries import settle
+from ..core.model_state import left_as_it_was
 from ..core.naming import signature_names
 from ..core.outputs import (
     OutputChoice,
@@ -340,6 +341,7 @@ def _run(
 
     Returns what to tell about the outputs, the run's notes, and whether the real backward ran."""
     with contextlib.ExitStack() as stack:
+        stack.enter_context(left_as_it_was(call.model))  # each route's try: a failed one leaves no Proxy for the next
         stack.enter_context(torch.random.fork_rng(devices=[]))
         stack.enter_context(functorch_config.patch(force_non_lazy_backward_lowering=True))
         stack.enter_context(dynamo_config.patch(capture_scalar_outputs=capture_scalars))
