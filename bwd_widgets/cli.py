@@ -15,6 +15,7 @@ from .core.errors import BatchError, BwdWidgetsError
 from .core.kinds import MODES
 from .core.partitioners import partitioner_names
 from .core.text import visible
+from .core.units import format_bytes, format_seconds
 from .graphnet.writer import LAYOUTS
 
 if TYPE_CHECKING:
@@ -148,8 +149,8 @@ def _status_line(record: SampleRecord) -> str:
     line = f"{record['status']:7} {record['name']}"
     if record["status"] == "ok":
         line += (
-            f"  {record['seconds']:.1f}s  fw={record['forward_nodes']} bw={record['backward_nodes']}"
-            f"  saved activations={record['saved_activation_bytes'] / 1e6:.2f} MB"
+            f"  {format_seconds(record['seconds'])}  fw={record['forward_nodes']} bw={record['backward_nodes']}"
+            f"  saved activations={format_bytes(record['saved_activation_bytes'])}"
         )
         if "validation" in record:
             line += f"  validation {record['validation']} ({record['validated_folders']} samples)"

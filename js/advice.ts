@@ -1,8 +1,7 @@
 /** The advisor's plans as the partitions tab lists them: columns, the fits mark, and what the tab says
  *  around them. The plans and their numbers come from the kernel (views/payload.py `advice_rows`). */
 
-import { formatFlops } from "./chart";
-import { formatBytes, formatSeconds } from "./format";
+import { formatBytes, formatFlops, formatSeconds } from "./units";
 import type { AdvicePlanRow } from "./types";
 
 /** "yes" / "no" against the target, "not verified" where the plan's code could not be run to check it (an

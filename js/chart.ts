@@ -1,4 +1,7 @@
-/** Axes for the small charts (memory timeline, budget sweep): linear scales and round ticks. */
+/** Axes for the small charts (memory timeline, budget sweep): linear scales and round ticks (js/units.ts
+ *  `niceTicks`). */
+
+import { niceTicks } from "./units";
 
 export interface Box {
   left: number;
@@ -19,32 +22,6 @@ export function linearScale(max: number, from: number, to: number): Scale {
   const scale = ((value: number) => from + (value / span) * (to - from)) as Scale;
   scale.invert = (pixel: number) => ((pixel - from) / (to - from || 1)) * span;
   return scale;
-}
-
-/** Round values from 0 in steps of 1, 2 or 5 times a power of ten, the last at or above `max`; [0, 1]
- *  when there is nothing to show, so an axis always has a span. views/plot.py `nice_ticks` is its twin
- *  (same steps, same 12 significant digits); js/test/contract.test.ts holds them equal. */
-export function niceTicks(max: number, count = 5): number[] {
-  if (!(max > 0)) return [0, 1];
-  const raw = max / count;
-  const power = Number(`1e${Math.floor(Math.log10(raw))}`); // parsed, as the Python side does: the same double
-  const step = [1, 2, 5].map((m) => m * power).find((s) => s >= raw) ?? 10 * power;
-  const ticks = [0];
-  while (ticks[ticks.length - 1] < max * (1 - 1e-9)) ticks.push(Number((ticks.length * step).toPrecision(12)));
-  return ticks;
-}
-
-/** "1.2 GFLOP", "340 kFLOP", "0 FLOP". */
-export function formatFlops(flops: number): string {
-  const units = ["FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP"];
-  let value = flops;
-  let unit = 0;
-  while (Math.abs(value) >= 1000 && unit < units.length - 1) {
-    value /= 1000;
-    unit++;
-  }
-  const text = unit === 0 ? String(Math.round(value)) : value.toFixed(Math.abs(value) >= 100 ? 0 : 1);
-  return `${text} ${units[unit]}`;
 }
 
 /** The index of the point whose x is nearest `x` (points sorted by x); -1 for none. */

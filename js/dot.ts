@@ -3,7 +3,8 @@
  *  views/dot.py `build_dot` writes the same text for the static outputs (adding colours there);
  *  js/test/contract.test.ts holds the two equal on the contract fixture's payloads. */
 
-import { formatBytes, formatShape } from "./format";
+import { formatShape } from "./format";
+import { formatBytes } from "./units";
 import { edgeKey, type VisibleGraph, type VisibleNode } from "./grouping";
 
 /** A DOT double-quoted string: backslashes and quotes escaped, newlines as \n. */

@@ -1,54 +1,48 @@
 /** Choosing a drawing a person can read: fitted to the pane, labels large enough, the pane filled. */
 
-import { fitView, MAX_SCALE, parseViewBox, readableScale, scaleOf, type View } from "./panzoom";
+import { fitView, parseViewBox, readableScale, scaleOf, type View } from "./panzoom";
 import type { Views } from "./types";
 
 export type RankDir = "TB" | "LR";
 
-/** A first view should span at least this share of the pane's width or height (a little over the 60% the
- *  tests ask of the drawn nodes: the drawing has a margin around them). */
-export const MIN_SPAN = 0.66;
-/** Drawings this small are also tried left to right, which suits a short chain in a wide pane. */
-export const TRY_ACROSS_BELOW = 40;
+/** The figures a drawing is fitted and judged by, as the payload's `views` carries them: views/grouping.py
+ *  writes them once, for this module and for the static picture (views/static.py). */
+export type FitFigures = Pick<Views, "label_units" | "min_label_px" | "label_font_units" | "min_glyph_px" | "max_scale" | "min_span" | "try_across_below">;
 
 export interface Fit {
   view: View;
   scale: number;
   readable: boolean;
   span: number; // the larger of the drawing's shares of the pane's width and height
+  good: boolean; // readable, and spanning at least `min_span` of the pane
 }
 
-/** A width × height pane, and the scale at which labels in it are readable (`readableScale` of the
- *  payload's figures). */
+/** A width × height pane, and the payload's figures. */
 export interface Pane {
   width: number;
   height: number;
-  minScale: number;
+  figures: FitFigures;
 }
 
-/** Labels are drawn at this font size, in drawing units (js/dot.ts writes `fontsize=10` for nodes). */
-export const LABEL_FONT_UNITS = 10;
-/** The smallest on-screen size of a label's glyphs (its font size times the view's scale) that counts as
- *  readable. The kernel's figures measure a label's line box (11.5 units, 9.5 px), which lets the glyphs
- *  themselves shrink to 8.3 px: this rule measures the glyphs. */
-export const MIN_GLYPH_PX = 9;
-
-/** The smallest readable scale: the payload's line-box rule, and labels' glyphs at least MIN_GLYPH_PX. */
-export function minScaleOf(views: Pick<Views, "label_units" | "min_label_px">): number {
-  return Math.max(readableScale(views.label_units, views.min_label_px), readableScale(LABEL_FONT_UNITS, MIN_GLYPH_PX));
+/** The smallest readable scale: labels' line boxes at `min_label_px`, and their glyphs (drawn at
+ *  `label_font_units`) at least `min_glyph_px`. The line box (11.5 units, 9.5 px) alone would let the glyphs
+ *  themselves shrink to 8.3 px: the second rule measures the glyphs. */
+export function minScaleOf(views: Pick<Views, "label_units" | "min_label_px" | "label_font_units" | "min_glyph_px">): number {
+  return Math.max(readableScale(views.label_units, views.min_label_px), readableScale(views.label_font_units, views.min_glyph_px));
 }
 
 /** How many pixels a label's glyphs are on screen at `scale` (pixels per drawing unit). */
-export function glyphPx(scale: number): number {
-  return LABEL_FONT_UNITS * scale;
+export function glyphPx(scale: number, views: Pick<Views, "label_font_units">): number {
+  return views.label_font_units * scale;
 }
 
-/** How the whole drawing looks fitted into the pane. */
-export function fitOf(size: View, { width, height, minScale }: Pane): Fit {
-  const view = fitView(size, width, height);
-  const scale = Math.min(scaleOf(size, width, height), MAX_SCALE);
+/** How the whole drawing looks fitted into the pane (enlarged no further than `max_scale`). */
+export function fitOf(size: View, { width, height, figures }: Pane): Fit {
+  const view = fitView(size, width, height, figures.max_scale);
+  const scale = Math.min(scaleOf(size, width, height), figures.max_scale);
   const span = Math.max((size.w * scale) / width, (size.h * scale) / height);
-  return { view, scale, readable: scale >= minScale, span };
+  const readable = scale >= minScaleOf(figures);
+  return { view, scale, readable, span, good: readable && span >= figures.min_span };
 }
 
 export interface Drawing {
@@ -63,26 +57,22 @@ export function drawingSize(svg: string): View {
 }
 
 /**
- * Lay out `nodes` nodes top to bottom, and, when small and not already good, left to right too;
- * left to right is kept only when it is good (readable, spanning MIN_SPAN of the pane) and top to
- * bottom is not: a long chain reads better downwards, even when neither fits.
+ * Lay out `nodes` nodes top to bottom, and, when fewer than `try_across_below` and not already good, left
+ * to right too; left to right is kept only when it is good (readable, spanning `min_span` of the pane) and
+ * top to bottom is not: a long chain reads better downwards, even when neither fits.
  */
 export async function bestDrawing(nodes: number, layout: (rankdir: RankDir) => Promise<string>, pane: Pane): Promise<Drawing> {
   const down = await layout("TB");
   const first: Drawing = { svg: down, rankdir: "TB", fit: fitOf(drawingSize(down), pane) };
-  if (isGood(first.fit) || nodes >= TRY_ACROSS_BELOW) return first;
+  if (first.fit.good || nodes >= pane.figures.try_across_below) return first;
   const acrossSvg = await layout("LR");
   const across: Drawing = { svg: acrossSvg, rankdir: "LR", fit: fitOf(drawingSize(acrossSvg), pane) };
-  return isGood(across.fit) ? across : first;
-}
-
-export function isGood(fit: Fit): boolean {
-  return fit.readable && fit.span >= MIN_SPAN;
+  return across.fit.good ? across : first;
 }
 
 /** The better of two drawings: good before not; then readable before not; then the larger span. */
 export function better(a: Drawing, b: Drawing): Drawing {
-  const rank = (d: Drawing) => [isGood(d.fit) ? 1 : 0, d.fit.readable ? 1 : 0, d.fit.span] as const;
+  const rank = (d: Drawing) => [d.fit.good ? 1 : 0, d.fit.readable ? 1 : 0, d.fit.span] as const;
   const [ra, rb] = [rank(a), rank(b)];
   for (let i = 0; i < ra.length; i++) if (ra[i] !== rb[i]) return ra[i] > rb[i] ? a : b;
   return b;
@@ -99,7 +89,7 @@ export async function chooseFirstView<T>(
   let best: { candidate: T; drawing: Drawing } | null = null;
   for (const candidate of candidates) {
     const drawing = await draw(candidate);
-    if (isGood(drawing.fit)) return { candidate, drawing };
+    if (drawing.fit.good) return { candidate, drawing };
     if (!best || better(drawing, best.drawing) === drawing) best = { candidate, drawing };
   }
   if (!best) throw new Error("no candidate view to draw");

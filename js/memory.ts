@@ -1,8 +1,8 @@
 /** The memory picture as numbers: the timeline's geometry (zoomed to a range of ops, stacked by the
  *  kernel's bands), the node each point selects, bars by module, bytes as heat. */
 
-import { linearScale, nearestIndex, niceTicks, rangeScale, ticksWithin, type Box, type Scale } from "./chart";
-import { formatBytes } from "./format";
+import { linearScale, nearestIndex, rangeScale, ticksWithin, type Box, type Scale } from "./chart";
+import { formatBytes, niceTicks } from "./units";
 import { ancestors, parentOf } from "./grouping";
 import type { Memory, MemoryBand, ModuleBytes, SweepPoint } from "./types";
 

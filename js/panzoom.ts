@@ -16,8 +16,6 @@ export interface Rect {
   height: number;
 }
 
-/** A small drawing is enlarged to fill the pane, but no further than this. */
-export const MAX_SCALE = 2;
 /** Zoom factor per wheel deltaY unit, as exp(deltaY * ZOOM_RATE). */
 export const ZOOM_RATE = 0.0015;
 
@@ -86,8 +84,9 @@ export function centred(cx: number, cy: number, width: number, height: number, s
   return { x: cx - w / 2, y: cy - h / 2, w, h };
 }
 
-/** The whole drawing, centred, at the largest scale that fits the element (at most `maxScale`). */
-export function fitView(full: View, width: number, height: number, maxScale = MAX_SCALE): View {
+/** The whole drawing, centred, at the largest scale that fits the element (at most `maxScale`: the payload's
+ *  `views.max_scale` for the graph). */
+export function fitView(full: View, width: number, height: number, maxScale: number): View {
   if (!(width > 0 && height > 0 && full.w > 0 && full.h > 0)) return { ...full };
   const scale = Math.min(scaleOf(full, width, height), maxScale);
   return centred(full.x + full.w / 2, full.y + full.h / 2, width, height, scale);
@@ -98,7 +97,7 @@ export function fitView(full: View, width: number, height: number, maxScale = MA
  * (scale ≥ `minScale`), else at `minScale`, centred across and showing the target from its top; never
  * enlarged past `maxScale`.
  */
-export function focusView(target: View, width: number, height: number, minScale: number, maxScale = MAX_SCALE): View {
+export function focusView(target: View, width: number, height: number, minScale: number, maxScale: number): View {
   if (!(width > 0 && height > 0 && target.w > 0 && target.h > 0)) return { ...target };
   const scale = Math.min(scaleOf(target, width, height), maxScale);
   if (scale >= minScale) return centred(target.x + target.w / 2, target.y + target.h / 2, width, height, scale);

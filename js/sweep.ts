@@ -1,9 +1,9 @@
 /** The memory-budget sweep chart: activation bytes (x: saved, and the peak beside it) against recompute
  *  FLOPs (y). Saved is not peak: both are drawn, on one axis, so the gap between them shows. */
 
-import { linearScale, niceTicks, type Box } from "./chart";
-import { formatFlops } from "./chart";
-import { formatBytes, formatRatio } from "./format";
+import { linearScale, type Box } from "./chart";
+import { formatRatio } from "./format";
+import { formatBytes, formatFlops, niceTicks } from "./units";
 import type { Tick } from "./memory";
 import type { SweepPoint } from "./types";
 

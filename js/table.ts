@@ -1,6 +1,7 @@
 /** Sorting the saved-tensor table. */
 
-import { formatBytes, formatShape } from "./format";
+import { formatShape } from "./format";
+import { formatBytes } from "./units";
 import type { SavedRow } from "./types";
 
 export type SortKey = "name" | "kind" | "shape" | "dtype" | "bytes" | "adds" | "producer" | "module" | "torch says";

@@ -76,6 +76,11 @@ export interface Views {
   first: string[][]; // open modules of each first view to try, most detailed first
   label_units: number; // height of a label line in drawing units
   min_label_px: number; // a drawing is readable when labels are at least this high on screen
+  label_font_units: number; // the labels' font size in drawing units
+  min_glyph_px: number; // ...and when their glyphs (font size times scale) are at least this many pixels
+  max_scale: number; // a small drawing is enlarged to fill the pane no further than this (pixels per unit)
+  min_span: number; // a first view is good when readable and spanning this share of the pane's width or height
+  try_across_below: number; // a drawing of fewer visible nodes, not good top to bottom, is tried left to right
 }
 
 /** Line (1-based) of each name's definition in the code; placeholders on the `def` line. */
@@ -248,7 +253,9 @@ export const SAVED_ROW_KEYS = [
 ] as const satisfies readonly (keyof SavedRow)[];
 export const PARTITION_TOTALS_KEYS = ["saved", "saved_activation_bytes", "saved_input_bytes", "recomputed", "backward_nodes", "torch_budget_ratio"] as const satisfies readonly (keyof PartitionTotals)[];
 export const RUN_TOTALS_KEYS = ["saved", "saved_activation_bytes", "saved_input_bytes", "memory"] as const satisfies readonly (keyof RunTotals)[];
-export const VIEWS_KEYS = ["modules", "first", "label_units", "min_label_px"] as const satisfies readonly (keyof Views)[];
+export const VIEWS_KEYS = [
+  "modules", "first", "label_units", "min_label_px", "label_font_units", "min_glyph_px", "max_scale", "min_span", "try_across_below",
+] as const satisfies readonly (keyof Views)[];
 export const MODULE_ROW_KEYS = ["path", "parent", "depth", "size", "direct", "saved_bytes"] as const satisfies readonly (keyof ModuleRow)[];
 export const CODE_KEYS = ["backward", "forward", "lines"] as const satisfies readonly (keyof Code)[];
 export const CODE_LINES_KEYS = ["backward", "forward"] as const satisfies readonly (keyof CodeLines)[];

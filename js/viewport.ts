@@ -1,18 +1,19 @@
 /** The graph's SVG in its host element: wheel zoom, drag pan, fit, focus on a part, and what a resize
  *  of the pane keeps. */
 
-import { MAX_SCALE, centreOn, dragTo, fitView, focusView, keepScale, parseViewBox, toDrawing, viewBoxText, wheelZooms, zoomAt, type Size, type View } from "./panzoom";
+import { centreOn, dragTo, fitView, focusView, keepScale, parseViewBox, toDrawing, viewBoxText, wheelZooms, zoomAt, type Size, type View } from "./panzoom";
 
 export interface Viewport {
   /** Show a freshly laid-out SVG at `view` (drawing units); null keeps the current view. */
   show(svg: SVGSVGElement, view: View | null): void;
-  /** The whole drawing, fitted and centred. */
-  fit(): void;
+  /** The whole drawing, fitted and centred, enlarged no further than `maxScale` (the payload's
+   *  `views.max_scale`). */
+  fit(maxScale: number): void;
   /** Fit `target` (an element of the drawing) when readable at `minScale`, else show it from its top. */
-  focus(target: Element, minScale: number): void;
+  focus(target: Element, minScale: number, maxScale: number): void;
   /** Fit a box of the drawing (drawing units) as `focus` does; `maxScale` caps the enlargement (a view
    *  following another's zoom passes Infinity, so it keeps the scale the user zoomed to). */
-  focusBox(box: View, minScale: number, maxScale?: number): void;
+  focusBox(box: View, minScale: number, maxScale: number): void;
   /** Centre the view on an element of the current SVG, keeping the scale. */
   panTo(target: Element): void;
   /** After the pane changed size: the same part of the drawing at the same scale, centred where it was. */
@@ -74,7 +75,7 @@ export function createViewport(host: HTMLElement, signal: AbortSignal): Viewport
     const b = toDrawing(view, box, rect.right, rect.bottom);
     return { x: a.x, y: a.y, w: b.x - a.x, h: b.y - a.y };
   };
-  const focusBox = (box: View, minScale: number, maxScale = MAX_SCALE) => {
+  const focusBox = (box: View, minScale: number, maxScale: number) => {
     const { width, height } = size();
     place(focusView(box, width, height, minScale, maxScale));
   };
@@ -98,11 +99,11 @@ export function createViewport(host: HTMLElement, signal: AbortSignal): Viewport
       if (next) place(next);
       else apply(view);
     },
-    fit: () => {
+    fit: (maxScale) => {
       const { width, height } = size();
-      place(fitView(full, width, height));
+      place(fitView(full, width, height, maxScale));
     },
-    focus: (target, minScale) => focusBox(boxOf(target), minScale),
+    focus: (target, minScale, maxScale) => focusBox(boxOf(target), minScale, maxScale),
     focusBox,
     panTo: (target) => {
       if (svg) apply(centreOn(view, svg.getBoundingClientRect(), target.getBoundingClientRect()));

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -220,3 +221,26 @@ def test_interrupted_or_killed_batch_keeps_its_summary_and_resume_finishes_it(tm
     assert all(records[n]["status"] == "ok" for n in names if n not in second)
     assert all(is_complete(out, n, summary_of(out)["settings"]) for n in names)
     assert not list(out.glob(".bwd_widgets_*"))
+
+
+BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+"""Unicode's bidirectional embeddings, overrides and isolates: printed raw, they reorder the line around them."""
+
+
+def test_cli_prints_no_raw_bidirectional_controls_in_sample_names(tmp_path, capfd):
+    """Issue 44 item 18: a sample named with a right-to-left override (U+202E) is printed with the override
+    escaped, in its status line, in an error line, and in the summary's path."""
+    samples = tmp_path / "samples\u2067"
+    sample = tiny_sample(samples / "report\u202egpj.exe")
+    broken = samples / "broken\u2066\u202a"
+    broken.mkdir()
+    out = tmp_path / "out\u202d"
+    assert bwd_extract([str(sample), str(broken), "--out", str(out), "--workers", "1"]) == 1
+    printed = capfd.readouterr()
+    assert not BIDI_CONTROLS.search(printed.out + printed.err), ascii(printed.err)
+    assert "ok      report\\u202egpj.exe" in printed.err and "error   broken\\u2066\\u202a" in printed.err
+    assert "out\\u202d" in printed.err  # the summary's path
+
+    assert bwd_extract([str(sample), str(sample), "--out", str(out)]) == 2  # refused before any work, naming it
+    refused = capfd.readouterr()
+    assert not BIDI_CONTROLS.search(refused.out + refused.err) and "report\\u202egpj.exe" in refused.err

@@ -2,8 +2,8 @@
 
 `js/test/contract.test.ts` checks that `js/types.ts` has exactly the keys listed here (and js/model.ts
 exactly the traits of `WidgetState`), and runs the front end's pure modules on this payload. Every
-view rule that also runs in the browser (drill-down, DOT, ticks, byte labels) writes its Python
-answers here, on these payloads, for the TypeScript twin to match. The test command runs this file
+view rule that also runs in the browser (drill-down, DOT, ticks, bytes, FLOPs and seconds as text) writes
+its Python answers here, on these payloads, for the TypeScript twin to match. The test command runs this file
 before vitest.
 """
 
@@ -16,11 +16,11 @@ from pathlib import Path
 import torch
 
 import bwd_widgets as bw
+from bwd_widgets.core import units
 from bwd_widgets.examples import MLP, Transformer
 from bwd_widgets.jupyter.widget import BackwardGraphWidget
 from bwd_widgets.views import grouping, payload
-from bwd_widgets.views.dot import build_dot, format_bytes, saved_bytes_under
-from bwd_widgets.views.plot import nice_ticks
+from bwd_widgets.views.dot import build_dot, saved_bytes_under
 
 FIXTURE = Path(__file__).resolve().parents[1] / "js" / "test" / "fixtures" / "payload.json"
 TYPES = (
@@ -108,13 +108,23 @@ def _tick_answers(payloads: list[payload.GraphData], points: list[payload.SweepP
     largest += [
         v for p in points for v in (p["peak_activation_bytes"], p["saved_activation_bytes"], p["recompute_flops"])
     ]
-    return [{"max": m, "count": c, "ticks": nice_ticks(m, c)} for m in dict.fromkeys(largest) for c in (3, 4, 5)]
+    return [{"max": m, "count": c, "ticks": units.nice_ticks(m, c)} for m in dict.fromkeys(largest) for c in (3, 4, 5)]
 
 
-def _byte_answers(payloads: list[payload.GraphData]) -> list[dict]:
-    counts = [0, 999, 1000, 1050, 1150, 1250, 2048, 99_950, 100_000, 999_999, 1_446_656, 12_345_678_901]
-    counts += [row["saved_bytes"] for data in payloads for row in data["views"]["modules"]]
-    return [{"bytes": b, "text": format_bytes(b)} for b in dict.fromkeys(counts)]
+COUNTS = [0, 1, 7, 512, 999, 1000, 1005, 1015, 1050, 1150, 1250, 2048, 9_995, 9_999, 16_384, 99_949, 99_950]
+COUNTS += [100_000, 123_456, 999_499, 999_500, 999_999, 1_446_656, 27_262_976, 10**9, 12_345_678_901, 44.08e9]
+COUNTS += [-1, -1500, -999_999, 250e12, 999.6e12, 5e18]
+SECONDS = [0, 1e-10, 5e-7, 9.9949e-4, 9.9951e-4, 0.001, 0.0034, 0.01132, 0.0162, 0.1, 0.9994, 0.9996, 1, 2.5]
+SECONDS += [9.995, 12.34, 99.95, 999.5, 1234.5, -0.0162, 0.000_123_45, 0.0105, 0.0115, 0.0125]
+
+
+def _unit_answers(payloads: list[payload.GraphData], rows: list[payload.ComparisonRow]) -> dict[str, list[dict]]:
+    """core/units.py's text for a table of samples (round numbers, ties, unit boundaries and real figures)."""
+    counts = [*COUNTS, *(row["saved_bytes"] for data in payloads for row in data["views"]["modules"])]
+    flops = [*COUNTS, *(r[key] for r in rows for key in ("backward_flops", "recompute_flops"))]
+    table = {"bytes": (counts, units.format_bytes), "flops": (flops, units.format_flops)}
+    table["seconds"] = (SECONDS, units.format_seconds)
+    return {kind: [{"value": v, "text": f(v)} for v in dict.fromkeys(values)] for kind, (values, f) in table.items()}
 
 
 def test_payload_matches_its_typed_dicts_and_is_written_for_the_front_end(conv_bn_dir):
@@ -161,7 +171,7 @@ def test_payload_matches_its_typed_dicts_and_is_written_for_the_front_end(conv_b
             + _graph_answers("deep", deep)
             + _graph_answers("recomputing", recomputing),
             "ticks": _tick_answers([data, deep], points),
-            "bytes": _byte_answers([data, deep]),
+            "units": _unit_answers([data, deep], rows),
         },
     }
     FIXTURE.write_text(json.dumps(fixture, indent=1) + "\n")

@@ -192,6 +192,13 @@ def test_the_static_first_view_follows_the_widgets_rules(reference, monkeypatch)
     monkeypatch.setattr(static, "NOMINAL_PANE", (3000.0, 100.0))
     wide = static.first_view(data)
     assert wide is not None and wide.rankdir == "LR" and wide.good, wide and (wide.rankdir, wide.scale, wide.span)
+    # the figures are the payload's (views/grouping.py writes them once, for the widget and this picture)
+    monkeypatch.setattr(static, "NOMINAL_PANE", (860.0, 560.0))
+    assert data["views"]["max_scale"] == 2.0 and tall.scale <= 2.0
+    capped = static.first_view({**data, "views": {**data["views"], "max_scale": tall.scale / 2}})
+    assert capped is not None and capped.scale == tall.scale / 2
+    never_across = {**data["views"], "min_span": 2.0, "try_across_below": 0}
+    assert static.first_view({**data, "views": never_across}).rankdir == "TB"
 
 
 def test_showing_a_model_says_what_it_is_doing_until_the_widget_can_appear(shell, published, monkeypatch):

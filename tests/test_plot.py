@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import bwd_widgets as bw
+from bwd_widgets.core import units
 from bwd_widgets.studio.compare import Sweep, SweepPoint
 from bwd_widgets.views import plot
 
@@ -33,10 +34,21 @@ def steps(values, phases=None):
 
 
 def test_units_and_ticks():
+    """The charts write numbers as core/units.py does (js/units.ts is its twin, held equal by the contract)."""
+    assert plot.format_value is units.format_value and plot.nice_ticks is units.nice_ticks
     assert plot.format_value(1_446_656, "B") == "1.45 MB"
     assert plot.format_value(27_262_976, "FLOP") == "27.3 MFLOP"
     assert plot.format_value(0.01132, "s") == "11.3 ms"
     assert plot.format_value(0, "B") == "0 B"
+    assert plot.format_value(1500, "tokens") == "1.50 ktokens" and plot.format_value(0.25, "") == "0.25"
+    assert units.axis_unit(1_500_000, "B") == (1e6, "MB") and units.axis_unit(0.0113, "s") == (1e-3, "ms")
+    assert [units.plain_number(v) for v in (0.5, 1.0, 1.5, 250.0, 0.000_123_4)] == [
+        "0.5",
+        "1",
+        "1.5",
+        "250",
+        "0.000123",
+    ]
     assert plot.nice_ticks(1_446_656) == [0.0, 500_000.0, 1_000_000.0, 1_500_000.0]
     assert plot.nice_ticks(7) == [0.0, 2.0, 4.0, 6.0, 8.0]
     assert plot.nice_ticks(0) == [0.0, 1.0]
@@ -54,7 +66,7 @@ def test_timeline_of_an_extraction_marks_its_peak_and_names_the_unit():
     (line,) = root.iter(SVG + "polyline")
     assert len(points(line)) == len(g.memory_timeline())
     labels = texts(root)
-    assert "activations + gradients alive (kB)" in labels
+    assert "activations + gradients alive (KB)" in labels
     saved, peak = (plot.format_value(n, "B") for n in (g.saved_activation_bytes, g.peak_activation_bytes))
     assert f"default: saved {saved}, peak {peak}" in labels
     marker = next(root.iter(SVG + "circle"))
@@ -76,7 +88,7 @@ def test_timeline_overlays_runs_and_thinning_keeps_the_peak():
     top = min(y for _, y in long_points)  # SVG y grows downwards
     peak_marker = [c for c in root.iter(SVG + "circle")][0]
     assert float(peak_marker.get("cy")) == pytest.approx(top, abs=0.1)
-    assert "long peak 9 kB at op 12345 of 20000" in repr(chart)
+    assert "long peak 9.00 KB at op 12345 of 20000" in repr(chart)
     assert "short peak 700 B at op 1 of 4" in repr(chart)
 
 
@@ -106,7 +118,7 @@ def test_pareto_fills_the_front_and_merges_equal_points():
 def test_pareto_against_the_peak_of_a_real_sweep():
     points = bw.sweep(bw.extract(lambda x: x.cos().cos(), torch.randn(50, 50)), budgets=[0.0, 1.0], progress=False)
     chart = plot.pareto(points, x="peak")
-    assert "peak activation memory (kB)" in texts(parse(chart))
+    assert "peak activation memory (KB)" in texts(parse(chart))
 
 
 def test_bars_escape_labels_and_say_what_they_hide():
@@ -116,7 +128,7 @@ def test_bars_escape_labels_and_say_what_they_hide():
     labels = texts(root)
     assert "<script>alert(1)</script>" in labels  # shown as text, read as text
     assert "1 smaller not shown" in labels
-    assert [r for r in root.iter(SVG + "rect")][1:] and "3 MB" in labels and "2 kB" in labels
+    assert [r for r in root.iter(SVG + "rect")][1:] and "3.00 MB" in labels and "2.00 KB" in labels
     assert "c" not in labels
     assert "bytes (MB)" in labels
 
@@ -140,4 +152,4 @@ def test_lines_and_save(tmp_path):
 
 def test_bars_of_seconds_read_in_milliseconds():
     labels = texts(parse(plot.bars({"inductor": 0.0034, "eager": 0.0113}, unit="s")))
-    assert "time (ms)" in labels and "3.4 ms" in labels and "11.3 ms" in labels
+    assert "time (ms)" in labels and "3.40 ms" in labels and "11.3 ms" in labels

@@ -2,7 +2,9 @@
 
 The lock is `OUT/.bwd_widgets.lock`, naming its holder (pid, host, start time, command), and an `flock` on
 it, which the kernel drops when the holder dies; a lock whose holder is gone from this host is taken over.
-`process_gone` is also how scratch folders of a killed run are told from those of a live one.
+Whether a holder is gone is graphnet/writer.py's `process_gone` (a pid dead, a zombie, or reused by another
+process), the check its staging folders use too; it is also how scratch folders of a killed run are told
+from those of a live one.
 """
 
 from __future__ import annotations
@@ -10,70 +12,22 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shlex
 import socket
-import sys
-import time
 import uuid
-from pathlib import Path
-from typing import TypedDict, cast
+from typing import TYPE_CHECKING, cast
 
 from ..core.errors import BatchError
+from ..graphnet.writer import Holder as Holder  # batch/scratch.py names its users by the same record and check
+from ..graphnet.writer import holder_of as holder_of
+from ..graphnet.writer import process_gone as process_gone
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 LOCK_NAME = ".bwd_widgets.lock"
 LOCK_WRITER = "bwd-extract"
 _LOCK_DRAFT = ".bwd_widgets_lock_"
 """A lock is written under a draft name, then linked to `LOCK_NAME`, so that it never appears half written."""
-
-
-class Holder(TypedDict, total=False):
-    pid: int
-    host: str
-    process_start: str | None
-    """The process's start time in clock ticks since boot (Linux): a pid reused by another process is not it."""
-    started: str
-    command: str
-
-
-def _proc_stat(pid: int) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name (state first), or None when there is no such process."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def process_start(pid: int) -> str | None:
-    fields = _proc_stat(pid)
-    return fields[19] if fields else None
-
-
-def holder_of(pid: int | None = None) -> Holder:
-    """This process (or its child `pid`) as a lock or a scratch folder names its holder."""
-    pid = os.getpid() if pid is None else pid
-    holder: Holder = {"pid": pid, "host": socket.gethostname(), "process_start": process_start(pid)}
-    if pid == os.getpid():
-        holder["started"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        holder["command"] = shlex.join(sys.argv)
-    return holder
-
-
-def process_gone(holder: Holder) -> bool:
-    """Whether the holder's process is provably gone: on this host, and its pid dead, a zombie, or reused."""
-    if holder.get("host") != socket.gethostname():
-        return False
-    pid = int(holder["pid"])
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        pass  # another user's process: alive
-    fields = _proc_stat(pid)
-    if fields is None:
-        return not Path("/proc/self/stat").exists()  # no /proc here: os.kill's answer stands
-    recorded = holder.get("process_start")
-    return fields[0] in ("Z", "X") or (recorded is not None and fields[19] != recorded)
 
 
 def _read_holder(path: Path) -> Holder | None:

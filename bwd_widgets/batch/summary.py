@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from ..core.errors import BatchError
+from ..core.units import format_bytes
 from ..graphnet.writer import LAYOUTS, Layout
 from .records import FAILED, OUTCOMES, STATUSES, Outcome, SampleRecord, Settings, Status
 
@@ -50,13 +51,13 @@ class BatchSummary:
         return [r for r in self.records if r["status"] in FAILED]
 
     def __repr__(self) -> str:
-        header = f"{'name':40} {'status':8} {'seconds':>8} {'fw':>6} {'bw':>6} {'saved MB':>9}  reason"
+        header = f"{'name':40} {'status':8} {'seconds':>8} {'fw':>6} {'bw':>6} {'saved':>9}  reason"
         lines = [header]
         for r in self.records:
-            megabytes = r.get("saved_activation_bytes")
+            saved = r.get("saved_activation_bytes")
             lines.append(
                 f"{r['name'][-40:]:40} {r['status']:8} {r.get('seconds', ''):>8} {r.get('forward_nodes', ''):>6} "
-                f"{r.get('backward_nodes', ''):>6} {'' if megabytes is None else f'{megabytes / 1e6:.2f}':>9}  "
+                f"{r.get('backward_nodes', ''):>6} {'' if saved is None else format_bytes(saved):>9}  "
                 f"{r.get('reason', '')}"
             )
         counts = ", ".join(f"{n} {s}" for s, n in self.counts.items() if n)

@@ -8,10 +8,7 @@ import torch.fx
 
 from .compat import FakeTensor, _LazyGraphModule
 
-_EXTRA_IMPORTS = (
-    (re.compile(r"\bdevice\("), "from torch import device"),
-    (re.compile(r"\b(inf|nan)\b"), "from math import inf, nan"),
-)
+_NAN = re.compile(r"\bnan\b")
 
 
 def copy_graph_module(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -48,8 +45,25 @@ def _constant_expression(value: torch.Tensor) -> str:
     return f"torch.tensor({values!r}, dtype={value.dtype}).reshape({shape})"
 
 
+def graphnet_model_code(code: str) -> str:
+    """A forward's code as the `model.py` GraphNet's extractor writes (its `graph_net.torch.utils.apply_templates`,
+    text for text: `from torch import device` and `from torch import inf` where the code has those words,
+    as substrings), and `from torch import nan` where it has `nan`, which GraphNet's template leaves undefined.
+    The one template: graphnet/validate.py writes its re-extractions with it too."""
+    tab = "    "
+    code = f"\n{tab}".join(code.split("\n"))
+    imports = "import torch"
+    if "device" in code:
+        imports += "\n\nfrom torch import device"
+    if "inf" in code:
+        imports += "\n\nfrom torch import inf"
+    if _NAN.search(code):
+        imports += "\n\nfrom torch import nan"
+    return f"{imports}\n\nclass GraphModule(torch.nn.Module):\n{tab}{code}"
+
+
 def graphnet_code(gm: torch.fx.GraphModule) -> str:
-    """The module as GraphNet writes it: `import torch`, `class GraphModule`, `forward`."""
+    """The module as GraphNet writes it (`graphnet_model_code`), lifted tensor constants written inline."""
     body = gm.code
     for node in gm.graph.find_nodes(op="get_attr"):
         value = gm
@@ -57,6 +71,4 @@ def graphnet_code(gm: torch.fx.GraphModule) -> str:
             value = getattr(value, part)
         if isinstance(value, torch.Tensor):
             body = body.replace(f"{node.name} = self.{node.target}", f"{node.name} = {_constant_expression(value)}")
-    imports = ["import torch"] + [line for pattern, line in _EXTRA_IMPORTS if pattern.search(body)]
-    indented = "".join("    " + line for line in body.splitlines(keepends=True))
-    return "\n".join(imports) + "\n\nclass GraphModule(torch.nn.Module):\n" + indented
+    return graphnet_model_code(body)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Literal, TypedDict
 import torch
 
 from ..core.capture import own_dynamo_entries
+from ..core.codegen import graphnet_model_code
 from ..core.compat import dynamo_config
 from ..core.errors import ValidationError, one_line
 from .files import sample_files
@@ -125,18 +126,6 @@ def rename_for_hash(gm: torch.fx.GraphModule) -> None:
         ):
             node.replace_all_uses_with(node.args[0])
             gm.graph.erase_node(node)
-
-
-def graphnet_model_code(code: str) -> str:
-    """GraphNet's `apply_templates`: the forward's code as the `model.py` its extractor writes."""
-    tab = "    "
-    code = f"\n{tab}".join(code.split("\n"))
-    imports = "import torch"
-    if "device" in code:
-        imports += "\n\nfrom torch import device"
-    if "inf" in code:
-        imports += "\n\nfrom torch import inf"
-    return f"{imports}\n\nclass GraphModule(torch.nn.Module):\n{tab}{code}"
 
 
 def _write_reextraction(gm: torch.fx.GraphModule, example_inputs: list, folder: Path) -> str:

@@ -17,18 +17,22 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
+import sys
 import tempfile
+import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, TypedDict
 
 import torch
 
 from ..core.codegen import graphnet_code
 from ..core.errors import OutputError
+from ..core.units import format_bytes
 from .files import INLINE_DATA_LIMIT as INLINE_DATA_LIMIT
 from .files import INLINE_FLOAT_LIMIT as INLINE_FLOAT_LIMIT
 from .files import MARKER, for_graphnet_tools, placeholder_values, write_sample
@@ -176,12 +180,69 @@ def is_complete(
 # --- staging and the swap -----------------------------------------------------------------------
 
 
+# --- who owns a folder: a process, told from one that reused its pid --------------------------------
+
+
+class Holder(TypedDict, total=False):
+    """A process that owns a folder or a lock (a staging folder here; batch/lock.py's lock and scratch folders)."""
+
+    pid: int
+    host: str
+    process_start: str | None
+    """The process's start time in clock ticks since boot (Linux): a pid reused by another process is not it."""
+    started: str
+    command: str
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first), or None when there is no such process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def process_start(pid: int) -> str | None:
+    fields = _proc_stat(pid)
+    return fields[19] if fields else None
+
+
+def holder_of(pid: int | None = None) -> Holder:
+    """This process (or its child `pid`) as an owner record names it: pid, host and start time; for this
+    process also when (UTC) and how it was started."""
+    pid = os.getpid() if pid is None else pid
+    holder: Holder = {"pid": pid, "host": socket.gethostname(), "process_start": process_start(pid)}
+    if pid == os.getpid():
+        holder["started"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        holder["command"] = shlex.join(sys.argv)
+    return holder
+
+
+def process_gone(holder: Holder) -> bool:
+    """Whether the holder's process is provably gone: on this host, and its pid dead, a zombie, or reused.
+    The one such check: batch/lock.py (locks, scratch folders) asks it too."""
+    if holder.get("host") != socket.gethostname():
+        return False
+    pid = int(holder["pid"])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # another user's process: alive
+    fields = _proc_stat(pid)
+    if fields is None:
+        return not Path("/proc/self/stat").exists()  # no /proc here: os.kill's answer stands
+    recorded = holder.get("process_start")
+    return fields[0] in ("Z", "X") or (recorded is not None and fields[19] != recorded)
+
+
 @contextmanager
 def staging(out_dir: Path) -> Iterator[Path]:
     """A fresh folder inside `out_dir` (same file system, so renames are atomic), removed on the way out."""
     stage = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out_dir))
     try:
-        (stage / STAGING_OWNER).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
+        (stage / STAGING_OWNER).write_text(json.dumps(holder_of()))
         yield stage
     finally:
         shutil.rmtree(stage, ignore_errors=True)
@@ -193,24 +254,14 @@ def clean_stale_staging(out_dir: Path) -> list[Path]:
     for stage in Path(out_dir).glob(STAGING_PREFIX + "*"):
         try:
             owner = json.loads((stage / STAGING_OWNER).read_text())
-            pid, host = int(owner["pid"]), owner["host"]
-        except (OSError, ValueError, KeyError, TypeError):
+            holder = Holder(pid=int(owner["pid"]), host=str(owner["host"]), process_start=owner.get("process_start"))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue  # not provably ours
-        if stage.is_symlink() or host != socket.gethostname() or _alive(pid):
+        if stage.is_symlink() or not process_gone(holder):
             continue
         shutil.rmtree(stage, ignore_errors=True)
         removed.append(stage)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def check_target(out_dir: Path, split: str, name: str, layout: Layout = "graphnet") -> Path:
@@ -357,7 +408,7 @@ def prepare_output(out_dir: str | os.PathLike) -> Path:
     free = shutil.disk_usage(out_dir).free
     if free < MIN_FREE_BYTES:
         raise OutputError(
-            f"the disk holding {out_dir} is full ({free / 1e6:.1f} MB free): free some space or choose another "
+            f"the disk holding {out_dir} is full ({format_bytes(free)} free): free some space or choose another "
             "output folder."
         )
     return out_dir

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import shutil
-from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +17,9 @@ import graphviz
 
 from ..core.errors import BwdWidgetsError
 from ..core.text import visible
-from .grouping import EdgeKind, VisibleGraph, VisibleNode, parent_of, visible_graph
+from ..core.units import format_bytes
+from .grouping import VisibleGraph, VisibleNode, parent_of, visible_graph
+from .palette import EDGE_COLOURS, NODE_FILLS
 from .payload import GraphData, GraphNode, graph_payload
 
 if TYPE_CHECKING:
@@ -26,17 +27,9 @@ if TYPE_CHECKING:
 
     from ..extraction.result import BackwardExtraction
 
-COLOURS = {
-    "saved": "#fde68a",
-    "tangent": "#bfdbfe",
-    "gradient": "#bbf7d0",
-    "op": "#f3f4f6",
-    "recomputed": "#ebd8f0",
-    "group": "#d7eef3",
-}
-"""Node fills for a picture without CSS, by `node_kind` (the widget's come from widget.css, by class)."""
-EDGE_COLOURS: dict[EdgeKind, str] = {"saved": "#d97706", "recomputed": "#8e24aa", "gradient": "#15803d"}
-"""Edge colours for a picture without CSS, one per `grouping.EDGE_KINDS` (the widget's come from widget.css)."""
+COLOURS = NODE_FILLS
+"""Node fills for a picture without CSS, by `node_kind` (edges: `EDGE_COLOURS`): views/palette.py, widget.css's
+colours over white."""
 SHAPE = {
     "saved": 'shape=box, style="filled"',
     "tangent": 'shape=box, style="filled"',
@@ -53,19 +46,6 @@ def quote(text: str) -> str:
     """A DOT double-quoted string, read as text: backslashes and quotes escaped, newlines as \\n."""
     escaped = visible(text).replace("\\", "\\\\").replace('"', '\\"')
     return '"' + re.sub(r"\r?\n", r"\\n", escaped) + '"'
-
-
-def format_bytes(count: int) -> str:
-    """`1.2 MB`: js/format.ts `formatBytes`, double for double (decimal units; one decimal below 100,
-    rounded from the double's exact value with ties up, as JavaScript's `toFixed` does)."""
-    units = ["B", "KB", "MB", "GB", "TB"]
-    value, unit = float(abs(count)), 0
-    while value >= 1000 and unit < len(units) - 1:
-        value /= 1000
-        unit += 1
-    places = Decimal(1 if value >= 100 else "0.1")
-    text = str(abs(count)) if unit == 0 else str(Decimal(value).quantize(places, ROUND_HALF_UP))
-    return f"{'-' if count < 0 else ''}{text} {units[unit]}"
 
 
 def short_dtype(dtype: str) -> str:

@@ -23,6 +23,18 @@ LABEL_UNITS = 11.5
 """Labels are 10 pt; with their line box a label is this many drawing units high."""
 MIN_LABEL_PX = 9.5
 """Labels must be at least this many pixels high on screen for a drawing to count as readable."""
+LABEL_FONT_UNITS = 10.0
+"""Labels are drawn at this font size, in drawing units (views/dot.py and js/dot.ts write `fontsize=10`)."""
+MIN_GLYPH_PX = 9.0
+"""The smallest on-screen size of a label's glyphs (font size times the view's scale) that counts as readable:
+`MIN_LABEL_PX` measures a label's line box, which would let the glyphs shrink to 8.3 px."""
+MAX_SCALE = 2.0
+"""A small drawing is enlarged to fill the pane, but no further than this (pixels per drawing unit)."""
+MIN_SPAN = 0.66
+"""A first view spans at least this share of the pane's width or height (a little over the 60% the tests
+ask of the drawn nodes: the drawing has a margin around them)."""
+TRY_ACROSS_BELOW = 40
+"""Drawings of fewer nodes are also tried left to right, which suits a short chain in a wide pane."""
 
 
 class Grouped(TypedDict):
@@ -58,6 +70,16 @@ class Views(TypedDict):
     """Height of a label line in drawing units (10 pt labels, 11.5 with their line box)."""
     min_label_px: float
     """A drawing is readable when its labels are at least this many pixels high on screen."""
+    label_font_units: float
+    """The labels' font size in drawing units."""
+    min_glyph_px: float
+    """...and when their glyphs (font size times scale) are at least this many pixels."""
+    max_scale: float
+    """A small drawing is enlarged to fill the pane no further than this many pixels per drawing unit."""
+    min_span: float
+    """A first view is good when readable and spanning at least this share of the pane's width or height."""
+    try_across_below: int
+    """A drawing of fewer visible nodes that is not good top to bottom is tried left to right too."""
 
 
 N = TypeVar("N", bound=Grouped)
@@ -199,6 +221,17 @@ def first_views(tree: Sequence[ModuleRow], limit: int = FIRST_VIEW_LIMIT) -> lis
 
 def view_rules(nodes: Sequence[Grouped], saved: Iterable[tuple[str, int]]) -> Views:
     """The payload's `views`: the module tree (`saved`: (module, saved activation bytes) pairs) and
-    the first views, with the readability figures the browser tests its drawings against."""
+    the first views, with the figures a drawing is fitted and judged by: the browser's (js/firstview.ts,
+    js/panzoom.ts) and the static picture's (views/static.py) read them here, written once."""
     tree = module_tree(nodes, saved)
-    return Views(modules=tree, first=first_views(tree), label_units=LABEL_UNITS, min_label_px=MIN_LABEL_PX)
+    return Views(
+        modules=tree,
+        first=first_views(tree),
+        label_units=LABEL_UNITS,
+        min_label_px=MIN_LABEL_PX,
+        label_font_units=LABEL_FONT_UNITS,
+        min_glyph_px=MIN_GLYPH_PX,
+        max_scale=MAX_SCALE,
+        min_span=MIN_SPAN,
+        try_across_below=TRY_ACROSS_BELOW,
+    )

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from ..core.errors import FrontEndNotBuiltError
 from ..core.text import visible
-from .dot import existing_folder_for, format_bytes, short_dtype
+from ..core.units import format_bytes
+from .dot import existing_folder_for, short_dtype
 from .images import image_html
 from .payload import STATE_DEFAULTS, GraphData, WidgetState, graph_payload
 from .static import MAX_BYTES, Drawing, headline

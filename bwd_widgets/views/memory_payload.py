@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..core import memory
-from .plot import nice_ticks
+from ..core.units import nice_ticks
 from .stretches import stretch_maxima
 
 if TYPE_CHECKING:

@@ -13,6 +13,7 @@ from ..core.errors import BwdWidgetsError
 from ..core.kinds import Mode, NodeKind
 from ..core.nodes import BackwardNode, definition_lines
 from ..core.partitioners import registered_partitioners
+from ..core.units import format_seconds
 from ..studio.compare import Comparison, Sweep, diff
 from .grouping import Views, view_rules
 
@@ -446,7 +447,9 @@ def advice_rows(advice: Advice) -> list[AdvicePlanRow]:
 
 def advice_summary(advice: Advice) -> str:
     """One line above the plans: what the target is held against, and the best plan or why there is none."""
-    done = f"{len(advice.tried)} plans tried in {advice.seconds:.0f} s" + (", stopped" if advice.interrupted else "")
+    done = f"{len(advice.tried)} plans tried in {format_seconds(advice.seconds)}" + (
+        ", stopped" if advice.interrupted else ""
+    )
     if advice.best is not None:
         verdict = f"best: {advice.best.label}, the plan that fits and recomputes least"
     else:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.text import visible
+from ..core.units import axis_unit, format_value, nice_ticks, plain_number
 from ..extraction.result import BackwardExtraction
 from ..studio.compare import Sweep, SweepPoint
 from .images import image_html
@@ -51,53 +52,6 @@ class Plot:
         path = Path(path)
         path.write_text(self.svg, encoding="utf-8")
         return path
-
-
-# --- units and ticks -------------------------------------------------------------------------------
-
-_PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
-
-
-def unit_scale(largest: float, unit: str) -> tuple[float, str]:
-    """The divisor and label that keep numbers up to `largest` readable: bytes in kB, MB, GB
-    (decimal, as the notebooks print them); FLOP as MFLOP, GFLOP; seconds as ms below one."""
-    if unit == "s":
-        return (1e-3, "ms") if largest < 1 else (1.0, "s")
-    if not unit:
-        return 1.0, ""
-    for divisor, prefix in _PREFIXES:
-        if largest >= divisor:
-            return divisor, prefix + unit
-    return 1.0, unit
-
-
-def format_value(value: float, unit: str) -> str:
-    """`1.45 MB`, `27.3 MFLOP`, `12 ms`: three significant digits in the unit that fits."""
-    divisor, label = unit_scale(abs(value), unit)
-    return f"{_number(value / divisor)} {label}".rstrip()
-
-
-def _number(value: float) -> str:
-    if value == 0:
-        return "0"
-    digits = max(0, 2 - math.floor(math.log10(abs(value))))
-    text = f"{value:.{digits}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-def nice_ticks(largest: float, count: int = 5) -> list[float]:
-    """Ticks from 0 in steps of 1, 2 or 5 times a power of ten, the last at or above `largest`; [0, 1]
-    when there is nothing to show, so an axis always has a span. js/chart.ts `niceTicks` is its
-    twin (same steps, same 12 significant digits); the contract fixture holds them equal."""
-    if not largest > 0:
-        return [0.0, 1.0]
-    raw = largest / count
-    power = float(f"1e{math.floor(math.log10(raw))}")  # parsed, as js/chart.ts does: the same double
-    step = next((m * power for m in (1, 2, 5) if m * power >= raw), 10 * power)
-    ticks = [0.0]
-    while ticks[-1] < largest * (1 - 1e-9):
-        ticks.append(float(f"{len(ticks) * step:.12g}"))
-    return ticks
 
 
 # --- drawing ---------------------------------------------------------------------------------------
@@ -182,17 +136,17 @@ class _Axes:
 
 def _draw_axes(canvas: _Canvas, axes: _Axes, x_label: str, y_label: str, x_unit: str, y_unit: str) -> None:
     """Grid lines, ticks with numbers in the axis unit, and axis titles that name the unit."""
-    x_div, x_name = unit_scale(axes.x_ticks[-1], x_unit)
-    y_div, y_name = unit_scale(axes.y_ticks[-1], y_unit)
+    x_div, x_name = axis_unit(axes.x_ticks[-1], x_unit)
+    y_div, y_name = axis_unit(axes.y_ticks[-1], y_unit)
     for tick in axes.y_ticks:
         y = axes.y(tick)
         canvas.line(axes.left, y, axes.right, y, stroke="#e5e7eb")
         canvas.line(axes.left - 4, y, axes.left, y, stroke="#374151")
-        canvas.text(axes.left - 7, y + 4, _number(tick / y_div), anchor="end")
+        canvas.text(axes.left - 7, y + 4, plain_number(tick / y_div), anchor="end")
     for tick in axes.x_ticks:
         x = axes.x(tick)
         canvas.line(x, axes.bottom, x, axes.bottom + 4, stroke="#374151")
-        canvas.text(x, axes.bottom + 16, _number(tick / x_div), anchor="middle")
+        canvas.text(x, axes.bottom + 16, plain_number(tick / x_div), anchor="middle")
     canvas.line(axes.left, axes.top, axes.left, axes.bottom, stroke="#374151")
     canvas.line(axes.left, axes.bottom, axes.right, axes.bottom, stroke="#374151")
     x_title = f"{x_label} ({x_name})" if x_name else x_label
@@ -383,7 +337,7 @@ def pareto(
     if len(ordered) > 1:
         canvas.add(_polyline(axes, [(float(a), float(b)) for a, b in ordered], COLOURS[0], width=1.5))
     dots = [(axes.x(c[0]), axes.y(c[1])) for c in sorted(coords)]
-    labels = ["budget " + ", ".join(_number(b) for b in sorted(coords[c])) for c in sorted(coords)]
+    labels = ["budget " + ", ".join(plain_number(b) for b in sorted(coords[c])) for c in sorted(coords)]
     for c, (cx, cy) in zip(sorted(coords), dots):
         filled = COLOURS[0] if c in front else "#ffffff"
         canvas.add(
@@ -393,7 +347,7 @@ def pareto(
     for (x_at, y_at, anchor), label in zip(placed_labels(dots, labels, inside_plot), labels):
         canvas.text(x_at, y_at, label, anchor=anchor, size=LABEL_SIZE, fill="#374151")
     summary = "; ".join(
-        f"budget {', '.join(_number(b) for b in sorted(coords[c]))}: {format_value(c[0], 'B')}, "
+        f"budget {', '.join(plain_number(b) for b in sorted(coords[c]))}: {format_value(c[0], 'B')}, "
         f"{format_value(c[1], 'FLOP')}"
         for c in ordered
     )
@@ -417,11 +371,11 @@ def _bar_table(values: Values, top: int | None, sort: bool) -> tuple[list[tuple[
 
 def _value_axis(canvas: _Canvas, axes: _Axes, unit: str, title: str) -> None:
     """Vertical grid lines and numbers along x, the frame, and the axis title with its unit."""
-    x_div, x_name = unit_scale(axes.x_ticks[-1], unit)
+    x_div, x_name = axis_unit(axes.x_ticks[-1], unit)
     for tick in axes.x_ticks:
         x = axes.x(tick)
         canvas.line(x, axes.top, x, axes.bottom, stroke="#e5e7eb")
-        canvas.text(x, axes.bottom + 16, _number(tick / x_div), anchor="middle")
+        canvas.text(x, axes.bottom + 16, plain_number(tick / x_div), anchor="middle")
     canvas.line(axes.left, axes.top, axes.left, axes.bottom, stroke="#374151")
     canvas.line(axes.left, axes.bottom, axes.right, axes.bottom, stroke="#374151")
     canvas.text(

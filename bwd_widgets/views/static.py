@@ -3,8 +3,9 @@ headline numbers, for GitHub, nbviewer and anywhere else the widget cannot run.
 
 The first view is the widget's: the payload's first-view candidates (views/grouping.py), chosen by the
 widget's rules (js/firstview.ts: the most detailed drawing that is readable and fills a graph pane of
-NOMINAL_PANE pixels, a small one tried left to right too), drawn by the one DOT builder (views/dot.py)
-and laid out by Graphviz's `dot` program; without it, the numbers alone.
+NOMINAL_PANE pixels, a small one tried left to right too) with the figures the payload's `views` carries
+(the scale limit, the span, readable labels: written once, in views/grouping.py, for both), drawn by the
+one DOT builder (views/dot.py) and laid out by Graphviz's `dot` program; without it, the numbers alone.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from typing import TYPE_CHECKING
 import graphviz
 
 from ..core.text import visible
-from .dot import format_bytes, payload_dot
+from ..core.units import format_bytes
+from .dot import payload_dot
 from .grouping import visible_graph
 
 if TYPE_CHECKING:
+    from .grouping import Views
     from .payload import GraphData
 
 NOMINAL_PANE = (860.0, 560.0)
@@ -35,14 +38,6 @@ def _size(svg: str) -> tuple[float, float]:
     return (float(match.group(1)), float(match.group(2))) if match else (1.0, 1.0)
 
 
-MAX_SCALE = 2.0
-MIN_SPAN = 0.66
-TRY_ACROSS_BELOW = 40
-MIN_GLYPH_SCALE = 9 / 10
-"""js/firstview.ts and js/panzoom.ts's rules (MAX_SCALE, MIN_SPAN, TRY_ACROSS_BELOW, glyphs of the 10-unit
-labels at 9 px), so that the static picture is the drawing the widget opens with."""
-
-
 @dataclass(frozen=True)
 class Drawing:
     svg: str
@@ -52,32 +47,38 @@ class Drawing:
     span: float
     width: float
     """On screen in the nominal pane, in pixels: the width the widget first draws it at."""
-
-    @property
-    def good(self) -> bool:
-        return self.readable and self.span >= MIN_SPAN
+    good: bool
+    """Readable, and spanning the payload's `views.min_span` of the pane."""
 
     def rank(self) -> tuple[bool, bool, float]:
         return (self.good, self.readable, self.span)
 
 
-def _drawing(data: GraphData, expanded: set[str], rankdir: str, min_scale: float) -> Drawing:
+def min_scale(views: Views) -> float:
+    """js/firstview.ts `minScaleOf`: labels' line boxes at `min_label_px`, their glyphs at `min_glyph_px`."""
+    return max(views["min_label_px"] / views["label_units"], views["min_glyph_px"] / views["label_font_units"])
+
+
+def _drawing(data: GraphData, expanded: set[str], rankdir: str) -> Drawing:
+    """js/firstview.ts `fitOf`, in a NOMINAL_PANE pane, by the payload's figures."""
+    views = data["views"]
     svg = graphviz.Source(payload_dot(data, expanded, rankdir=rankdir)).pipe(format="svg").decode()
     width, height = _size(svg)
     pane_w, pane_h = NOMINAL_PANE
-    scale = min(pane_w / width, pane_h / height, MAX_SCALE)
+    scale = min(pane_w / width, pane_h / height, views["max_scale"])
     span = max(width * scale / pane_w, height * scale / pane_h)
-    return Drawing(svg, rankdir, scale, scale >= min_scale, span, width * scale)
+    readable = scale >= min_scale(views)
+    return Drawing(svg, rankdir, scale, readable, span, width * scale, readable and span >= views["min_span"])
 
 
-def _best_drawing(data: GraphData, expanded: set[str], min_scale: float) -> Drawing:
+def _best_drawing(data: GraphData, expanded: set[str]) -> Drawing:
     """js/firstview.ts `bestDrawing`: top to bottom, and left to right for a small drawing that is not
     good downwards, kept only when it is good."""
-    down = _drawing(data, expanded, "TB", min_scale)
+    down = _drawing(data, expanded, "TB")
     nodes = len(visible_graph(data["nodes"], data["edges"], expanded).nodes)
-    if down.good or nodes >= TRY_ACROSS_BELOW:
+    if down.good or nodes >= data["views"]["try_across_below"]:
         return down
-    across = _drawing(data, expanded, "LR", min_scale)
+    across = _drawing(data, expanded, "LR")
     return across if across.good else down
 
 
@@ -86,11 +87,9 @@ def first_view(data: GraphData) -> Drawing | None:
     good in a NOMINAL_PANE pane, else the best of them; None without Graphviz's `dot`."""
     if shutil.which("dot") is None:
         return None
-    views = data["views"]
-    min_scale = max(views["min_label_px"] / views["label_units"], MIN_GLYPH_SCALE)
     best: Drawing | None = None
-    for expanded in views["first"]:
-        drawing = _best_drawing(data, set(expanded), min_scale)
+    for expanded in data["views"]["first"]:
+        drawing = _best_drawing(data, set(expanded))
         if drawing.good:
             return drawing
         if best is None or drawing.rank() > best.rank():

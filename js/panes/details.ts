@@ -2,7 +2,8 @@
  *  links that select them. */
 
 import { element } from "../dom";
-import { formatBytes, formatShape } from "../format";
+import { formatShape } from "../format";
+import { formatBytes } from "../units";
 import type { PaneContext } from "../model";
 import { sharesMemory, sourceLabel } from "../table";
 import type { GraphData, GraphNode, SavedRow } from "../types";

@@ -35,7 +35,8 @@ class GraphView {
   data: GraphData | null = null;
   byId = new Map<string, GraphNode>();
   savedBytes = new Map<string, number>();
-  minScale = 1;
+  minScale = 1; // the payload's readable scale (minScaleOf its views), set by load
+  maxScale = 1; // the payload's views.max_scale, set by load
   expanded = new Set<string>();
   runs: Run[] = []; // every run of alike siblings in the model
   folded: Run[] = []; // the runs drawn as one group
@@ -72,6 +73,7 @@ class GraphView {
     this.folded = [];
     this.unfolded = new Set();
     this.minScale = minScaleOf(next.views);
+    this.maxScale = next.views.max_scale;
     this.cursor = "";
     this.setFocusTo("");
     this.runSearch();
@@ -159,7 +161,7 @@ class GraphView {
   /** Lay out `open` (left to right too when that reads better) without showing it. */
   draw(open: Set<string>, folded: readonly Run[] = this.folded): Promise<Drawing> {
     const graph = visibleGraph(this.data!, open, folded);
-    const pane = { ...this.viewport.size(), minScale: this.minScale };
+    const pane = { ...this.viewport.size(), figures: this.data!.views };
     return bestDrawing(graph.nodes.length, (rankdir) => this.layout.request(buildDot(graph, this.savedBytes, rankdir), this), pane);
   }
 
@@ -190,18 +192,18 @@ class GraphView {
     if ("fit" in then && !drawing.fit.readable) {
       const tangent = this.visible.nodes.find((v) => v.node?.kind === "tangent")?.id ?? "";
       const start = this.drawn(tangent) ?? svg.querySelector("g.node");
-      if (start) this.viewport.focus(start, this.minScale); // too big to read whole: start readable, at the top
+      if (start) this.viewport.focus(start, this.minScale, this.maxScale); // too big to read whole: start readable, at the top
     }
     if ("module" in then) {
       const target = this.clusterOf(then.module) ?? this.drawn(GROUP_PREFIX + then.module);
-      if (target) this.viewport.focus(target, this.minScale);
+      if (target) this.viewport.focus(target, this.minScale, this.maxScale);
     }
     if ("members" in then) {
       const boxes = then.members.flatMap((path) => {
         const g = this.drawn(GROUP_PREFIX + path);
         return g ? [this.viewport.boxOf(g)] : [];
       });
-      if (boxes.length) this.viewport.focusBox(unionBox(boxes), this.minScale);
+      if (boxes.length) this.viewport.focusBox(unionBox(boxes), this.minScale, this.maxScale);
     }
     if ("node" in then) {
       const target = this.drawn(then.node);
@@ -231,8 +233,8 @@ class GraphView {
     }
     const shown = this.shownDrawing;
     if (!shown) return;
-    const drawing = { ...shown, fit: fitOf(drawingSize(shown.svg), { ...this.viewport.size(), minScale: this.minScale }) };
-    if ("fit" in this.placement) this.viewport.fit();
+    const drawing = { ...shown, fit: fitOf(drawingSize(shown.svg), { ...this.viewport.size(), figures: this.data!.views }) };
+    if ("fit" in this.placement) this.viewport.fit(this.maxScale);
     this.place(this.placement, drawing, svg);
   }
 
@@ -332,11 +334,11 @@ class GraphView {
     const cluster = path && this.expanded.has(path) ? this.clusterOf(path) : null;
     if (!path) {
       this.setFocusTo("");
-      this.viewport.fit();
+      this.viewport.fit(this.maxScale);
       this.placement = { fit: true };
     } else if (cluster) {
       this.setFocusTo(path);
-      this.viewport.focus(cluster, this.minScale);
+      this.viewport.focus(cluster, this.minScale, this.maxScale);
       this.placement = { module: path };
       this.atFirstView = false;
     } else this.openModule(path);
@@ -454,7 +456,7 @@ function bindInput(view: GraphView, { search, results, fit, collapseAll, colour,
   search.addEventListener("blur", () => (results.hidden = true), on);
   search.addEventListener("focus", () => (results.hidden = view.found.length === 0), on);
   fit.addEventListener("click", () => {
-    view.viewport.fit();
+    view.viewport.fit(view.maxScale);
     view.placement = { fit: true };
   }, on);
   collapseAll.addEventListener("click", () => {

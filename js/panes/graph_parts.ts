@@ -1,7 +1,8 @@
 /** Pieces of the graph pane: classes, titles and heat on Graphviz's SVG; the breadcrumbs; the legend. */
 
 import { element } from "../dom";
-import { formatBytes, formatShape } from "../format";
+import { formatShape } from "../format";
+import { formatBytes } from "../units";
 import { ancestors, type VisibleGraph, type VisibleNode } from "../grouping";
 import { heatLevel, HEAT_LEVELS } from "../memory";
 import { directionOf, type Direction } from "../navigate";

@@ -1,7 +1,8 @@
 /** The header: what is shown and its totals, partitioner / budget / graph selectors, busy, errors, notes, diff. */
 
 import { element, show } from "../dom";
-import { formatBytes, formatDelta, formatRatio } from "../format";
+import { formatDelta, formatRatio } from "../format";
+import { formatBytes } from "../units";
 import { setTrait, type PaneContext } from "../model";
 import { partitionerChoices, takesBudget } from "../partitioners";
 import type { GraphData } from "../types";

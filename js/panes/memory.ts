@@ -4,9 +4,9 @@
  *  predicted one once `g.measure()` ran; saved bytes by module below. Every point selects its node,
  *  forward ones included; a bar or a module band opens its module in the graph. */
 
-import { formatFlops, type Box } from "../chart";
+import type { Box } from "../chart";
 import { element, svgElement } from "../dom";
-import { formatBytes } from "../format";
+import { formatBytes, formatFlops } from "../units";
 import {
   measuredText,
   moduleBars,

@@ -2,7 +2,7 @@
 
 import { chunked, inTurn, lazyBlock } from "../chunks";
 import { clearClass, element, keepInView } from "../dom";
-import { formatBytes } from "../format";
+import { formatBytes } from "../units";
 import type { PaneContext } from "../model";
 import { cellTitle, COLUMN_WIDTHS, COLUMNS, descendingFirst, recomputedCells, savedCells, savedTitle, sortRows, type SortKey } from "../table";
 import type { GraphData } from "../types";

@@ -1,9 +1,9 @@
 /** The partitioner studio: the sweep button and its progress, the comparison table, the sweep chart
  *  (axes with units, values on hover), its Pareto points, and the advisor's plans (panes/advice.ts). */
 
-import { formatFlops } from "../chart";
 import { element, show, svgElement } from "../dom";
-import { formatBytes, formatRatio } from "../format";
+import { formatRatio } from "../format";
+import { formatBytes, formatFlops } from "../units";
 import { setTrait, type Model, type PaneContext, type SweepStarted } from "../model";
 import { chartGeometry, emptyStudioText, paretoPoints, peakOrderText, pointText, sweepRunning } from "../sweep";
 import type { ComparisonRow, SweepPoint } from "../types";

@@ -37,7 +37,7 @@ describe("the advisor's plans", () => {
     expect(ADVICE_COLUMNS[verified][1](plan({ verified_peak_bytes: null }))).toBe("\u2014");
     expect(ADVICE_COLUMNS[1][0]).toBe("fits"); // the verdict beside the plan's name
     const measured = ADVICE_COLUMNS.findIndex(([name]) => name === "measured peak");
-    expect([plan(), plan({ measured_peak_bytes: 1_500_000 })].map((r) => ADVICE_COLUMNS[measured][1](r))).toEqual(["\u2014", "1.5 MB"]);
+    expect([plan(), plan({ measured_peak_bytes: 1_500_000 })].map((r) => ADVICE_COLUMNS[measured][1](r))).toEqual(["\u2014", "1.50 MB"]);
     const time = ADVICE_COLUMNS.findIndex(([name]) => name === "step time");
     expect([plan(), plan({ measured_seconds: 0.0162 }), plan({ measured_seconds: 12.34 })].map((r) => ADVICE_COLUMNS[time][1](r))).toEqual([
       "\u2014",

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { formatFlops, linearScale, nearestIndex, niceTicks, rangeScale, ticksWithin } from "../chart";
+import { linearScale, nearestIndex, rangeScale, ticksWithin } from "../chart";
+import { formatFlops, niceTicks } from "../units";
 import { heatLevel, HEAT_LEVELS, moduleBars, nodeAt, phaseRange, pointAt, stackAreas, timelineGeometry, wholeRun, zoomRange } from "../memory";
 import type { SweepPoint } from "../types";
 import { memoryRun } from "./synthetic";
@@ -9,7 +10,7 @@ describe("axes", () => {
     expect(niceTicks(100, 4)).toEqual([0, 50, 100]);
     expect(niceTicks(44.08e9, 4)).toEqual([0, 20e9, 40e9, 60e9]);
     expect(niceTicks(0.3, 3)).toEqual([0, 0.1, 0.2, 0.3]);
-    expect(niceTicks(0)).toEqual([0, 1]); // an axis always has a span, as views/plot.py nice_ticks(0)
+    expect(niceTicks(0)).toEqual([0, 1]); // an axis always has a span, as core/units.py nice_ticks(0)
     expect(niceTicks(7)).toEqual([0, 2, 4, 6, 8]);
   });
 
@@ -23,8 +24,8 @@ describe("axes", () => {
 
   it("writes FLOPs with units", () => {
     expect(formatFlops(0)).toBe("0 FLOP");
-    expect(formatFlops(1234)).toBe("1.2 kFLOP");
-    expect(formatFlops(3.4e9)).toBe("3.4 GFLOP");
+    expect(formatFlops(1234)).toBe("1.23 kFLOP");
+    expect(formatFlops(3.4e9)).toBe("3.40 GFLOP");
     expect(formatFlops(250e12)).toBe("250 TFLOP");
   });
 

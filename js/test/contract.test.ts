@@ -7,10 +7,9 @@
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { niceTicks } from "../chart";
 import { nodeAtLine } from "../code";
 import { buildDot, clusterPaths } from "../dot";
-import { formatBytes, formatShape } from "../format";
+import { formatShape } from "../format";
 import { edgeKey, firstViews, GROUP_PREFIX, moduleTree, visibleGraph } from "../grouping";
 import { graphData, TRAIT_NAMES, type Model } from "../model";
 import { moduleBars, timelineGeometry } from "../memory";
@@ -20,7 +19,8 @@ import { resultText, searchNodes, searchReasons } from "../search";
 import { chartGeometry } from "../sweep";
 import { COLUMNS, savedCells, sortRows } from "../table";
 import { CONTRACT_KEYS, type AdvicePlanRow, type ComparisonRow, type GraphData, type SweepPoint } from "../types";
-import { moduleRows } from "./synthetic";
+import { formatBytes, formatFlops, formatSeconds, niceTicks } from "../units";
+import { KERNEL_FIGURES, moduleRows } from "./synthetic";
 
 type TypeName = keyof typeof CONTRACT_KEYS;
 
@@ -33,6 +33,12 @@ interface GraphAnswer {
   saved_only: [string, string][];
   count: number;
   dot: string;
+}
+
+/** A value and the text core/units.py writes for it. */
+interface Sample {
+  value: number;
+  text: string;
 }
 
 interface Fixture {
@@ -48,7 +54,7 @@ interface Fixture {
   python: {
     graphs: GraphAnswer[];
     ticks: { max: number; count: number; ticks: number[] }[];
-    bytes: { bytes: number; text: string }[];
+    units: Record<"bytes" | "flops" | "seconds", Sample[]>;
   };
 }
 
@@ -292,7 +298,19 @@ describe("each rule the browser also runs gives the Python answers, on the same 
     for (const { max, count, ticks } of fixture.python.ticks) expect(niceTicks(max, count), `${max} in ${count}`).toEqual(ticks);
   });
 
-  it("formatBytes writes what the static SVG writes", () => {
-    for (const { bytes, text } of fixture.python.bytes) expect(formatBytes(bytes), String(bytes)).toBe(text);
+  it("the first-view figures come in the payload, and the synthetic payloads of the unit tests carry the same", () => {
+    for (const payload of [data, fixture.deep, fixture.recomputing]) {
+      const figures = Object.fromEntries(Object.keys(KERNEL_FIGURES).map((key) => [key, payload.views[key as keyof typeof KERNEL_FIGURES]]));
+      expect(figures).toEqual(KERNEL_FIGURES);
+    }
+  });
+
+  it("formatBytes, formatFlops and formatSeconds write what core/units.py writes, sample for sample", () => {
+    const twins = { bytes: formatBytes, flops: formatFlops, seconds: formatSeconds };
+    for (const [kind, format] of Object.entries(twins) as [keyof typeof twins, (value: number) => string][]) {
+      const samples = fixture.python.units[kind];
+      expect(samples.length, kind).toBeGreaterThan(20);
+      for (const { value, text } of samples) expect(format(value), `${kind} ${value}`).toBe(text);
+    }
   });
 });

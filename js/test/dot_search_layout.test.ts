@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { codeLines, nodeAtLine, tokenizeLine } from "../code";
 import { buildDot, clusterPaths, nodeLabel, QUICK_LAYOUT_ABOVE, quote, shortDtype } from "../dot";
-import { formatBytes, formatDelta } from "../format";
+import { formatDelta } from "../format";
+import { formatBytes } from "../units";
 import { GROUP_PREFIX, moduleTree, modulePaths, visibleGraph } from "../grouping";
 import { LayoutClient, StaleLayout } from "../layout";
 import { matchCountText, searchNodes, stepMatch, visibleMatches } from "../search";
@@ -52,7 +53,7 @@ describe("DOT", () => {
   it("labels gradients with what they differentiate and groups with their size", () => {
     expect(nodeLabel({ id: "g", cluster: "", node: node("g", "", "gradient", { grad_of: ["conv.weight"], op: "aten.convolution_backward[1]" }) })).toContain("\u2207 conv.weight");
     expect(nodeLabel({ id: GROUP_PREFIX + "blocks", cluster: "", path: "blocks", size: 12 })).toBe("blocks \u25B8\n12 nodes");
-    expect(nodeLabel({ id: GROUP_PREFIX + "blocks", cluster: "", path: "blocks", size: 12 }, new Map([["blocks", 2048]]))).toBe("blocks \u25B8\n12 nodes \u00B7 2.0 KB saved");
+    expect(nodeLabel({ id: GROUP_PREFIX + "blocks", cluster: "", path: "blocks", size: 12 }, new Map([["blocks", 2048]]))).toBe("blocks \u25B8\n12 nodes \u00B7 2.05 KB saved");
   });
 });
 
@@ -160,7 +161,7 @@ describe("table, code and formatting", () => {
     expect(formatBytes(16384)).toBe("16.4 KB");
     expect(formatBytes(512)).toBe("512 B");
     expect(formatDelta(-2)).toBe("-2");
-    expect(formatDelta(1500, true)).toBe("+1.5 KB");
+    expect(formatDelta(1500, true)).toBe("+1.50 KB");
     expect(formatDelta(0)).toBe("");
   });
 });

@@ -1,7 +1,7 @@
 /** Issue 22 items 9 and 10: the view placed again when the pane changes size, labels measured by their
  *  glyphs, and runs of alike sibling blocks folded so that a long top-level chain opens readable. */
 import { describe, expect, it } from "vitest";
-import { fitOf, glyphPx, LABEL_FONT_UNITS, minScaleOf, MIN_GLYPH_PX } from "../firstview";
+import { fitOf, glyphPx, minScaleOf } from "../firstview";
 import { findRuns, firstViewCandidates, runHolding, foldedByMember, GROUP_PREFIX, moduleTree, representative, runBytes, unfoldAround, visibleGraph, visibleRuns } from "../grouping";
 import { buildDot } from "../dot";
 import { keepScale, resized, scaleOf, unionBox } from "../panzoom";
@@ -102,11 +102,12 @@ describe("labels measured by their glyphs", () => {
   const views = transformerData(1, 1).views; // the kernel's line-box rule: 9.5 px for 11.5 units
   it("asks for glyphs of at least 9 px, not only a 9.5 px line box (glyphs of 8.3 px)", () => {
     const minScale = minScaleOf(views);
-    expect(glyphPx(minScale)).toBeGreaterThanOrEqual(MIN_GLYPH_PX);
-    expect(minScale).toBeCloseTo(MIN_GLYPH_PX / LABEL_FONT_UNITS, 9);
-    expect(glyphPx(views.min_label_px / views.label_units)).toBeLessThan(MIN_GLYPH_PX);
+    expect(views.min_glyph_px).toBe(9);
+    expect(glyphPx(minScale, views)).toBeGreaterThanOrEqual(views.min_glyph_px);
+    expect(minScale).toBeCloseTo(views.min_glyph_px / views.label_font_units, 9);
+    expect(glyphPx(views.min_label_px / views.label_units, views)).toBeLessThan(views.min_glyph_px);
     // a drawing whose fitted glyphs would be 8.5 px is not readable
-    expect(fitOf({ x: 0, y: 0, w: 1000 / 0.85, h: 100 }, { width: 1000, height: 500, minScale }).readable).toBe(false);
+    expect(fitOf({ x: 0, y: 0, w: 1000 / 0.85, h: 100 }, { width: 1000, height: 500, figures: views }).readable).toBe(false);
   });
 });
 

@@ -1,12 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { bestDrawing, better, chooseFirstView, drawingSize, fitOf, isGood, minScaleOf, MIN_SPAN, type Drawing, type RankDir } from "../firstview";
+import { bestDrawing, better, chooseFirstView, drawingSize, fitOf, minScaleOf, type Drawing, type RankDir } from "../firstview";
 import { directionOf, nearestTo, neighbour, type Placed } from "../navigate";
-import { MAX_SCALE } from "../panzoom";
-import { transformerData } from "./synthetic";
+import { KERNEL_FIGURES } from "./synthetic";
 
-const LABEL_UNITS = 11.5; // the kernel's views.label_units and min_label_px (views/grouping.py)
-const minScale = minScaleOf(transformerData(1, 1).views);
-const pane = (width: number, height: number) => ({ width, height, minScale });
+const { label_units: LABEL_UNITS, max_scale: MAX_SCALE, min_span: MIN_SPAN } = KERNEL_FIGURES; // views/grouping.py's
+const minScale = minScaleOf(KERNEL_FIGURES);
+const pane = (width: number, height: number) => ({ width, height, figures: KERNEL_FIGURES });
 
 describe("keyboard moves", () => {
   // a -> b -> d, a -> c -> d; b and c side by side
@@ -77,7 +76,7 @@ describe("first view", () => {
     expect((await chooseFirstView(["all", "modules", "top"], draw)).candidate).toBe("modules");
     expect((await chooseFirstView(["all", "top"], draw)).candidate).toBe("top"); // readable, though small
     const [a, b] = [await draw("all"), await draw("top")];
-    expect(isGood(a.fit)).toBe(false);
+    expect(a.fit.good).toBe(false);
     expect(better(a, b)).toBe(b);
     await expect(chooseFirstView([], draw)).rejects.toThrow();
   });

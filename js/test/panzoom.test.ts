@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { centreOn, dragTo, fitView, focusView, MAX_SCALE, parseViewBox, readableScale, scaleOf, toDrawing, viewBoxText, wheelZooms, zoomAt, ZOOM_RATE, type Rect, type View } from "../panzoom";
+import { centreOn, dragTo, fitView, focusView, parseViewBox, readableScale, scaleOf, toDrawing, viewBoxText, wheelZooms, zoomAt, ZOOM_RATE, type Rect, type View } from "../panzoom";
+import { KERNEL_FIGURES } from "./synthetic";
+
+const MAX_SCALE = KERNEL_FIGURES.max_scale; // the payload's views.max_scale (views/grouping.py)
 
 const box: Rect = { left: 100, top: 50, width: 400, height: 200 };
 const view: View = { x: 10, y: 20, w: 800, h: 400 }; // 2 drawing units per pixel
@@ -61,24 +64,24 @@ describe("pan", () => {
 describe("fitting", () => {
   it("fits a drawing whole and centred, the pane's shape", () => {
     const full = { x: 0, y: 0, w: 1000, h: 500 };
-    const view = fitView(full, 800, 600);
+    const view = fitView(full, 800, 600, MAX_SCALE);
     expect(scaleOf(view, 800, 600)).toBeCloseTo(0.8, 9);
     expect(view.x + view.w / 2).toBeCloseTo(500, 9);
     expect(view.y + view.h / 2).toBeCloseTo(250, 9);
     expect(view.w / view.h).toBeCloseTo(800 / 600, 9);
   });
 
-  it("enlarges a small drawing no further than MAX_SCALE", () => {
-    const view = fitView({ x: 0, y: 0, w: 50, h: 20 }, 800, 600);
+  it("enlarges a small drawing no further than the payload's max_scale", () => {
+    const view = fitView({ x: 0, y: 0, w: 50, h: 20 }, 800, 600, MAX_SCALE);
     expect(scaleOf(view, 800, 600)).toBeCloseTo(MAX_SCALE, 9);
   });
 
   it("focuses on a part: fitted when readable, else readable from its top", () => {
     const part = { x: 100, y: 200, w: 400, h: 300 };
-    const fitted = focusView(part, 800, 600, 0.5);
+    const fitted = focusView(part, 800, 600, 0.5, MAX_SCALE);
     expect(scaleOf(fitted, 800, 600)).toBeCloseTo(MAX_SCALE, 9);
     const tall = { x: 0, y: 0, w: 400, h: 6000 };
-    const top = focusView(tall, 800, 600, 0.9);
+    const top = focusView(tall, 800, 600, 0.9, MAX_SCALE);
     expect(scaleOf(top, 800, 600)).toBeCloseTo(0.9, 9);
     expect(top.y).toBeLessThanOrEqual(0);
     expect(top.y + top.h).toBeGreaterThan(0);
@@ -89,7 +92,7 @@ describe("fitting", () => {
   });
 
   it("copes with an element that has no size yet", () => {
-    expect(fitView({ x: 0, y: 0, w: 5, h: 5 }, 0, 0)).toEqual({ x: 0, y: 0, w: 5, h: 5 });
+    expect(fitView({ x: 0, y: 0, w: 5, h: 5 }, 0, 0, MAX_SCALE)).toEqual({ x: 0, y: 0, w: 5, h: 5 });
   });
 });
 

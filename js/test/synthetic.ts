@@ -1,7 +1,14 @@
 /** Synthetic payloads for unit tests; contract.test.ts runs the real one. */
 
 import { ancestors, parentOf } from "../grouping";
+import type { FitFigures } from "../firstview";
 import type { GraphData, GraphNode, MeasuredMemory, Memory, ModuleRow } from "../types";
+
+/** The figures views/grouping.py writes into every payload's `views` (contract.test.ts holds these equal to
+ *  the fixture's): the synthetic payloads are fitted and judged as the kernel's are. */
+export const KERNEL_FIGURES: FitFigures = {
+  label_units: 11.5, min_label_px: 9.5, label_font_units: 10, min_glyph_px: 9, max_scale: 2, min_span: 0.66, try_across_below: 40,
+};
 
 /** The kernel's module tree (views/grouping.py `module_tree`) for synthetic nodes, with no saved bytes.
  *  contract.test.ts holds it equal to the Python rows on the fixture, so tests build on the real rule. */
@@ -60,7 +67,7 @@ export function transformerData(blocks = 4, opsPerModule = 10): GraphData {
         kinds: [], modules: [], module_depth: 1, selects: [],
       },
     },
-    views: { modules: [], first: [[]], label_units: 11.5, min_label_px: 9.5 },
+    views: { modules: [], first: [[]], ...KERNEL_FIGURES },
     partitioners: [
       { name: "default", takes_budget: false, description: "torch's default partitioner" },
       { name: "min_cut", takes_budget: true, description: "min-cut rematerialization under a memory budget" },

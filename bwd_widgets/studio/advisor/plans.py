@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ...core.errors import AdviceError
+from ...core.units import format_bytes, format_seconds
 from ...extraction.result import BackwardExtraction
 
 UNITS = {
@@ -142,16 +143,11 @@ def pareto(plans: list[Plan]) -> list[Plan]:
 
 
 def _size(n: int | None) -> str:
-    if n is None:
-        return "-"
-    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{n} B"
+    return "-" if n is None else format_bytes(n)
 
 
 def _seconds(s: float | None) -> str:
-    return "-" if s is None else (f"{s * 1e3:.1f} ms" if s < 10 else f"{s:.1f} s")  # as js/format.ts formatSeconds
+    return "-" if s is None else format_seconds(s)
 
 
 @dataclass
@@ -197,7 +193,9 @@ class Advice:
         )
 
     def __repr__(self) -> str:
-        head = f"Advice(target {_size(self.target_bytes)}, {len(self.tried)} plans tried in {self.seconds:.1f} s"
+        head = (
+            f"Advice(target {_size(self.target_bytes)}, {len(self.tried)} plans tried in {format_seconds(self.seconds)}"
+        )
         lines = [head + (", interrupted)" if self.interrupted else ")"), "  " + self.target_means]
         width = max([44, *(len(p.label) for p in self.plans)])
         timed = any(p.measured_seconds is not None for p in self.plans)
