@@ -25,5 +25,5 @@ step "contract fixture and front-end unit tests"
 .venv/bin/python -m pytest tests/test_contract.py -q -p no:logging
 npx vitest run --silent
 step "fast Python tests"
-.venv/bin/python -m pytest tests -q -p no:logging -m "not slow and not browser" "$@"
+.venv/bin/python -m pytest tests -q -p no:logging -m "not slow and not browser" --deselect tests/test_contract.py "$@"
 step "done"

@@ -18,6 +18,9 @@ def strip(path: str) -> None:
         cell.metadata.pop("execution", None)
         for output in cell.get("outputs", []):
             output.get("data", {}).pop(WIDGET_VIEW, None)
+        # a display that held only widget state (or a progress placeholder emptied at the end) leaves nothing
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.outputs if o.get("output_type") != "display_data" or o["data"]]
     nbformat.write(notebook, path)
 
 

@@ -15,6 +15,37 @@ from shared_data import shared_path
 
 BROWSER_TESTS = Path(__file__).parent / "browser"
 NEWEST_TORCH_JOB = Path(__file__).parents[1] / "scripts" / "test_newest_torch.sh"
+SLOW_FILES = {
+    # each takes from half a minute to many minutes here: model zoos, GraphNet corpora and validators, generated
+    # families over every view and partition, the advisor, worker processes, a real kernel, torch.compile races
+    "test_advisor.py",
+    "test_batch.py",
+    "test_batch_output_lock.py",
+    "test_cli.py",
+    "test_corpus.py",
+    "test_correctness.py",
+    "test_course_claims.py",
+    "test_eager_memory.py",
+    "test_every_view.py",
+    "test_graphnet_pipeline.py",
+    "test_interrupt.py",
+    "test_keyword_inputs.py",
+    "test_magic.py",
+    "test_measure.py",
+    "test_model_left_as_it_was.py",
+    "test_reference.py",
+    "test_reliability.py",
+    "test_studio.py",
+    "test_tied.py",
+    "test_torch_partition.py",
+    "test_torch_reasons.py",
+    "test_trace_cache.py",
+    "test_widget.py",
+    "test_worked_answers.py",
+    "test_zoo.py",
+}
+"""The slow tier, by file: the fast loop (scripts/check.sh, `-m "not slow and not browser"`) runs the rest in
+about two minutes. A new test file is fast until it is listed here."""
 
 
 def _newest_torch_files() -> set[str]:
@@ -31,8 +62,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test under tests/browser/ is a browser test (the folder is the marker), and every test of a file the
-    newer-torch jobs run is a newest_torch test."""
+    """Every test under tests/browser/ is a browser test (the folder is the marker), every test of a file the
+    newer-torch jobs run is a newest_torch test, and every test of a file in SLOW_FILES a slow one."""
     newest = _newest_torch_files()
     for item in items:
         path = Path(str(item.path))
@@ -40,6 +71,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.browser)
         if path.name in newest:
             item.add_marker(pytest.mark.newest_torch)
+        if path.name in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

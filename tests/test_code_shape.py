@@ -1,9 +1,11 @@
-"""Sizes that keep the code easy to change: no module over 500 lines, no function over 60.
+"""Sizes that keep the code easy to change: no function over 60 lines; a module over 500 lines is a warning, a
+hint to look for a second responsibility in it, never the reason for a split (a split names the new owner).
 
 The front end's limit (120 lines a function) is held by `js/test/code_shape.test.ts`.
 """
 
 import ast
+import warnings
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "bwd_widgets"
@@ -12,9 +14,10 @@ FUNCTION_LINES = 60
 SOURCES = sorted(PACKAGE.rglob("*.py"))
 
 
-def test_no_module_is_over_500_lines():
+def test_a_module_over_500_lines_is_a_hint():
     long = {str(p.relative_to(PACKAGE)): n for p in SOURCES if (n := len(p.read_text().splitlines())) > MODULE_LINES}
-    assert not long, f"split these modules: {long}"
+    if long:
+        warnings.warn(f"modules over {MODULE_LINES} lines: does one of them own two things? {long}", stacklevel=1)
 
 
 def test_no_function_is_over_60_lines():

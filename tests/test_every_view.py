@@ -39,8 +39,6 @@ from bwd_widgets.views import plot
 
 from models import GraphBreak
 
-pytestmark = pytest.mark.slow
-
 
 @dataclass(frozen=True)
 class Family:

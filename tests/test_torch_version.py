@@ -50,7 +50,9 @@ def test_the_scripts_install_the_tested_versions():
 # -- the import-time check ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", ["2.13.0", "2.13.0+cpu", "2.13.0a0+git1234", "2.14.1", "2.14.1+cu128", "2.15.0+cu132", "2.16.9"])
+@pytest.mark.parametrize(
+    "version", ["2.13.0", "2.13.0+cpu", "2.13.0a0+git1234", "2.14.1", "2.14.1+cu128", "2.15.0+cu132", "2.16.9"]
+)
 def test_a_tested_torch_imports_without_a_warning(version, monkeypatch):
     monkeypatch.setattr(torch, "__version__", version)
     with warnings.catch_warnings():

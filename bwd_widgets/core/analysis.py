@@ -244,15 +244,20 @@ def backward_inputs(
     ]
 
 
-def saved_tensors(partition: PartitionView) -> list[SavedTensor]:
-    """One SavedTensor per non-tangent backward placeholder, each storage's bytes counted once."""
+def _producers(partition: PartitionView) -> dict[str, torch.fx.Node]:
+    """The forward node each saved value of the partition is, by its backward placeholder's name."""
     outputs = partition.forward.graph.output_node().args[0]
     assert isinstance(outputs, (tuple, list))
-    forward_nodes = {
+    return {
         name: node
         for name, i in saved_positions(partition.forward, partition.backward_with_nones).items()
         if isinstance(node := outputs[i], torch.fx.Node)
     }
+
+
+def saved_tensors(partition: PartitionView) -> list[SavedTensor]:
+    """One SavedTensor per non-tangent backward placeholder, each storage's bytes counted once."""
+    forward_nodes = _producers(partition)
     joint_nodes = {n.name: n for n in partition.joint.graph.nodes}
     sources = partition.inputs
     counted_storages: set[str] = set()

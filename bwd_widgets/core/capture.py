@@ -96,6 +96,8 @@ class CaptureSession:
     """On the torch.fx route, how many outputs the traced graph hands AOT Autograd: the forward compiler
     then checks torch's own aliasing metadata for them (`outputs_aliasing_inputs`)."""
     _aliasing_unknown: bool = False
+    _lifted: int = 0
+    """On the torch.fx route, how many primals are the module's own parameters and buffers (they come first)."""
     notes: list[str] = field(default_factory=list)
     """What the captured graphs do that the model does not (a copy of an output aliasing an input)."""
 
@@ -142,6 +144,8 @@ class CaptureSession:
         return partitions
 
     def _partition(self, joint: torch.fx.GraphModule, joint_inputs: list, partition_kwargs: dict) -> tuple:
+        if self._fx_outputs is not None:
+            partition_kwargs = dict(partition_kwargs, static_lifetime_input_indices=self._static_inputs())
         trace = Trace(
             index=len(self.regions),
             joint=joint,
@@ -153,6 +157,15 @@ class CaptureSession:
         self._current = _Region(trace, *split)
         self.regions.append(self._current)
         return split.forward, split.backward_with_nones
+
+    def _static_inputs(self) -> list[int]:
+        """The primals torch.compile tells the partitioner live as long as the model (parameters and buffers):
+        Dynamo marks every one it lifts static, where AOT Autograd straight on a torch.fx graph marks none
+        (`aot_autograd`'s frontend_utils). min-cut weighs saving a value derived from one by that (a weight's
+        transpose is cheap to keep alive by recomputing it), so the torch.fx route tells it as Dynamo does: the
+        partition is then torch.compile's at every budget. Tensors the model takes as arguments are not static
+        for torch.compile, whatever they stand for (a GraphNet sample's weights)."""
+        return list(range(self._lifted))
 
     def _compiled_forward(self, gm: torch.fx.GraphModule) -> Callable:
         region = self._current
@@ -387,6 +400,7 @@ class CaptureSession:
         if len({id(t) for _, _, t in tensors}) < len(tensors):  # each would get a partial gradient
             raise NotForFx("a tensor reached by two names that torch.fx's graph keeps apart")
         sources = [_named(names, tensor) or InputSource(kind, n, n) for kind, n, tensor in tensors]
+        self._lifted = len(sources)
         # the signature's names, not the placeholders': torch.fx renames `input` to `input_1`
         return sources + [InputSource(*self.input_names.get(n, ("input", n)), n) for n in self.signature]
 
