@@ -161,15 +161,22 @@ def test_the_offload_plan_is_verified_by_running_its_pasted_hooks_around_an_eage
     step = eager_step_memory(namespace["model"], (tokens,), hooks=namespace["offload"])
     assert plan.verified_peak_bytes == step.activation_peak_bytes
     assert step.cpu_bytes > 0 and step.activation_peak_bytes < eager_step_memory(model, (tokens,)).activation_peak_bytes
-    assert plan.fits == (plan.verified_peak_bytes <= TARGET) and plan.fits  # 272,392 B against 300,000 B
+    assert plan.verified_peak_bytes <= TARGET  # 272,392 B against 300,000 B: it would fit on a GPU
+    assert not plan.fits and "the hooks move nothing (CPU to CPU)" in plan.note  # this model is on the CPU
     assert plan is not advice.best and plan not in advice.plans and advice.unverified == []
     assert f"offload: {plan.label}" in repr(advice) and "verified" in plan.note
 
 
-def test_when_only_offloading_fits_the_advice_says_so():
+def _off_the_cpu():
+    """The course Transformer and its tokens on the meta device, extracted in fake mode: a model whose tensors
+    are not on the CPU, as on a GPU, where the offload hooks move saved tensors off the device."""
     torch.manual_seed(0)
-    model, tokens = Transformer(), torch.randint(0, 64, (4, 16))
-    advice = bw.advise(model, tokens, target=TARGET, budgets=(1.0,), policies=(), every=(), progress=False)
+    return Transformer().to("meta"), torch.randint(0, 64, (4, 16)).to("meta")
+
+
+def test_when_only_offloading_fits_the_advice_says_so():
+    model, tokens = _off_the_cpu()
+    advice = bw.advise(model, tokens, target=TARGET, budgets=(1.0,), policies=(), every=(), progress=False, mode="fake")
     (plan,) = advice.offload
     assert advice.best is None and plan.fits
     assert advice.why.endswith(f"Offloading fits instead: {plan.label} (verified eagerly; it costs copies, not FLOPs).")
@@ -178,9 +185,10 @@ def test_when_only_offloading_fits_the_advice_says_so():
 def test_an_offload_size_whose_eager_step_does_not_fit_gives_way_to_moving_every_saved_activation():
     """At 250,000 B the prediction picks 32,768 B and up (239.6 KB predicted), whose eager step peaks at
     272,392 B; moving every saved activation (256 B and up) peaks at 106,504 B, and takes its place."""
-    torch.manual_seed(0)
-    model, tokens = Transformer(), torch.randint(0, 64, (4, 16))
-    advice = bw.advise(model, tokens, target=250_000, budgets=(1.0,), policies=(), every=(), progress=False)
+    model, tokens = _off_the_cpu()
+    advice = bw.advise(
+        model, tokens, target=250_000, budgets=(1.0,), policies=(), every=(), progress=False, mode="fake"
+    )
     (plan,) = advice.offload
     smallest = min(s.activation_bytes for s in advice.tried[0].extraction.saved_tensors if s.activation_bytes)
     assert plan.label == f"offload saved tensors >= {smallest:,} B to the CPU" and plan.fits
@@ -191,6 +199,21 @@ def test_an_offload_size_whose_eager_step_does_not_fit_gives_way_to_moving_every
         plan.verified_peak_bytes
         == eager_step_memory(model, (tokens,), hooks=namespace["offload"]).activation_peak_bytes
     )
+
+
+def test_on_a_cpu_model_the_offload_plan_says_its_hooks_move_nothing_and_is_never_recommended():
+    """Issue 44, item 17: `t.to("cpu")` of a CPU tensor moves nothing, so on a model whose parameters are on the
+    CPU the offload plan cannot lower this machine's memory: listed for a GPU run, with that caveat, it does not
+    fit and `why` does not recommend it (the same model off the CPU: above, it fits and is recommended)."""
+    torch.manual_seed(0)
+    model, tokens = Transformer(), torch.randint(0, 64, (4, 16))
+    advice = bw.advise(model, tokens, target=TARGET, budgets=(1.0,), policies=(), every=(), progress=False)
+    (plan,) = advice.offload
+    assert plan.verified_peak_bytes is not None and plan.verified_peak_bytes <= TARGET
+    assert not plan.fits
+    assert "on this device the hooks move nothing (CPU to CPU)" in plan.note and "on a GPU" in plan.note
+    assert advice.best is None and "Offloading" not in advice.why and "offload" not in advice.why
+    assert f"offload: {plan.label}" in repr(advice) and "does not fit" in repr(advice)
 
 
 class _MakesACpuTensor(torch.nn.Module):

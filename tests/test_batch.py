@@ -218,6 +218,55 @@ def test_resume_is_decided_by_the_plan_and_run_resume_still_works_for_old_caller
     assert [r["status"] for r in resumed.records] == ["skipped"] and resumed.records[0]["backward_nodes"] > 0
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("model.py", ".relu()", ".sigmoid()"),
+        ("weight_meta.py", "std = 0.5", "std = 0.25"),
+        ("input_meta.py", "", "# a note the sample's author added\n"),
+    ],
+    ids=["model.py", "weight_meta.py", "input_meta.py"],
+)
+def test_resume_redoes_a_sample_whose_input_files_changed_since_its_record(tmp_path, edit):
+    """Issue 44, item 14: `--resume` compares a content hash of each sample's input files, kept in its record,
+    with the files now; an edited sample is extracted again, an untouched one skipped."""
+    samples = tmp_path / "samples"
+    edited, untouched = tiny_sample(samples / "edited"), tiny_sample(samples / "untouched")
+    out = tmp_path / "out"
+    options = {"scheduler": "in-process", "progress": False}
+    first = run(plan([edited, untouched], out), **options)
+    assert [r["status"] for r in first.records] == ["ok", "ok"]
+    assert all(len(r["inputs_digest"]) == 64 for r in summary_of(out)["samples"])
+    file, old, new = edit
+    text = (edited / file).read_text()
+    (edited / file).write_text(text.replace(old, new, 1) if old else text + new)
+
+    resumed = run(plan([edited, untouched], out, resume=True), **options)
+    assert {r["name"]: r["status"] for r in resumed.records} == {"edited": "ok", "untouched": "skipped"}
+    written = out / "eval_forward" / "edited" / file
+    assert written.read_text() == (edited / file).read_text(), "the outputs are made from the edited files"
+    if file == "model.py":
+        forward = out / sample_path("train_forward", "edited") / "model.py"
+        assert "sigmoid" in forward.read_text()
+    again = run(plan([edited, untouched], out, resume=True), **options)
+    assert [r["status"] for r in again.records] == ["skipped", "skipped"], "unchanged since: nothing is redone"
+
+
+def test_resume_redoes_a_sample_whose_record_has_no_inputs_digest(tmp_path):
+    """A record from before the digest existed (or none: a batch killed between its swap and its summary) cannot
+    prove the outputs were made from these files: the sample is extracted again."""
+    sample = tiny_sample(tmp_path / "samples" / "net")
+    out = tmp_path / "out"
+    options = {"scheduler": "in-process", "progress": False}
+    run(plan([sample], out), **options)
+    summary = summary_of(out)
+    for record in summary["samples"]:
+        del record["inputs_digest"]
+    (out / "summary.json").write_text(json.dumps(summary))
+    assert [r["status"] for r in run(plan([sample], out, resume=True), **options).records] == ["ok"]
+    assert [r["status"] for r in run(plan([sample], out, resume=True), **options).records] == ["skipped"]
+
+
 def _dask(*args: str, log: Path) -> subprocess.Popen:
     dask = Path(sys.executable).with_name("dask")
     return subprocess.Popen([str(dask), *args], stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)

@@ -218,3 +218,90 @@ def test_time_adds_each_plans_step_time_to_the_fit_report_and_needs_fit_in_real_
         result, captured = _run(shell, line)
         text = captured.stdout + captured.stderr
         assert not result.success and message in text and "Traceback" not in text
+
+
+# Issue 44, item 12: the cell's code runs exactly once per %%bwd_extract. The trace runs it over a sandbox whose
+# effects are dropped (real mode, where the cell then runs once, for real) or applied once (fake mode, where
+# nothing runs for real). `fx` cells: torch.fx cannot trace `[r for r in x]`, so Dynamo traces the cell again.
+CELL_EFFECTS = {
+    "a list append": ("calls = []", "calls.append(1)", "len(calls)"),
+    "a dict counter": ("counts = {'runs': 0}", "counts['runs'] += 1", "counts['runs']"),
+    "a Counter": ("from collections import Counter\ntally = Counter()", "tally['runs'] += 1", "tally['runs']"),
+    "a print": ("", "print('the cell ran')", "printed"),
+    "a global counter": ("runs = 0", "global runs\nruns += 1", "runs"),
+    "a list append, in a cell torch.fx cannot trace": (
+        "calls = []",
+        "calls.append(1)\nrows = [r for r in x]\nx2 = torch.stack(rows)",
+        "len(calls)",
+    ),
+}
+
+
+@pytest.mark.parametrize("mode", ["real", "fake"])
+@pytest.mark.parametrize("effect", list(CELL_EFFECTS))
+def test_cell_magic_runs_the_cells_code_exactly_once(shell, mode, effect):
+    setup, code, count = CELL_EFFECTS[effect]
+    shell.run_cell(setup)
+    fake = " --fake" if mode == "fake" else ""
+    result, captured = _run(shell, f"%%bwd_extract --no-display --output loss{fake}\n{code}\nloss = model(x).sum()")
+    assert result.success, captured.stdout + captured.stderr
+    ran = captured.stdout.count("the cell ran") if count == "printed" else eval(count, shell.user_ns)
+    assert ran == 1, f"{effect} happened {ran} times in {mode} mode"
+
+
+def test_cell_magic_fit_runs_the_cells_code_once_too(shell):
+    shell.run_cell("calls = []")
+    result, captured = _run(
+        shell, "%%bwd_extract --no-display --output loss --fit 1GB\ncalls.append(1)\nloss = model(x).sum()"
+    )
+    assert result.success, captured.stdout + captured.stderr
+    assert "Advice(target 1.00 GB" in captured.stdout
+    assert shell.user_ns["calls"] == [1], "the advisor traced the cell again, over the sandbox"
+
+
+def test_cell_magic_in_fake_mode_binds_no_name_the_cell_assigns(shell):
+    """Fake mode runs nothing for real: the cell's effects on the notebook's objects happen once (above), but a
+    name it assigns at its top level (`runs += 1`, `loss = ...`) is not bound, as its value would be fake."""
+    shell.run_cell("runs = 0")
+    shell.user_ns.pop("fake_loss", None)
+    result, captured = _run(
+        shell, "%%bwd_extract --no-display --output fake_loss --fake\nruns += 1\nfake_loss = model(x).sum()"
+    )
+    assert result.success, captured.stdout + captured.stderr
+    assert shell.user_ns["runs"] == 0 and "fake_loss" not in shell.user_ns
+
+
+# Issue 44, item 13: a cell that reads a notebook name and then assigns it, in every way a cell does so.
+REBINDING_CELLS = {
+    "counter += 1": ("counter = 1", "counter += 1", {"real": "counter == 2", "fake": "counter == 1"}),
+    "total = total + x.sum().item()": (
+        "total = 0.0",
+        "total = total + x.sum().item()",
+        {"real": "total == float(x.sum())", "fake": "total == 0.0"},
+    ),
+    "items.append(...)": ("items = []", "items.append(len(items))", {"real": "items == [0]", "fake": "items == [0]"}),
+    "a global statement": (
+        "counter = 1",
+        "global counter\ncounter = counter + 1",
+        {"real": "counter == 2", "fake": "counter == 2"},
+    ),
+    "a global statement and +=": (
+        "counter = 1",
+        "global counter\ncounter += 1",
+        {"real": "counter == 2", "fake": "counter == 2"},
+    ),
+}
+
+
+@pytest.mark.parametrize("mode", ["real", "fake"])
+@pytest.mark.parametrize("case", list(REBINDING_CELLS))
+def test_cell_magic_reads_then_assigns_notebook_names_without_unbound_local_error(shell, mode, case):
+    setup, code, expected = REBINDING_CELLS[case]
+    shell.run_cell(setup)
+    fake = " --fake" if mode == "fake" else ""
+    result, captured = _run(shell, f"%%bwd_extract --no-display --output loss{fake}\n{code}\nloss = model(x).sum()")
+    text = captured.stdout + captured.stderr
+    assert result.success, text
+    assert "UnboundLocalError" not in text and "Traceback" not in text
+    assert result.result.backward_node_count > 0
+    assert eval(expected[mode], shell.user_ns), f"{case} in {mode} mode"

@@ -142,6 +142,20 @@ def _settings(partitioner: str, memory_budget: float | None, mode: Mode, validat
     return settings
 
 
+def checked_device(device: object) -> str:
+    """The device as the user named it (`cuda:1` stays `cuda:1`, `xpu` stays `xpu`), once torch can read it as a
+    device; nothing runs there yet, so no such device need be present."""
+    try:
+        if not isinstance(device, str) or not device:
+            raise TypeError
+        torch.device(device)
+    except (RuntimeError, TypeError):
+        raise BatchError(
+            f"device {device!r} is not a device torch knows: name one such as 'cpu', 'cuda', 'cuda:1', 'xpu' or 'mps'."
+        ) from None
+    return device
+
+
 def _jobs(paths: Sequence[PathLike], list_file: PathLike | None, root: PathLike | None) -> tuple[Path, list[Job]]:
     """The samples root and one job per sample, refusing samples listed twice or nested in one another."""
     folders, list_base = _sample_paths(paths, list_file, root)
@@ -201,11 +215,13 @@ def plan(
     """Name every sample and check every path; one-sentence errors, and nothing written (`run` creates `out`).
 
     layout: None keeps the layout an existing output folder was written with, else GraphNet's ("graphnet").
-    resume: skip samples whose outputs are complete with these settings (and keep their records).
+    resume: skip samples whose outputs are complete with these settings and made from the same input files (and
+    keep their records). device: where the samples' tensors are built, kept as named (`cuda:1`, `xpu`, `mps`).
     """
     if layout is not None and layout not in LAYOUTS:
         raise BatchError(f"unknown layout {layout!r}: use 'graphnet' (GraphNet's own) or 'flat'.")
     settings = _settings(partitioner, memory_budget, mode, validate)
+    device = checked_device(device)
     samples_root, jobs = _jobs(paths, list_file, root)
     out_path = Path(out)
     _check_output(out_path, jobs)

@@ -15,7 +15,7 @@ from ..graphnet.writer import Layout
 
 Status = Literal["ok", "error", "crash", "timeout", "skipped"]
 """ok: written; error: the sample's fault, in one sentence; crash: its worker process died; timeout: it was
-stopped; skipped: `resume` found its outputs complete with the same settings."""
+stopped; skipped: `resume` found its outputs complete with the same settings, made from the same input files."""
 STATUSES: tuple[Status, ...] = get_args(Status)
 FAILED: tuple[Status, ...] = ("error", "crash", "timeout")
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
@@ -76,5 +76,8 @@ class SampleRecord(_Record, ValidationRecord, total=False):
     saved_activation_bytes: int
     saved_input_bytes: int
     notes: list[str]
+    inputs_digest: str
+    """sha256 of the sample's input files (paths and bytes) the outputs were made from: `resume` redoes a sample
+    whose files no longer match it, or whose record has none."""
     files: dict[str, bytes]
     """The written outputs, from the worker to the client only."""

@@ -21,7 +21,7 @@ from .plan import Batch, Job, PathLike, plan
 from .pool import InProcessPool, LocalPool, Pool, cores
 from .scratch import clean_stale_scratch
 from .summary import BatchSummary, read_previous, write_summary
-from .transport import make_request, store
+from .transport import files_digest, make_request, read_files, store
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -93,9 +93,9 @@ def _to_extract(batch: Batch, records: _Records) -> list[Job]:
     out, settings, layout = batch.out, batch.settings, batch.layout
     todo = []
     for job in batch.jobs:
-        if batch.resume and is_complete(out, job.name, settings, layout=layout):
+        kept = batch.previous.get(job.name)
+        if batch.resume and _unchanged(job, kept) and is_complete(out, job.name, settings, layout=layout):
             skipped: SampleRecord = {"name": job.name, "status": "skipped", "settings": settings}
-            kept = batch.previous.get(job.name)
             if kept is not None and kept.get("settings") == settings:
                 skipped = {**kept, **skipped}  # its figures are still true of its outputs
             records.finish(skipped)
@@ -109,6 +109,18 @@ def _to_extract(batch: Batch, records: _Records) -> list[Job]:
         todo.append(job)
     todo.sort(key=_expected_work, reverse=True)  # the longest first: workers finish closer together
     return todo
+
+
+def _unchanged(job: Job, kept: SampleRecord | None) -> bool:
+    """Whether the sample's input files are those its record says its outputs were made from. A record without a
+    digest (written before there was one) or none at all proves nothing: the sample is done again."""
+    digest = None if kept is None else kept.get("inputs_digest")
+    if digest is None:
+        return False
+    try:
+        return files_digest(read_files(job.folder)) == digest
+    except OSError:
+        return False  # the extraction reads it again and says why it cannot
 
 
 def _extract(batch: Batch, todo: list[Job], pool: Pool, records: _Records) -> None:
@@ -126,6 +138,7 @@ def _extract(batch: Batch, todo: list[Job], pool: Pool, records: _Records) -> No
         if result["status"] == "ok":
             try:
                 store(batch.out, request, result)
+                result["inputs_digest"] = files_digest(request["files"])  # what `resume` compares the files with
             except OutputError as error:
                 result = {"name": result["name"], "status": "error", "reason": str(error)}
         result.pop("files", None)

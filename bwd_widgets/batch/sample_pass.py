@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 
 from bwd_widgets.batch import FAILED, plan, run
-from bwd_widgets.core.errors import SamplePassError
+from bwd_widgets.batch.plan import checked_device
+from bwd_widgets.core.errors import BatchError, SamplePassError
 
 GRAPHNET_KEYS = {
     "model_path_prefix": None,
@@ -52,6 +53,7 @@ class BackwardGraphExtractorPass:
         prefix, out = self.config["model_path_prefix"], self.config["output_dir"]
         if os.path.realpath(prefix) == os.path.realpath(out):
             raise SamplePassError(f"output_dir {out} is model_path_prefix: write the outputs to another folder.")
+        self.device = _device(self.config["device"])
         self.num_handled_models = 0
 
     def __call__(self, rel_model_path: str) -> None:
@@ -64,7 +66,7 @@ class BackwardGraphExtractorPass:
             partitioner=config["partitioner"],
             memory_budget=config["memory_budget"],
             mode=config["mode"],
-            device=_device(config["device"]),
+            device=self.device,
             resume=bool(config["resume"]),
             validate=bool(config["validate"]),
         )
@@ -91,9 +93,15 @@ class BackwardGraphExtractorPass:
             sys.exit(0)
 
 
-def _device(device: str) -> str:
-    if device in ("cpu", "cuda"):
-        return device
-    import torch
+def _device(device: object) -> str:
+    """GraphNet's pass: "auto" is cuda where torch sees one, else cpu. Any other device is kept as named, its
+    index too (`cuda:1`, `xpu`, `mps`), where GraphNet's own pass keeps only cpu and cuda and sends the rest to
+    "auto"; the worker points the sample's `cuda` device strings at it. One torch cannot read is refused here."""
+    if device == "auto":
+        import torch
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        return checked_device(device)
+    except BatchError as error:
+        raise SamplePassError(f"the sample pass config's {error}") from None

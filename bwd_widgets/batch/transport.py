@@ -3,6 +3,7 @@ stages what a worker returns with a copy of the input, swapping all splits into 
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +26,17 @@ def read_files(folder: Path) -> dict[str, bytes]:
             if path.is_file():
                 files[path.relative_to(folder).as_posix()] = path.read_bytes()
     return files
+
+
+def files_digest(files: dict[str, bytes]) -> str:
+    """sha256 of a sample's files: each relative path and its bytes, in path order, each with its length, so
+    that no two different sets of files read the same."""
+    digest = hashlib.sha256()
+    for relative in sorted(files):
+        for part in (relative.encode(), files[relative]):
+            digest.update(len(part).to_bytes(8, "little"))
+            digest.update(part)
+    return digest.hexdigest()
 
 
 def unpack(files: dict[str, bytes], folder: Path) -> None:

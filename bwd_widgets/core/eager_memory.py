@@ -139,6 +139,24 @@ class _Storages(TorchDispatchMode):
             finalizer.detach()
 
 
+CPU_CAVEAT = (
+    "; on this device the hooks move nothing (CPU to CPU): the model's tensors are on the CPU, where a saved tensor "
+    "moved to the CPU stays in the same memory, so the plan does not fit here; its figures are for the same step "
+    "on a GPU"
+)
+"""What an offload plan's note says where `device_of` the step is "cpu"."""
+
+
+def device_of(model: Any, values: list | tuple = ()) -> str | None:
+    """The device type the step's tensors live on: the model's parameters and buffers, else its tensor inputs;
+    None when there is none, or they are on several. Where it is "cpu", a hook moving saved tensors to the CPU
+    moves nothing: the stand-in device's figures are those of the same step on an accelerator."""
+    tensors = [*model.parameters(), *model.buffers()] if isinstance(model, torch.nn.Module) else []
+    tensors = tensors or [v for v in values if isinstance(v, torch.Tensor)]
+    types = {t.device.type for t in tensors}
+    return types.pop() if len(types) == 1 else None
+
+
 def _loss(outputs: Any, output: OutputChoice) -> torch.Tensor:
     """The part of the output the extraction's backward starts from (`pick_output`), summed over its
     differentiable tensors, as `loss = model(x).sum()`: a scalar, whose backward expands a ones-gradient as a

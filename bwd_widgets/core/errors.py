@@ -19,6 +19,15 @@ class SampleError(BwdWidgetsError, ValueError):
     """A GraphNet sample folder is incomplete or its code cannot be loaded."""
 
 
+class TensorTooLargeError(SampleError):
+    """A tensor meta whose element count, or byte count, is past int64: torch cannot even describe such a tensor,
+    so no device holds it, real or fake."""
+
+
+class SampleMemoryError(SampleError):
+    """Building a sample's inputs would take more memory than this machine has (fake mode builds nothing)."""
+
+
 class PartitionerError(BwdWidgetsError, ValueError):
     """An unknown partitioner name, a budget outside [0, 1], or a partition_fn of the wrong shape."""
 

@@ -20,12 +20,14 @@ from typing import Any, TypeGuard
 
 import torch
 
-from ..core.errors import SampleError
+from ..core.errors import SampleError, SampleMemoryError, TensorTooLargeError
 from ..core.kinds import InputKind
 from ..core.naming import parse_flat_name
 
-_CUDA_STRING = re.compile(r"""(['"])cuda(?::\d+)?\1""")
-_CUDA_DEVICE = re.compile(r"""device\(type=(['"])cuda\1(?:,\s*index=\d+)?\)""")
+_CUDA = re.compile(
+    r"""(?P<call>device\(type=(?P<q>['"])cuda(?P=q)(?:,\s*index=\d+)?\))|(?P<quote>['"])cuda(?::\d+)?(?P=quote)"""
+)
+"""`device(type='cuda', index=0)`, or a `'cuda'` / `'cuda:0'` string: one pass, so a rewritten call is not read again."""
 _EMBEDDING_CALL = re.compile(r"embedding\(\s*(\w+)\s*,\s*(\w+)")
 
 
@@ -69,7 +71,10 @@ class GraphNetSample:
 
     @cached_property
     def inputs(self) -> list:
-        """Real inputs: exact `data` where recorded, else random values with the recorded mean and std."""
+        """Real inputs: exact `data` where recorded, else random values with the recorded mean and std; refused
+        (SampleMemoryError) before any is built when building them all would not fit this machine's memory."""
+        tensors = [m for m in self.metas if m.name not in self.symints]
+        check_build_memory(f"the inputs of {self.name}", tensors, self.device)
         generator = torch.Generator().manual_seed(self.seed)
         return [
             _symint(meta)
@@ -87,9 +92,11 @@ class GraphNetSample:
 
 
 def map_device_strings(code: str, device: str) -> str:
-    """Samples recorded on a GPU say `cuda:0`; point them at the device we run on."""
-    code = _CUDA_DEVICE.sub(f"device(type='{device}')", code)
-    return _CUDA_STRING.sub(lambda m: f"{m.group(1)}{device}{m.group(1)}", code)
+    """Samples recorded on a GPU say `cuda:0`; point them at the device we run on, its index too (`cuda:1` is
+    `device(type='cuda', index=1)`: torch refuses an index inside `type=`)."""
+    named = torch.device(device)
+    call = f"device(type='{named.type}'" + ("" if named.index is None else f", index={named.index}") + ")"
+    return _CUDA.sub(lambda m: call if m.group("call") else f"{m.group('quote')}{device}{m.group('quote')}", code)
 
 
 def _read_text(path: Path) -> str:
@@ -197,6 +204,28 @@ def _check_integers_fit(where: str, meta: TensorMeta) -> None:
             raise SampleError(f"{where} has {value} in {field_name}: it is past int64, the most torch can hold.")
 
 
+def storage_elements(shape: list | tuple, stride: list | tuple | None) -> int:
+    """Elements the storage of a tensor of `shape` built by `build_tensor` spans: its element count, or with a
+    recorded stride (and no 0 step, which is built contiguous) one past the furthest element the steps reach."""
+    count = int(math.prod(shape))
+    if count == 0 or stride is None or 0 in stride:
+        return count
+    return 1 + sum(int(size - 1) * int(step) for size, step in zip(shape, stride))
+
+
+def check_size(where: str, meta: TensorMeta) -> None:
+    """Refuse a shape whose element count, or whose storage's bytes, int64 cannot hold: torch cannot describe
+    such a tensor on any device, real or fake (it fails with 'Storage size calculation overflowed')."""
+    count = math.prod(meta.shape)
+    size = storage_elements(meta.shape, meta.stride) * _dtype(str(meta.dtype)).itemsize
+    if count > INT64_RANGE[1] or size > INT64_RANGE[1]:
+        what = f"{count:,} elements" if count > INT64_RANGE[1] else f"{size:,} bytes"
+        raise TensorTooLargeError(
+            f"{where} has shape {list(meta.shape)}: its {what} are past int64, the most torch can count, so no "
+            "device can hold it, in real or fake mode: fix the shape in the meta file."
+        )
+
+
 def _check_layout(where: str, shape: list | tuple, stride: object) -> None:
     """A recorded `stride`: one whole number per dimension, none negative (torch's layouts step forward)."""
     if not isinstance(stride, (list, tuple)) or not all(_is_whole(s) for s in stride):
@@ -226,6 +255,7 @@ def _checked(meta: TensorMeta, path: Path, notes: list[str] | None) -> TensorMet
         _check_layout(where, shape, meta.stride)
     _check_integers_fit(where, meta)
     dtype = _dtype(str(meta.dtype))
+    check_size(where, meta)
     for field_name in ("mean", "std", "min_val", "max_val"):
         value = getattr(meta, field_name)
         if value is None:
@@ -272,6 +302,12 @@ def load_graphnet_sample(path: str | Path, device: str = "cpu", seed: int = 0) -
     for required in ("model.py", "weight_meta.py"):
         if not (path / required).is_file():
             raise SampleError(f"{path} has no {required}: a GraphNet sample needs model.py and weight_meta.py.")
+    try:
+        torch.device(device)
+    except RuntimeError:
+        raise SampleError(
+            f"device {device!r} is not a device torch knows: name one such as 'cpu' or 'cuda:1'."
+        ) from None
     code = map_device_strings(_read_text(path / "model.py"), device)
     namespace = types.ModuleType(f"bwd_widgets_sample_{uuid.uuid4().hex[:8]}")
     namespace.__file__ = str(path / "model.py")
@@ -335,6 +371,7 @@ def _symint(meta: TensorMeta) -> int:
 
 
 def _meta_tensor(meta: TensorMeta) -> torch.Tensor:
+    check_size(meta.name, meta)  # a meta made by hand was never read: checked here, before torch is asked
     dtype, shape = _dtype(meta.dtype), list(meta.shape)
     if meta.stride is not None:  # checked when read: one step per dimension
         return torch.empty_strided(shape, list(meta.stride), dtype=dtype, device="meta")
@@ -348,16 +385,60 @@ def _memory_bytes() -> int | None:
         return None
 
 
+def build_bytes(meta: TensorMeta, device: str = "cpu") -> tuple[int, int]:
+    """(bytes the built tensor keeps in this machine's memory, the most bytes alive while `build_tensor` builds
+    it). Random values are drawn as float32 and then made: a bool tensor holds its float32 draw (4 bytes an
+    element) beside the bool one, a floating one its draw and the scaled copy (8 bytes), or the draw and the
+    converted copy when that is wider (float64: 12); integers are drawn in their own dtype, `data` is read into
+    it. A recorded stride copies the contiguous tensor into the strided one. Built for another device, the
+    tensor keeps nothing here (its float32 draw is still made here)."""
+    dtype = _dtype(str(meta.dtype))
+    count, itemsize = math.prod(meta.shape), dtype.itemsize
+    drawn = meta.data is None and (dtype == torch.bool or dtype.is_floating_point or dtype.is_complex)
+    each = (4 + itemsize if dtype == torch.bool else max(8, 4 + itemsize)) if drawn else itemsize
+    kept, peak = count * itemsize, count * each
+    if meta.stride is not None and count and 0 not in meta.stride:
+        storage = storage_elements(meta.shape, meta.stride) * itemsize
+        if list(meta.stride) != _contiguous(meta.shape):  # else built as it is, no copy
+            peak, kept = max(peak, kept + storage), storage
+    return (kept if torch.device(device).type == "cpu" else 0), peak
+
+
+def _contiguous(shape: list | tuple) -> list[int]:
+    steps, step = [], 1
+    for size in reversed(shape):
+        steps.append(step)
+        step *= max(int(size), 1)
+    return steps[::-1]
+
+
+def _size(count: int) -> str:
+    return f"{count / 2**30:.2f} GiB" if count >= 2**30 else f"{count / 2**20:.0f} MiB"
+
+
+def check_build_memory(what: str, metas: list[TensorMeta], device: str = "cpu") -> None:
+    """Refuse, before anything is built, tensors whose building would take more than this machine's memory: the
+    tensors built before each one stay while it is built, with its float32 draw (`build_bytes`)."""
+    memory = _memory_bytes()
+    if memory is None:
+        return
+    kept = peak = 0
+    for meta in metas:
+        check_size(meta.name, meta)
+        keeps, building = build_bytes(meta, device)
+        peak, kept = max(peak, kept + building), kept + keeps
+    if peak > memory:
+        raise SampleMemoryError(
+            f"{what} would take about {_size(peak)} of memory to build ({_size(kept)} kept, the rest the float32 "
+            f"values random tensors are drawn as), more than this machine's {_size(memory)}: extract it with "
+            "mode='fake', which builds nothing."
+        )
+
+
 def build_tensor(
     meta: TensorMeta, device: str, generator: torch.Generator, index_limit: int | None = None
 ) -> torch.Tensor:
-    needed = math.prod(meta.shape) * _dtype(meta.dtype).itemsize
-    memory = _memory_bytes()
-    if memory is not None and needed > memory:
-        raise SampleError(
-            f"{meta.name} would need {needed / 2**30:.1f} GiB, more than this machine's "
-            f"{memory / 2**30:.1f} GiB: extract it with mode='fake'."
-        )
+    check_build_memory(meta.name, [meta], device)
     tensor = _build_values(meta, device, generator, index_limit)
     if meta.stride is None or list(meta.stride) == list(tensor.stride()) or tensor.numel() == 0:
         return tensor

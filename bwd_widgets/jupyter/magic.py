@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import ast
 import builtins
+import collections
+import copy
+import dataclasses
 import keyword
 import re
 import sys
 import textwrap
+import types
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -95,8 +99,10 @@ class BwdMagics(Magics):
             loss = decoder(h).square().mean()
 
         Returns the BackwardExtraction, so `g = %bwd_extract model(x)` keeps it. The cell magic
-        extracts the cell as a function of the tensors and modules it reads, then runs the cell
-        once more so that the names it assigns exist afterwards.
+        extracts the cell as a function of the tensors and modules it reads, and its code runs once as
+        the notebook sees it (`_Sandbox`): in real mode the cell runs once for real after the trace, so
+        the names it assigns exist afterwards; in fake mode the trace's one run is applied (what it
+        printed, appended, counted, assigned under `global`) and no name it assigns is bound.
         """
         shell = self.shell
         if shell is None:
@@ -104,10 +110,11 @@ class BwdMagics(Magics):
         call, args, partitioner = _read_options(self.bwd_extract, line, cell)
         target = _fit_target(args.fit, args.time, args.fake)
         keywords: dict = {}
+        sandbox = None
         if cell is None:
             model, inputs, keywords, called = _evaluate_call(call, shell.user_ns)
         else:
-            model, inputs = _cell_module(cell, shell.user_ns, args.output)
+            model, inputs, sandbox = _cell_module(cell, shell.user_ns, args.output, args.fake)
             called = "cell"
         mode: Mode = "fake" if args.fake else "real"
         output = args.output if cell is None else None
@@ -115,12 +122,12 @@ class BwdMagics(Magics):
             with extracting_status(model, mode, args.name):
                 extraction = extract(
                     model, *inputs, model_kwargs=keywords, output=output, partitioner=partitioner,
-                    memory_budget=args.budget, mode=mode, name=args.name,
+                    memory_budget=args.budget, mode=mode, name=args.name, cache=sandbox is None or not args.fake,
                 )  # fmt: skip
         except BwdWidgetsError as error:
             raise UsageError(str(error)) from None
-        if cell is not None and not args.fake:
-            shell.ex(cell)  # the names the cell assigns exist afterwards, as if it had run
+        if cell is not None and sandbox is not None:
+            _ran_once(shell, cell, sandbox, args.fake)
         if target is not None:
             _advise(model, inputs, target, mode, keywords, output, args.time)
         if args.save:
@@ -133,6 +140,15 @@ class BwdMagics(Magics):
             source = model_source(model, tuple(inputs), {"model_kwargs": keywords, "output": output})
             display(BackwardGraphWidget(extraction, source=source))
         return extraction
+
+
+def _ran_once(shell: InteractiveShell, cell: str, sandbox: _Sandbox, fake: bool) -> None:
+    """The cell's one run, as the notebook sees it: in fake mode the trace's, applied from its sandbox (nothing
+    runs for real); in real mode the cell itself, once, so the names it assigns exist afterwards."""
+    if fake:
+        sandbox.apply(shell.user_ns)
+    else:
+        shell.ex(cell)
 
 
 def _read_options(magic: object, line: str, cell: str | None) -> tuple[str, argparse.Namespace, str]:
@@ -321,9 +337,80 @@ def _unpacked(node: ast.expr, namespace: dict, star: str) -> Any:
         raise UsageError(f"{star}{ast.unparse(node)} is a {type(value).__name__}, not {what}") from None
 
 
-def _cell_module(cell: str, namespace: dict, output: str | None) -> tuple[torch.nn.Module, list]:
-    """The cell as a module: its forward takes the tensors the cell reads, and the modules it reads
-    are registered as submodules, so their parameters get gradients too."""
+_COPIED = (list, dict, set, collections.deque, bytearray, types.SimpleNamespace)
+"""What the sandbox copies (one level deep) among the notebook's objects a cell reads: what a cell appends to,
+counts in or sets an attribute of. Other objects are shared with the trace, as are the containers' elements."""
+_MISSING = object()
+
+
+@dataclasses.dataclass
+class _Sandbox:
+    """The globals the traced cell runs in instead of the notebook's namespace: a copy of it, where each list,
+    dict or set the cell reads is a copy too and `print` only records; what the cell does to them never reaches
+    the notebook unless `apply` (fake mode) puts the trace's one run there."""
+
+    names: dict[str, Any]
+    copies: dict[str, tuple[Any, Any]]  # name -> (the notebook's object, the sandbox's copy of it)
+    declared: set[str]  # names the cell declares `global`: those it may rebind in the sandbox
+    printed: list[tuple[tuple, dict]]
+
+    @classmethod
+    def of(cls, namespace: dict, read: set[str], declared: set[str], keep_prints: bool) -> _Sandbox:
+        names = dict(namespace)
+        copies = {}
+        for name in read | declared:
+            value = namespace.get(name, _MISSING)
+            if isinstance(value, _COPIED) and not isinstance(value, torch.nn.Module):
+                try:
+                    twin = copy.copy(value)
+                except Exception:  # noqa: BLE001 - a container that will not copy is shared with the trace
+                    continue
+                names[name], copies[name] = twin, (value, twin)
+        printed: list[tuple[tuple, dict]] = []
+
+        def recorded_print(*args: object, **kwargs: object) -> None:
+            if keep_prints:  # a constant to Dynamo: real mode's trace records nothing, so no tensor leaves its graph
+                printed.append((args, kwargs))
+
+        # a module name nothing can import: Dynamo then reads these globals as the frame's own
+        names.update(print=recorded_print, __name__="bwd_widgets_cell")
+        return cls(names, copies, declared, printed)
+
+    def apply(self, namespace: dict) -> None:
+        """Put the trace's run in the notebook: the containers' new contents, the globals the cell rebound, and
+        what it printed, in that order."""
+        for original, twin in self.copies.values():
+            _refill(original, twin)
+        for name in self.declared:
+            value = self.names.get(name, _MISSING)
+            if value is _MISSING:
+                namespace.pop(name, None)
+            elif value is not self.copies.get(name, (None, _MISSING))[1]:
+                namespace[name] = value
+        for args, kwargs in self.printed:
+            print(*args, **kwargs)
+
+
+def _refill(original: Any, twin: Any) -> None:
+    """The notebook's object gets the copy's contents in place, so every reference to it sees them: a list's
+    items, a dict's entries (each set by key: a Counter's `update` would add), a set's, an object's attributes."""
+    if isinstance(original, types.SimpleNamespace):
+        original, twin = vars(original), vars(twin)
+    if isinstance(original, (list, bytearray)):
+        original[:] = twin
+        return
+    original.clear()
+    if isinstance(original, dict):
+        for key, value in twin.items():
+            original[key] = value
+    elif isinstance(original, collections.deque):
+        original.extend(twin)
+    else:
+        original.update(twin)
+
+
+def _cell_tree(cell: str, output: str | None) -> ast.Module:
+    """The cell, parsed, ending in a `return` of its forward result."""
     try:
         tree = ast.parse(cell)
     except SyntaxError as error:
@@ -331,8 +418,7 @@ def _cell_module(cell: str, namespace: dict, output: str | None) -> tuple[torch.
     if not tree.body:
         raise UsageError("the cell is empty: write the forward computation in it")
     _refuse_generators(tree)
-    assigned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    if output and output not in assigned:
+    if output and output not in _assigned(tree):
         raise UsageError(f"--output {output}: the cell never assigns {output}")
     if output:
         tree.body.append(ast.Return(ast.Name(output, ast.Load())))
@@ -340,26 +426,49 @@ def _cell_module(cell: str, namespace: dict, output: str | None) -> tuple[torch.
         tree.body[-1] = ast.Return(tree.body[-1].value)
     else:
         raise UsageError("end the cell with the forward result as an expression, or name it with --output VAR")
-    loaded = []
+    return tree
+
+
+def _assigned(tree: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _read(tree: ast.AST) -> list[str]:
+    """Names the cell reads, in order: a `counter += 1` reads `counter` before it assigns it."""
+    read: list[str] = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in loaded:
-            if node.id in namespace and not hasattr(builtins, node.id):
-                loaded.append(node.id)
-    tensors = [n for n in loaded if isinstance(namespace[n], torch.Tensor) and not keyword.iskeyword(n)]
-    modules = {n: namespace[n] for n in loaded if isinstance(namespace[n], torch.nn.Module)}
-    # Names the cell reads and then assigns (`counter += 1`) start from their value in the notebook, as
-    # they would at top level; the extraction never changes the notebook's own (the cell runs once after).
-    rebound = {n: namespace[n] for n in loaded if n in assigned and n not in tensors and n not in modules}
+        target = node.target if isinstance(node, ast.AugAssign) else node
+        if isinstance(target, ast.Name) and (isinstance(target.ctx, ast.Load) or target is not node):
+            if target.id not in read:
+                read.append(target.id)
+    return read
+
+
+def _cell_module(cell: str, namespace: dict, output: str | None, fake: bool) -> tuple[torch.nn.Module, list, _Sandbox]:
+    """The cell as a module: its forward takes the tensors the cell reads, and the modules it reads
+    are registered as submodules, so their parameters get gradients too. Its globals are a `_Sandbox`."""
+    tree = _cell_tree(cell, output)
+    declared = {name for node in ast.walk(tree) if isinstance(node, ast.Global) for name in node.names}
+    loaded = [n for n in _read(tree) if n in namespace and not hasattr(builtins, n) and n not in declared]
+    sandbox = _Sandbox.of(namespace, set(loaded), declared, keep_prints=fake)
+    values = sandbox.names
+    tensors = [n for n in loaded if isinstance(values[n], torch.Tensor) and not keyword.iskeyword(n)]
+    modules = {n: values[n] for n in loaded if isinstance(values[n], torch.nn.Module)}
+    # Names read, then assigned (`counter += 1`) start from the notebook's value; the trace never rebinds the notebook's
+    assigned = _assigned(tree)
+    rebound = {n: values[n] for n in loaded if n in assigned and n not in tensors and n not in modules}
+    # fake mode: a keyword-only marker keeps the cell off the torch.fx route, whose failed try would be a run
+    keywords = [*rebound, *(["bwd_widgets_fake_cell=True"] if fake else [])]
     body = textwrap.indent(ast.unparse(ast.Module(tree.body, type_ignores=[])), "    ")
-    parameters = ", ".join(["self", *tensors] + (["*", *rebound] if rebound else []))
+    parameters = ", ".join(["self", *tensors] + (["*", *keywords] if keywords else []))
     scope: dict = {}
-    exec(compile(f"def forward({parameters}):\n{body}\n", "<%%bwd_extract cell>", "exec"), namespace, scope)
-    scope["forward"].__kwdefaults__ = rebound or None
+    exec(compile(f"def forward({parameters}):\n{body}\n", "<%%bwd_extract cell>", "exec"), values, scope)
+    scope["forward"].__kwdefaults__ = {**rebound, **(scope["forward"].__kwdefaults__ or {})} if keywords else None
     cell_module = type("Cell", (torch.nn.Module,), {"forward": scope["forward"]})()
     for name, module in modules.items():
         if not hasattr(torch.nn.Module, name):
             cell_module.add_module(name, module)
-    return cell_module, [namespace[n] for n in tensors]
+    return cell_module, [values[n] for n in tensors], sandbox
 
 
 def _refuse_generators(tree: ast.Module) -> None:

@@ -82,7 +82,8 @@ def test_advise_shows_its_steps_then_the_plans_and_a_row_shows_its_partition(adv
     assert measured.count("\u2014") == rows.count() - 1, "only the chosen plan is run and measured"
     assert best.locator("td").nth(heads.index("measured peak")).text_content().endswith("B"), measured
     offload = widget.locator(".bwd-advice-row", has_text="offload saved tensors")
-    assert offload.count() == 1 and offload.locator("td").nth(heads.index("fits")).text_content() == "yes"
+    # a CPU model: the hooks move nothing (CPU to CPU), so the offload plan never fits here, and says why
+    assert offload.count() == 1 and offload.locator("td").nth(heads.index("fits")).text_content() == "no"
     assert "eager step" in (offload.get_attribute("title") or ""), "verified by running its hooks eagerly"
     assert widget.locator(".bwd-advice-summary").text_content().startswith("best: ")
     code = widget.locator("pre.bwd-advice-code")

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from ...core.eager_memory import eager_step_memory
+from ...core.eager_memory import CPU_CAVEAT, device_of, eager_step_memory
 from ...core.errors import AdviceError, one_line
 from ...core.kinds import Mode
 from ...core.measure import time_step
@@ -59,6 +59,7 @@ class _Run:
     by_spec: dict[int, list[Plan]] = field(default_factory=dict)
     """Each checkpoint plan's plans (alone, and with a budget), by its place in the specs."""
     offload: list[Plan] = field(default_factory=list)
+    on_cpu: bool = False  # the model's tensors are on the CPU, where offload hooks moving them to it move nothing
 
     @property
     def tried(self) -> list[Plan]:
@@ -211,7 +212,8 @@ def _offload_plan(run: _Run, chosen: int | None = None) -> Plan | None:
         step_bytes=run.step,
         note="predicted: min-cut 1.0's activation-only peak less the saved bytes moved off the device, plus the "
         "largest one back at a time in backward. AOT Autograd's graphs never see saved_tensors_hooks, so the "
-        "plan has no partition: it is verified as the code runs, eagerly (copies cost transfer time, not FLOPs)",
+        "plan has no partition: it is verified as the code runs, eagerly (copies cost transfer time, not FLOPs)"
+        + (CPU_CAVEAT if run.on_cpu else ""),
     )
 
 
@@ -220,16 +222,20 @@ def _check_offload(run: _Run, plan: Plan, bar: _Steps) -> None:
     activation (min-cut 1.0's smallest saved size), which takes its place if it fits or peaks lower."""
     _verify_step(run, plan, bar)
     smallest = _saved_sizes(run)[-1]
-    everything = None if plan.fits or plan.verified_peak_bytes is None else _offload_plan(run, smallest)
+    everything = None if _fits_off_cpu(run, plan) or plan.verified_peak_bytes is None else _offload_plan(run, smallest)
     if everything is None or everything.code == plan.code:
         return
     _verify_step(run, everything, bar)
     peak = everything.verified_peak_bytes
-    if peak is not None and (everything.fits or peak < (plan.verified_peak_bytes or 0)):
+    if peak is not None and (_fits_off_cpu(run, everything) or peak < (plan.verified_peak_bytes or 0)):
         everything.note += (
             f"; tried first: {plan.label}, whose eager peak of {plan.verified_peak_bytes:,} B does not fit"
         )
         run.offload[run.offload.index(plan)] = everything
+
+
+def _fits_off_cpu(run: _Run, plan: Plan) -> bool:  # on a device the hooks move saved tensors off: `fits` elsewhere
+    return plan.verified_peak_bytes is not None and plan.verified_peak_bytes + run.step <= run.target
 
 
 def _verify_step(run: _Run, plan: Plan, bar: _Steps) -> None:
@@ -259,7 +265,7 @@ def _verify_offload(run: _Run, plan: Plan) -> None:
         plan.note += f"; not verified: its eager step could not run on fake tensors ({one_line(error)})"
         return
     plan.verified_peak_bytes, plan.saved_bytes = step.activation_peak_bytes, step.after_forward_bytes
-    plan.fits = step.activation_peak_bytes + run.step <= run.target
+    plan.fits = step.activation_peak_bytes + run.step <= run.target and not run.on_cpu  # nothing moves on a CPU
     plan.note += (
         f"; verified: the pasted hooks around an eager forward and backward over fake tensors on a stand-in "
         f"device leave an activation-only peak of {step.activation_peak_bytes:,} B and "
@@ -410,10 +416,10 @@ def advise(
     budget of lowest peak too. Each plan on the Pareto front (peak against recompute FLOPs) is re-extracted from
     its own `code`; `best` is the one recomputing least whose re-extracted peak fits. Real mode:
     `best.measured_peak_bytes` is measured (measure=False skips it); measure_time=True times each Pareto plan's
-    step (`Plan.measured_seconds`). An offload plan (`offload`) is verified by running its pasted hooks around an
-    eager step over fake tensors; it costs copies, not FLOPs: never `best`. Plans go to shallow copies of the
-    model. Ctrl-C, or should_stop() true after a step (Cancel), returns the plans so far; on_step(label, done,
-    total) is called as each step starts and ends.
+    step (`Plan.measured_seconds`). An offload plan (`offload`) is verified by running its pasted hooks around an eager
+    step over fake tensors; it costs copies, not FLOPs: never `best`, nor fitting a CPU model (its hooks move nothing
+    there). Plans go to shallow copies of the model. Ctrl-C, or should_stop() true after a step (Cancel), returns the
+    plans so far; on_step(label, done, total) is called as each step starts and ends.
     """
     from tqdm.auto import tqdm
 
@@ -456,6 +462,7 @@ def _timing_steps(
 def _search(run: _Run, budgets: tuple, specs: list[tuple[str, str, str]], offload: bool, bar: _Steps) -> None:
     """Trace the model and partition its budgets while forked workers (fake mode) trace the checkpoint plans,
     then share what is left of those; then the offload estimate and the verification of the Pareto front."""
+    run.on_cpu = device_of(run.model, [*run.inputs, *run.extract_kwargs.values()]) == "cpu"
     count = default_workers(run.mode)
     lowest = Awaited(shared=count > 0 and bool(specs))
     pool = ForkedTasks(len(specs), count, lambda i: _shipped(_checkpoint_plans(run, specs[i], lowest.get)), least=2)
