@@ -95,15 +95,14 @@ def pytest_sessionstart(session):
         raise pytest.UsageError(f"the tests import {bwd_widgets.__file__}, not the installed wheel")
 EOF
 # The reference, extraction, correctness and corpus tests, torch's reasons, the advisor and measured memory, keyword
-# inputs and tied weights, the trace cache, what users type first, and the model zoo (its timm and torchvision
-# models with BWD_ZOO=all, where they load). tests/conftest.py marks these files newest_torch, reading this list.
+# inputs and tied weights, the trace cache, what users type first, the widget's background work unseen by the
+# kernel's thread, and the model zoo (its timm and torchvision models with BWD_ZOO=all, where they load).
+# tests/conftest.py marks these files newest_torch, reading this list.
 TESTS=(tests/test_torch_version.py tests/test_reference.py tests/test_extract.py tests/test_correctness.py
     tests/test_corpus.py tests/test_torch_reasons.py tests/test_advisor.py tests/test_measure.py
-    tests/test_keyword_inputs.py tests/test_tied.py tests/test_trace_cache.py tests/test_first_steps.py tests/test_zoo.py)
-# Deselected here (it runs in the main job, on 2.13.0): the advisor's forked-worker test came back with no plan
-# made by a worker once on the 2.14.1 CUDA build (2026-12-05), and passed alone on 2.15.0: not yet understood.
-FORKED=tests/test_advisor.py::test_fake_mode_traces_the_checkpoint_plans_in_a_forked_worker_with_the_plans_of_one_process
+    tests/test_keyword_inputs.py tests/test_tied.py tests/test_trace_cache.py tests/test_first_steps.py tests/test_zoo.py
+    tests/test_background_invisible.py)
 BWD_ZOO="$ZOO" BWD_WIDGETS_SITE="$SITE" PYTHONPATH="$WORK" "$VENV/bin/pytest" -p newest_torch_check -p no:logging \
-    --durations=10 --deselect "$FORKED" "${TESTS[@]}" "$@"
+    --durations=10 "${TESTS[@]}" "$@"
 assert_torch "the tests"
 phase "done"

@@ -19,6 +19,7 @@ SLOW_FILES = {
     # each takes from half a minute to many minutes here: model zoos, GraphNet corpora and validators, generated
     # families over every view and partition, the advisor, worker processes, a real kernel, torch.compile races
     "test_advisor.py",
+    "test_background_invisible.py",
     "test_batch.py",
     "test_batch_output_lock.py",
     "test_cli.py",

@@ -388,6 +388,7 @@ def test_the_pasted_checkpoint_code_does_what_torchs_checkpoint_does_by_hand():
 
 def test_fake_mode_traces_the_checkpoint_plans_in_a_forked_worker_with_the_plans_of_one_process(monkeypatch):
     import bwd_widgets.studio.advisor as advisor_module
+    from bwd_widgets.studio.forked import autograd_survives_fork
 
     model = big_transformer_on_meta(depth=2, width=256, heads=2, vocab=1000)
     with torch.device("meta"):
@@ -404,6 +405,9 @@ def test_fake_mode_traces_the_checkpoint_plans_in_a_forked_worker_with_the_plans
 
     assert numbers(shared) == numbers(alone) and len(shared.tried) >= 5
     from_worker = [p for p in shared.tried if p._extraction is None]
+    if not autograd_survives_fork():  # torch's CUDA builds, once autograd started its threads: no fork can trace
+        assert from_worker == [], "a worker was forked where autograd refuses to run"
+        return
     assert from_worker and all(p.kind in ("selective", "checkpoint", "combined") for p in from_worker)
     plan = from_worker[0]
     e = plan.extraction  # made again here from the plan's own code, once

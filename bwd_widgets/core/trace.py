@@ -21,7 +21,7 @@ from . import analysis
 from .codegen import copy_graph_module, graphnet_code, without_none_outputs
 from .compat import TracingContext, _use_lazy_graph_module, detect_fake_mode, tensor_version, tracing
 from .decisions import Decisions, recording
-from .errors import PartitionerError, describe_failure, one_line
+from .errors import PartitionerError, describe_failure
 from .interrupts import interrupts_held
 from .kinds import InputSource
 from .memory import MemoryProfile, profile
@@ -144,21 +144,15 @@ class Trace:
         return self.real.rng_state if self.real is not None else None
 
     def partition(self, partitioner: Partitioner | str | float = "default") -> Partition:
-        """Split the joint graph with `partitioner`; in real mode, replay the real backward inputs."""
+        """Split the joint graph with `partitioner`. Real mode: the backward's real inputs are replayed when
+        first read (`Partition.backward_inputs`), not here."""
         resolved = resolve_partitioner(partitioner)
         with interrupts_held():
             split = self.split(resolved)
-            if self.real is None or self.real.tangent_values is None:
-                return build_partition(self, resolved, split)
-            if self.inputs_changed():
-                note = "a weight or input changed in place since the extraction: real backward values not replayed."
-                return build_partition(self, resolved, split, notes=[note])
-            try:
-                replayed = replay_backward_inputs(self.real, split.forward, split.backward_with_nones)
-            except Exception as error:  # noqa: BLE001 - the graphs stand, only the real values are missing: say why
-                note = f"could not replay real backward inputs: {one_line(error)}"
-                return build_partition(self, resolved, split, notes=[note])
-            return build_partition(self, resolved, split, replayed)
+        if self.real is not None and self.real.tangent_values is not None and self.inputs_changed():
+            note = "a weight or input changed in place since the extraction: real backward values not replayed."
+            return build_partition(self, resolved, split, notes=[note], replayable=False)
+        return build_partition(self, resolved, split)
 
     def inputs_changed(self) -> bool:
         """Whether a forward input kept by reference was changed in place after the capture."""
@@ -231,6 +225,7 @@ def build_partition(
     split: Split,
     backward_inputs: list | None = None,
     notes: list[str] | None = None,
+    replayable: bool = True,
 ) -> Partition:
     """The one way a Partition is made, for the capture's first split and every split after it."""
     return Partition(
@@ -241,6 +236,7 @@ def build_partition(
         backward_inputs,
         tuple(notes or ()),
         decisions=split.decisions,
+        replayable=replayable,
     )
 
 
@@ -268,8 +264,10 @@ class Partition:
     forward: torch.fx.GraphModule
     backward_with_nones: torch.fx.GraphModule
     """The backward graph as torch returns it: `None` for inputs that need no gradient."""
-    backward_inputs: list | None
-    """Real values of the backward placeholders (real mode)."""
+    given_backward_inputs: list | None
+    """The real run's own values of the backward placeholders (the capture's partition); `backward_inputs`."""
+    replayable: bool
+    """Whether `backward_inputs` may replay the forward graph (False once the trace's inputs changed)."""
     given_notes: tuple[str, ...]
     """Notes from whoever partitioned (the run's own); `notes` adds what the split itself shows."""
     decisions: Decisions
@@ -286,15 +284,41 @@ class Partition:
         *,
         notes: tuple[str, ...] | list[str] | None = None,
         decisions: Decisions | None = None,
+        replayable: bool = True,
     ) -> None:
         """`notes=` is the keyword this argument had before it was named `given_notes`: both work."""
         given = tuple(notes) if notes is not None else tuple(given_notes)
-        values = (trace, partitioner, forward, backward_with_nones, backward_inputs, given, decisions or Decisions())
-        for name, value in zip(
-            ("trace", "partitioner", "forward", "backward_with_nones", "backward_inputs", "given_notes", "decisions"),
-            values,
-        ):
+        values = {
+            "trace": trace,
+            "partitioner": partitioner,
+            "forward": forward,
+            "backward_with_nones": backward_with_nones,
+            "given_backward_inputs": backward_inputs,
+            "replayable": replayable,
+            "given_notes": given,
+            "decisions": decisions or Decisions(),
+        }
+        for name, value in values.items():
             object.__setattr__(self, name, value)
+
+    @cached_property
+    def backward_inputs(self) -> list | None:
+        """Real values of the backward placeholders (real mode; None in fake mode): the real run's own for the
+        capture's partition, else the forward graph replayed on the trace's real inputs under the run's random
+        state, on first read (None if that fails, or the inputs changed in place since the capture).
+
+        Replayed when read, not when partitioned: a partition made in a background thread (the widget's sweep,
+        the slider's neighbours) then never touches the global random generator the kernel's own thread draws
+        from, and partitions nobody writes (`save_graphnet`) hold no real values."""
+        real = self.trace.real
+        if self.given_backward_inputs is not None or not self.replayable or real is None:
+            return self.given_backward_inputs
+        if real.tangent_values is None or self.trace.inputs_changed():
+            return None
+        try:
+            return replay_backward_inputs(real, self.forward, self.backward_with_nones)
+        except Exception:  # noqa: BLE001 - the graphs stand, only the real values are missing
+            return None
 
     @cached_property
     def notes(self) -> tuple[str, ...]:

@@ -5,12 +5,13 @@ declares the traits); `show(model, x)` and `%bwd_extract` hand it the model (`mo
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from anywidget.experimental import command
 
 from ..core.errors import BwdWidgetsError, one_line
-from ..studio.advisor import Advice, Plan, advise, parse_bytes
+from ..studio.advisor import Advice, Plan, advise, parse_bytes, remade_here
+from ..studio.spawned import in_spawned_process
 from ..views.payload import advice_rows, advice_summary
 
 if TYPE_CHECKING:
@@ -114,10 +115,7 @@ class Advising:
             self.advice_progress = f"{done}/{total}: {label}" if label else f"{done}/{total}"
 
         try:
-            advice = advise(
-                model, *inputs, target=target, progress=False, on_step=step, should_stop=self._stop_advice.is_set,
-                measure_time=measure_time, **{"mode": self.extraction.mode, **kwargs},
-            )  # fmt: skip
+            advice = self._advised(target, measure_time, step)
         except BwdWidgetsError as error:
             self.error, self.advice_progress = str(error), ""
             return None
@@ -130,6 +128,25 @@ class Advising:
         self.advice_progress = "stopped" if advice.interrupted else ""
         self._set_advice(advice)
         return advice
+
+    def _advised(self, target: int | str, measure_time: bool, step: Callable[[str, int, int], None]) -> Advice:
+        """`bw.advise` on the widget's model: here when called on the kernel's own thread (the user's call of
+        `run_advise`), else in a Python process of its own (`studio/spawned.py`), so that nothing its traces
+        patch, seed or configure reaches the kernel's thread; that process's plans are extracted again here,
+        from their own code, when one is shown."""
+        assert self._source is not None  # checked by run_advise
+        model, inputs, kwargs = self._source
+        mode = self.extraction.mode
+        keywords = {"target": target, "measure_time": measure_time, "mode": mode, **kwargs}
+        if threading.current_thread() is threading.main_thread():
+            return advise(
+                model, *inputs, progress=False, on_step=step, should_stop=self._stop_advice.is_set, **keywords
+            )
+        advice = in_spawned_process(
+            "bwd_widgets.studio.advisor:advise_in_process", (model, inputs, keywords),
+            lambda message: step(*cast("tuple", message)), self._stop_advice.is_set, "the advisor",
+        )  # fmt: skip
+        return remade_here(advice, model, inputs, mode, kwargs)
 
     def _set_advice(self, advice: Advice) -> None:
         """Show `advice`'s plans in the partitions tab, the plan shown marked when it is one of them."""

@@ -151,6 +151,15 @@ class SweepPoint:
         self._extraction = extraction
 
     @property
+    def numbers(self) -> SweepPoint:
+        """This point without its partition or where to make it from: what pickles out of a worker process."""
+        return dataclasses.replace(self, _extraction=None, _source=None)
+
+    def partitioned_from(self, source: BackwardExtraction) -> SweepPoint:
+        """This point's numbers, its partition made from `source`'s joint graph when first read."""
+        return dataclasses.replace(self, _extraction=None, _source=source)
+
+    @property
     def extraction_made(self) -> BackwardExtraction | None:
         """The partition if it is made already: None where reading `extraction` would partition."""
         return self._extraction
@@ -270,10 +279,10 @@ def sweep(
             return _point(budgets[index], extraction)
 
     def numbers(index: int) -> SweepPoint:  # in a worker: the point without its partition (it does not pickle)
-        return dataclasses.replace(here(index), _extraction=None)
+        return here(index).numbers
 
     def came(index: int, point: SweepPoint, made_here: bool) -> None:
-        done[index] = point if made_here else dataclasses.replace(point, _source=base)  # partitioned when read
+        done[index] = point if made_here else point.partitioned_from(base)  # partitioned when read
         flag_peaks([done[i] for i in sorted(done)])
         bar.update(1)
         if on_point is not None:

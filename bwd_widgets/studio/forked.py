@@ -44,10 +44,30 @@ are done here. A fork can copy a lock another thread held at that moment; this k
 def default_workers(mode: str) -> int:
     """One worker per core beyond the first that this process may run on, where fork exists and the work
     is on fake tensors; none otherwise."""
-    if mode != "fake" or "fork" not in multiprocessing.get_all_start_methods():
+    if mode != "fake" or "fork" not in multiprocessing.get_all_start_methods() or not autograd_survives_fork():
         return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(cores - 1, 0)
+
+
+def autograd_survives_fork() -> bool:
+    """Whether autograd runs in a process forked from this one, now. Once autograd has started its device
+    threads (CUDA builds of torch do at the first backward, with or without a GPU), it refuses to run in any
+    fork ("Unable to handle autograd's threading in combination with fork-based multiprocessing"): a worker
+    would fail every task, each then done again here. A forked probe asks, each time (a fork is cheap)."""
+    with TORCH_WORK, warnings.catch_warnings():  # no thread of ours is inside torch at the fork
+        warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12's "multi-threaded, fork()"
+        pid = os.fork()
+    if pid == 0:  # the probe: one tiny backward, nothing printed, no cleanup of the parent's state
+        code = 1
+        try:
+            with contextlib.redirect_stderr(None), contextlib.redirect_stdout(None):
+                torch.ones(1, requires_grad=True).sum().backward()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 class _Counter:
@@ -201,16 +221,25 @@ def _fresh_cached_property_locks() -> None:
                         attribute.lock = threading.RLock()  # type: ignore[attr-defined]
 
 
-def _serve(
-    owner: int, counter: _Counter, connection: multiprocessing.connection.Connection, work: Callable[[int], object]
-) -> None:
-    """In the forked worker: the next task's result while any is left, each sent; nothing printed into the
-    kernel's streams, which belong to the parent."""
-    index = counter.take(owner)  # first, so the worker has its task before this process takes the next
-    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (the process ends with it)
+def _as_a_quiet_worker() -> None:
+    """Set up a forked process: nothing printed into the kernel's streams, which belong to the parent (its
+    Python streams and its file descriptors 1 and 2, which ipykernel shows in the notebook; torch's logging
+    holds the first stderr object), its locks its own, one CPU thread."""
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(quiet, 1)
+    os.dup2(quiet, 2)
+    sys.stdout = sys.stderr = open(quiet, "w")  # noqa: SIM115 (the process ends with it)
     warnings.simplefilter("ignore")
     _fresh_cached_property_locks()
     torch.set_num_threads(1)  # the parent's OpenMP pool is not in the fork: a parallel region would hang
+
+
+def _serve(
+    owner: int, counter: _Counter, connection: multiprocessing.connection.Connection, work: Callable[[int], object]
+) -> None:
+    """In the forked worker: the next task's result while any is left, each sent."""
+    index = counter.take(owner)  # first, so the worker has its task before this process takes the next
+    _as_a_quiet_worker()
     while index is not None:
         result = None
         with contextlib.suppress(Exception):  # the parent does it again and says why

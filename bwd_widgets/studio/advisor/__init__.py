@@ -497,3 +497,39 @@ def _remade(run: _Run, plan: Plan) -> Plan:
     """A worker's plan: its extraction is made again here, from its own code, when first read."""
     plan.remake = functools.partial(run.from_code, plan.code)
     return plan
+
+
+def _every_plan(advice: Advice) -> list[Plan]:
+    plans = [*advice.tried, *advice.plans, *advice.offload, *([advice.best] if advice.best else [])]
+    return list({id(plan): plan for plan in plans}.values())
+
+
+def shipped_advice(advice: Advice) -> Advice:
+    """`advice` without its plans' extractions or the ways to remake them (both hold the model or fake
+    tensors): what pickles out of the worker process the widget's advisor runs in (`in_forked_child`)."""
+    for plan in _every_plan(advice):
+        plan.extraction, plan.remake = None, None
+    return advice
+
+
+def remade_here(advice: Advice, model: object, inputs: tuple, mode: Mode, extract_kwargs: dict) -> Advice:
+    """`advice` made in a worker process, its plans' extractions made again here from their own code when
+    first read (as a forked worker's plan is, `_remade`); offload plans have none."""
+    path = snippets.find_blocks(model)
+    run = _Run(model, inputs, mode, extract_kwargs, advice.target_bytes, advice.step_bytes, path, advice.optimizer)
+    for plan in _every_plan(advice):
+        if plan.kind != "offload":
+            _remade(run, plan)
+    return advice
+
+
+def advise_in_process(argument: tuple, send: Callable[[object], None], stop: Callable[[], bool]) -> Advice:
+    """`advise` as the widget's advisor runs it, in a process of its own (`studio/spawned.py`): `argument` is
+    (model, inputs, advise's keywords); each step is sent as (label, done, total); the advice comes back
+    shipped (`shipped_advice`)."""
+    model, inputs, keywords = argument
+    advice = advise(
+        model, *inputs, progress=False, should_stop=stop,
+        on_step=lambda label, done, total: send((label, done, total)), **keywords,
+    )  # fmt: skip
+    return shipped_advice(advice)
