@@ -584,3 +584,28 @@ def test_show_advice_opens_on_the_best_plan_with_its_row_current():
     widget = bw.show(advice)
     current = widget.advice_rows[widget.advice_index]
     assert current["best"] and widget.extraction is advice.best.extraction and not widget.can_advise
+
+
+def test_every_widget_of_a_live_models_extraction_offers_the_advisor():
+    """`g = %bwd_extract model(x)` then `g` on the next line (issue 43, item 9): a widget opened on an
+    extraction, or on a partition made again from it, of a model a widget was opened with offers the advisor
+    while that model lives; an extraction whose model no widget was given, or whose model is gone, does not."""
+    import gc
+
+    from bwd_widgets.jupyter.advising import remembered_source
+
+    torch.manual_seed(0)
+    model, tokens = Transformer(width=32, depth=1), torch.randint(0, 64, (2, 8))
+    g = bw.show(model, tokens).extraction
+    for later in (g, g.rerun("min_cut", 0.5), g.rerun("default")):
+        widget = bw.show(later)
+        assert widget.can_advise and widget._source[0] is model
+    assert not bw.show(bw.extract(Transformer(width=32, depth=1), tokens)).can_advise
+    other = Transformer(width=32, depth=1)
+    e = bw.extract(other, tokens)
+    remembered_source(e, (other, (tokens,), {}))
+    assert remembered_source(e.rerun("min_cut"), None)[0] is other
+    del other
+    bw.clear_trace_cache()  # the trace cache holds the model while it keeps its trace
+    gc.collect()
+    assert remembered_source(e, None) is None, "a gone model is not kept alive for the advisor"

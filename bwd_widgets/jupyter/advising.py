@@ -5,6 +5,8 @@ declares the traits); `show(model, x)` and `%bwd_extract` hand it the model (`mo
 from __future__ import annotations
 
 import threading
+import types
+import weakref
 from typing import TYPE_CHECKING, Any, cast
 
 from anywidget.experimental import command
@@ -19,10 +21,39 @@ if TYPE_CHECKING:
 
     import traitlets
 
+    from ..core.trace import Trace
     from ..extraction.result import BackwardExtraction
 
 ModelSource = tuple[Any, tuple, dict]
 """(model, example inputs, extract keywords) a widget was opened with: what the advisor traces again."""
+
+_SOURCES: weakref.WeakKeyDictionary[Trace, tuple[Callable[[], Any], tuple, dict]] = weakref.WeakKeyDictionary()
+"""The joint graph of each extraction a widget was opened on with its model -> that model (weakly where it can
+be) and its inputs: a later widget of the same extraction (`g` on the next line after `g = %bwd_extract ...`),
+of a partition made again from it, or of advice on it, offers the advisor too, while the model lives."""
+
+
+def _weakly(model: Any) -> Callable[[], Any]:
+    """A reference to `model` that does not keep it alive, where Python allows one."""
+    if isinstance(model, types.MethodType):
+        return weakref.WeakMethod(model)
+    try:
+        return weakref.ref(model)
+    except TypeError:  # a builtin or a functools.partial of one: kept as it is
+        return lambda: model
+
+
+def remembered_source(extraction: BackwardExtraction, source: ModelSource | None) -> ModelSource | None:
+    """`source` remembered for `extraction`'s joint graph, or, when None, the one remembered for it (None
+    where none was, or its model is gone)."""
+    trace = extraction.partitions[0].trace
+    if source is not None:
+        model, inputs, kwargs = source
+        _SOURCES[trace] = (_weakly(model), inputs, kwargs)
+        return source
+    kept = _SOURCES.get(trace)
+    model = kept[0]() if kept is not None else None
+    return None if kept is None or model is None else (model, kept[1], kept[2])
 
 
 class Advising:
@@ -39,11 +70,17 @@ class Advising:
         advice_progress: str
         extraction: BackwardExtraction
         _updating: bool
+        _source: ModelSource | None
         _sweeping: bool
         _sweep_lock: threading.Lock
 
         def hold_sync(self) -> Any: ...
         def _switch(self, make: Callable[[], BackwardExtraction]) -> None: ...
+
+    def _adopt_source(self, extraction: BackwardExtraction) -> None:
+        """Remember the model this widget was opened with for `extraction`, or take the one remembered."""
+        self._source = remembered_source(extraction, self._source)
+        self.can_advise = self._source is not None
 
     def _start_advising(self, advice: Advice | None, source: ModelSource | None) -> None:
         """Set up in the widget's __init__, before its first partition is shown."""

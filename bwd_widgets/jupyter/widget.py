@@ -151,6 +151,7 @@ class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
         extraction = extraction or (first_shown(advice) if advice is not None else None)
         if extraction is None:
             raise BwdWidgetsError("nothing to show: pass an extraction, a comparison, a non-empty sweep or advice.")
+        self._adopt_source(extraction)
         self.extraction = extraction
         self._show(extraction)
 
