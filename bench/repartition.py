@@ -3,7 +3,9 @@
 (a) a repartition against a full extraction with the same partitioner (goal: at most 0.5);
 (b) a repartition against the bare partition_fn call on the same joint graph (goal: at most 1.1x);
 (c) switching the widget's partitioner: the kernel's share (repartition and the new payload);
-(d) a full 11-point memory-budget sweep.
+(d) a full 11-point memory-budget sweep;
+(e) the trace cache on reruns without edits: how many of them reuse the kept trace (the bench's model in fake
+    mode, and small course models in real mode, on both capture routes), and what a miss and a hit cost.
 Alternating runs in one process; medians.   Run: .venv/bin/python bench/repartition.py [--repeats 5]
 """
 
@@ -14,7 +16,7 @@ import torch
 
 import bwd_widgets as bw
 from bwd_widgets.core.codegen import copy_graph_module
-from bwd_widgets.examples import Transformer
+from bwd_widgets.examples import MLP, ConvBN, Transformer
 
 from _util import browser_first_paints, median, timed
 
@@ -78,6 +80,43 @@ def main():
     print(
         f"(d) 11-point memory-budget sweep: {time.perf_counter() - started:.1f} s, {len(result.pareto())} Pareto points"
     )
+
+    cache_reruns(model, tokens, args.repeats)
+
+
+def cache_reruns(model, tokens, reruns):
+    """(e): each model extracted once, then `reruns` times with nothing changed; a hit reuses the kept trace."""
+    torch.manual_seed(0)
+    cases = [
+        ("transformer 12x768, fake", model, (tokens,), "fake", {}),
+        (
+            "transformer 2x64, real",
+            Transformer(width=64, depth=2, heads=4, vocab=100),
+            (torch.randint(0, 100, (2, 16)),),
+            "real",
+            {},
+        ),
+        ("MLP, real", MLP(), (torch.randn(8, 16),), "real", {}),
+        ("ConvBN, real", ConvBN(), (torch.randn(2, 3, 16, 16),), "real", {}),
+        ("MLP, real, keyword input (Dynamo route)", MLP(), (), "real", {"x": torch.randn(8, 16)}),
+    ]
+    hits = total = 0
+    for name, net, inputs, mode, keywords in cases:
+        bw.clear_trace_cache()
+        started = time.perf_counter()
+        first = bw.extract(net, *inputs, mode=mode, **keywords)
+        miss = time.perf_counter() - started
+        found, times = 0, []
+        for _ in range(reruns):
+            started = time.perf_counter()
+            again = bw.extract(net, *inputs, mode=mode, **keywords)
+            times.append(time.perf_counter() - started)
+            found += again.partitions[0].trace is first.partitions[0].trace
+        hits, total = hits + found, total + reruns
+        print(
+            f"    {name}: {found} of {reruns} reruns hit; first call {miss:.2f} s, a rerun {median(times) * 1000:.0f} ms"
+        )
+    print(f"(e) trace cache on reruns without edits: {hits} of {total} hit")
 
 
 if __name__ == "__main__":

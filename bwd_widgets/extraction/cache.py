@@ -1,95 +1,378 @@
-"""The trace cache: an nn.Module extracted again with the same state, inputs and settings reuses its
-joint graph instead of tracing again.
+"""The trace cache: an nn.Module extracted again reuses its kept joint graph only when torch.compile would
+reuse a compiled graph for the same call.
 
-The key is a fingerprint of everything a fresh trace could read: the model's modules, their classes and
-the code their methods reach (globals, closure cells, nested functions, attributes of imported modules),
-plain objects by value (config objects, dicts, partials), tensors by identity, shape, version and, in
-real mode, their bytes (`p.data.mul_(2)` bumps no version counter), and torch's global settings. Where
-the fingerprint cannot be made cheaply (too deep, too large, a tensor subclass), the call is not cached:
-a stale graph is worse than a second trace.
+Three rounds of a hand-made fingerprint each missed something a trace reads (a global hook, a patched
+`F.linear`, a method replaced on a helper's class, a flag four modules deep). So the reuse decision is
+torch's own: before a trace, a *guard capture* has Dynamo trace the same call whole (`fullgraph`), on the
+state the trace is about to see, and keeps the guards Dynamo builds for it (every global, attribute,
+closure cell, module hook, dict and torch function the call read); nothing of the model runs, since the
+graph Dynamo compiles raises before it computes anything. A later call reuses the trace when those guards
+pass on it, as torch.compile decides to reuse a compiled graph, and when what guards do not cover is
+unchanged: each tensor the graph reads (version, storage, hooks such as `p.register_hook`, and in real mode
+its bytes), the global module hook tables, the classes of guarded objects (a method replaced on a plain
+class), torch settings the AOT stage reads, and the random generator's state when the graph draws random
+numbers. Where Dynamo gives no guards (a graph break, a call it cannot trace) or they may not speak for
+the trace (the torch.fx route on code that asks which tracer runs), the trace is not kept: a stale graph
+is worse than a second trace.
 """
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import dataclasses
-import functools
 import hashlib
 import logging
-import sys
 import types
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.nn.modules import module as module_tables
 
 from ..core.analysis import random_ops
-from ..core.compat import dynamo_config, functorch_config, pytree, tensor_version
+from ..core.compat import (
+    TracingContext,
+    dynamo,
+    dynamo_backends,
+    dynamo_config,
+    dynamo_frames,
+    functorch_config,
+    graph_text_skipped_unless_logged,
+    pytree,
+    tensor_version,
+)
+from ..core.fx_route import fx_eligible
+from ..core.interrupts import interrupts_held
+from ..core.trace import TORCH_WORK
 from .result import BackwardExtraction
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from ..core.kinds import Mode
     from ..core.trace import Partition
 
 TRACE_CACHE_SIZE = 2
-TraceKey = tuple
+
+
+@dataclasses.dataclass
+class Guarded:
+    """Dynamo's guards for one call, and the state of what they do not cover, taken before its trace."""
+
+    compiled: Callable[..., object]
+    """The guard capture's compiled entry: calling it runs Dynamo's own guard check, then hands the graph's
+    tensors to `_StopBeforeGraph` instead of computing."""
+    guards: Any
+    """The guard manager of the entry's one cache entry (`GuardManagerWrapper`)."""
+    tensors: tuple
+    """`_tensor_state` of each tensor the graph reads, in the graph's order."""
+    outside: tuple
+    """`_outside_guards()` when taken."""
+    classes: tuple[type, ...]
+    """The classes of every value the guards look at; `_class_members` of them when taken is `members`."""
+    members: tuple
+
+
+@dataclasses.dataclass
+class TraceKey:
+    """One call to extract: where its trace is kept, and what the guard capture and the check need."""
+
+    slot: tuple
+    """Model identity and the call's settings: a kept trace is looked up here, then checked."""
+    model: torch.nn.Module
+    args: tuple
+    kwargs: dict
+    real: bool
+    capture_scalars: bool
+    fx_possible: bool
+    """torch.fx may capture this call instead of Dynamo (`_capture_by_route` tries it first)."""
+    guarded: Guarded | None = None
+    """Set by `kept_extraction` on a miss: the guards a trace made now is kept with."""
 
 
 @dataclasses.dataclass
 class _Kept:
-    """A trace kept for the next call with the same model, inputs and mode."""
+    """A trace kept for the next call whose guards pass."""
 
     extraction: BackwardExtraction
     rng_digest: str | None
     """Set when the graph draws random numbers: a hit also needs the same generator state."""
+    guarded: Guarded
     model: object
-    """Held so that the ids in the key stay taken."""
+    """Held so that the model's id in the slot stays taken."""
     inputs: tuple
 
 
 _traces: OrderedDict[tuple, _Kept] = OrderedDict()
 
 
-def kept_extraction(key: TraceKey | None) -> BackwardExtraction | None:
-    """The extraction kept under `key`, if its random state (when it draws random numbers) still matches."""
-    kept = _traces.get(key) if key is not None else None
-    if key is None or kept is None or kept.rng_digest not in (None, rng_digest()):
+def trace_key(
+    model: object, example_inputs: tuple, decided: dict[str, bool], mode: Mode, capture_scalars: bool
+) -> TraceKey | None:
+    """Where a call's trace is kept; None for what is never kept. `example_inputs` is (positional inputs,
+    keyword inputs, output choice). Only nn.Modules are kept: a plain function's guard capture would see
+    the function, not a model the user goes on editing."""
+    if not isinstance(model, torch.nn.Module):
         return None
-    _traces.move_to_end(key)
-    return kept.extraction
+    inputs, keywords, output = example_inputs
+    args, kwargs = tuple(inputs), dict(keywords)
+    slot = (
+        id(model),
+        mode,
+        tuple(sorted(decided.items())),
+        capture_scalars,
+        output,
+        str(pytree.tree_flatten(list(args))[1]),
+    )
+    fx_possible = not kwargs and output is None and capture_scalars and fx_eligible(model, list(args))
+    return TraceKey(slot, model, args, kwargs, mode == "real", capture_scalars, fx_possible)
+
+
+def kept_extraction(key: TraceKey | None) -> BackwardExtraction | None:
+    """The extraction kept for this call, if its guards and what they do not cover still hold; on a miss,
+    take the guards the trace about to be made will be kept with (`key.guarded`)."""
+    if key is None:
+        return None
+    kept = _traces.get(key.slot)
+    if kept is not None and kept.rng_digest in (None, rng_digest()) and _still_holds(kept.guarded, key):
+        _traces.move_to_end(key.slot)
+        return kept.extraction
+    key.guarded = guard_capture(key)
+    return None
 
 
 def keep(key: TraceKey, extraction: BackwardExtraction, digest: str, model: object, inputs: tuple) -> None:
-    """Keep `extraction` under `key`; `digest` (the generator state before it ran) matters only when its
-    graphs draw random numbers."""
+    """Keep `extraction` for the next call whose guards pass; not kept when no guards were had for it.
+    `digest` (the generator state before it ran) matters only when its graphs draw random numbers."""
+    if key.guarded is None:
+        return
     random = any(_draws_random_numbers(p) for p in extraction.partitions)
-    _traces[key] = _Kept(extraction, digest if random else None, model, inputs)
+    _traces[key.slot] = _Kept(extraction, digest if random else None, key.guarded, model, inputs)
     while len(_traces) > TRACE_CACHE_SIZE:
         _traces.popitem(last=False)
 
 
 def clear_trace_cache() -> None:
-    """Forget kept traces (they hold the model, its inputs and, in real mode, its real values)."""
+    """Forget kept traces (they hold the model, its inputs, Dynamo's guards and, in real mode, real values)."""
     _traces.clear()
 
 
-def trace_key(
-    model: object, example_inputs: tuple, decided: dict[str, bool], mode: Mode, capture_scalars: bool
-) -> TraceKey | None:
-    """What makes two calls trace the same joint graph; None where that cannot be told cheaply.
+class _StopBeforeGraph(Exception):  # noqa: N818 - not an error: how the graph hands back its inputs
+    """Raised by the guard capture's graph in place of running it; carries the tensors it was given."""
 
-    Only nn.Modules are kept: a plain function's behaviour hangs on whatever it reads.
-    """
-    if not isinstance(model, torch.nn.Module):
+
+class _Recompiled(Exception):  # noqa: N818
+    """Dynamo tried to compile the entry again: its guards failed after all."""
+
+
+_ENTRY_SOURCE = "def entry(model, args, kwargs):\n    return model(*args, **kwargs)\n"
+
+
+def _fresh_entry() -> Callable[..., object]:
+    """A function of its own code object and globals for each guard capture: Dynamo keeps the compiled entry
+    on the code object and names it in the globals, and both go when the kept trace goes (the globals must
+    not hold the function: Dynamo's cleanup registry holds them until the compiled code dies). No other
+    compile counts against its recompile limit."""
+    namespace: dict[str, object] = {}
+    exec(compile(_ENTRY_SOURCE, "<bwd_widgets trace cache guard capture>", "exec"), namespace)  # noqa: S102
+    made = namespace["entry"]
+    assert isinstance(made, types.FunctionType)
+    return types.FunctionType(made.__code__, {"__builtins__": builtins}, "entry")
+
+
+_TRACER_SWITCHES = frozenset(
+    {"is_compiling", "is_dynamo_compiling", "is_torchdynamo_compiling", "is_exporting", "is_fx_tracing"}
+)
+"""Names of torch's "which tracer runs" checks: code that reads one may take another path under torch.fx
+than under Dynamo, so Dynamo's guards would not speak for a torch.fx trace of it."""
+
+
+@dataclasses.dataclass
+class _Told:
+    """What the guard capture's backend saw: whether it compiled, and every name the traced code reads."""
+
+    compiled: bool = False
+    names: frozenset[str] = frozenset()
+
+
+def guard_capture(key: TraceKey) -> Guarded | None:
+    """Dynamo's guards for `model(*args, **kwargs)` as it stands now, or None where Dynamo gives none that
+    speak for the trace: a graph break (fullgraph), a call Dynamo cannot trace, no graph, code that asks
+    which tracer runs on a call torch.fx may capture, a graph input the tensor check cannot read."""
+    entry, told = _fresh_entry(), _Told()
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable[..., object]:
+        if told.compiled:
+            raise _Recompiled
+        traced = TracingContext.get_traced_code() or []
+        told.compiled, told.names = True, frozenset(n for code in traced for n in code.co_names)
+
+        def graph(*tensors: object) -> object:
+            raise _StopBeforeGraph(tensors)
+
+        return graph
+
+    compiled = torch.compile(entry, backend=backend, fullgraph=True, dynamic=False)
+    if dynamo_backends.get(id(backend)) is backend:
+        del dynamo_backends[id(backend)]  # kept for torch._dynamo.reset() only; would hold the guards forever
+    with TORCH_WORK, interrupts_held(), graph_text_skipped_unless_logged():  # as the capture's own tracing
+        tensors = _graph_tensors(compiled, key, guarding=True)
+    entries = _cache_entries(entry.__code__)
+    if tensors is None or len(entries) != 1:
         return None
-    leaves, spec = pytree.tree_flatten(list(example_inputs))
-    if any(isinstance(v, torch.Tensor) and v.is_inference() for v in leaves):
-        return None  # inference tensors keep no version counter: an in-place change could not be seen
-    fingerprint = _Fingerprint(values=mode == "real")
+    if key.fx_possible and told.names & _TRACER_SWITCHES:
+        return None
     try:
-        state = (fingerprint.module(model), str(spec), fingerprint.each(leaves, 0))
-    except (_NotKeyable, RecursionError):
+        states = tuple(_tensor_state(t, key.real) for t in tensors)
+    except _NotKeyable:
         return None
-    return (id(model), state, tuple(sorted(decided.items())), mode, capture_scalars, _torch_settings())
+    guards = entries[0].guard_manager
+    classes = tuple(_guarded_classes(guards.root, set()))
+    return Guarded(compiled, guards, states, _outside_guards(), classes, _class_members(classes))
+
+
+def _still_holds(guarded: Guarded, key: TraceKey) -> bool:
+    """Dynamo's guards pass on this call (its own check, as torch.compile makes it before reusing a compiled
+    graph), and what they do not cover is unchanged."""
+    if _outside_guards() != guarded.outside or _class_members(guarded.classes) != guarded.members:
+        return False
+    with _as_traced():
+        if not guarded.guards.check({"model": key.model, "args": key.args, "kwargs": key.kwargs}):
+            return False
+    tensors = _graph_tensors(guarded.compiled, key, guarding=False)
+    if tensors is None:
+        return False
+    try:
+        return tuple(_tensor_state(t, key.real) for t in tensors) == guarded.tensors
+    except _NotKeyable:
+        return False
+
+
+def _graph_tensors(compiled: Callable[..., object], key: TraceKey, guarding: bool) -> tuple | None:
+    """Call the guard capture's entry: Dynamo checks its guards (compiling on the first call), then its
+    graph raises with the tensors it reads: parameters, buffers, inputs, global tensors, numpy arrays.
+    None where Dynamo fails, compiles again, compiles no graph, or would not compile at all."""
+    stance = vars(dynamo.eval_frame)["_stance"]  # torch.compiler.set_stance replaces the object (2.13.0, 2.15.0)
+    if dynamo_config.disable or stance.stance != "default" or stance.skip_guard_eval_unsafe:
+        return None  # torch.compile turned off, or a stance that runs frames eagerly: the call would run the model
+    settings = _guard_settings(key.capture_scalars) if guarding else contextlib.nullcontext()
+    try:
+        with _as_traced(), settings:
+            compiled(key.model, key.args, key.kwargs)
+    except _StopBeforeGraph as stopped:
+        return tuple(stopped.args[0])
+    except Exception:  # noqa: BLE001 - Dynamo refusing or failing on the call: no guards, not kept
+        return None
+    return None
+
+
+@contextlib.contextmanager
+def _as_traced() -> Iterator[None]:
+    """The grad modes a capture traces under (extract's `_run`): the guard capture and every check see them
+    too, so Dynamo's global-state guard compares like with like. Both are the calling thread's own."""
+    with torch.inference_mode(False), torch.enable_grad():
+        yield
+
+
+def _guard_settings(capture_scalars: bool) -> contextlib.AbstractContextManager[None]:
+    """Dynamo's guards made strict where torch.compile trades safety for speed: hooks on modules (skipped by
+    default: a hook added later would go unseen), tensors in an unchanged dict, aliasing of parameters. As
+    in the capture, a logger call is skipped rather than breaking the graph, and `.item()` stays in the graph
+    when the capture keeps it there. Read while Dynamo builds the guards only: a check patches nothing."""
+    patched: contextlib.AbstractContextManager[None] = dynamo_config.patch(
+        skip_nnmodule_hook_guards=False,
+        skip_tensor_guards_with_matching_dict_tags=False,
+        skip_no_tensor_aliasing_guards_on_parameters=False,
+        capture_scalar_outputs=capture_scalars,
+        ignore_logging_functions=logging_methods(),
+    )
+    return patched
+
+
+def _cache_entries(code: types.CodeType) -> list:
+    """Dynamo's cache entries on a code object, each with its `guard_manager` (2.13.0, 2.15.0; move to compat)."""
+    entries: list = vars(dynamo_frames)["_debug_get_cache_entry_list"](code)
+    return entries
+
+
+def logging_methods() -> set[Callable[..., object]]:
+    """Logger methods Dynamo may skip while tracing, as extract's capture skips them: a model that logs
+    (transformers warns once about its loss type) would otherwise break its graph in two there."""
+    names = ("debug", "info", "warning", "warn", "error", "exception", "critical", "log")
+    methods = {getattr(logging.Logger, n) for n in names}
+    methods |= {v for k, v in vars(logging.Logger).items() if callable(v) and k.endswith(("_once", "_advice"))}
+    return methods
+
+
+class _NotKeyable(Exception):  # noqa: N818
+    """A tensor whose state cannot be read cheaply and safely: the trace is not kept."""
+
+
+def _tensor_state(t: object, real: bool) -> tuple:
+    """What Dynamo's tensor guards leave out: hooks (`p.register_hook` changes the real gradients), and in
+    real mode the storage, in-place version and bytes (`p.data.mul_(2)` and a numpy array edited in place
+    bump no version counter). A fake trace reads no values: shapes and hooks are enough there."""
+    if not isinstance(t, torch.Tensor):
+        return ("value", type(t).__name__)
+    hooks = tuple(
+        (k, id(v))
+        for table in (t._backward_hooks, getattr(t, "_post_accumulate_grad_hooks", None))  # noqa: SLF001
+        for k, v in (table or {}).items()
+    )
+    meta = (tuple(t.shape), t.dtype, t.device.type, t.requires_grad, hooks)
+    if not real or t.device.type == "meta":
+        return meta
+    if type(t) not in (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer) or t.layout != torch.strided:
+        raise _NotKeyable("a tensor subclass or a sparse tensor")
+    if t.is_inference():
+        raise _NotKeyable("an inference tensor keeps no version counter")
+    data = t.detach().resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8).cpu()
+    digest = hashlib.sha1(data.numpy().data).hexdigest()
+    return (*meta, t.stride(), t.data_ptr(), tensor_version(t), digest)
+
+
+def _guarded_classes(manager: Any, found: set[type]) -> set[type]:
+    """The type of every value in Dynamo's guard tree (`L['model'].helper` is a `Helper`). Dynamo guards an
+    object's type but resolves its methods through the class unguarded: a method replaced on a plain class
+    passes its guards (torch.compile, 2.13 to 2.15, reuses its old graph then)."""
+    children = list(manager.get_child_managers())
+    if hasattr(manager, "get_key_value_managers"):  # a dict's keys and values hang off their own managers
+        children += [m for pair in manager.get_key_value_managers().values() for m in pair if m is not None]
+    for child in children:
+        cls = child.get_type_of_guarded_value()
+        if isinstance(cls, type) and cls.__module__ != "builtins":
+            found.add(cls)
+        _guarded_classes(child, found)
+    return found
+
+
+def _class_members(classes: tuple[type, ...]) -> tuple:
+    """What each class and its bases hold, by identity: a method or class attribute replaced shows."""
+    return tuple(tuple((k, id(v)) for k, v in vars(klass).items()) for cls in classes for klass in cls.__mro__)
+
+
+_GLOBAL_HOOK_TABLES = (
+    "_global_forward_pre_hooks",
+    "_global_forward_hooks",
+    "_global_forward_hooks_with_kwargs",
+    "_global_forward_hooks_always_called",
+    "_global_backward_pre_hooks",
+    "_global_backward_hooks",
+    "_global_is_full_backward_hook",
+)
+
+
+def _outside_guards() -> tuple:
+    """Process-wide state a trace reads that Dynamo does not guard: the global module hook tables
+    (`register_module_forward_hook`), and torch settings the AOT stage reads."""
+    tables = vars(module_tables)
+    hooks = []
+    for name in _GLOBAL_HOOK_TABLES:
+        table = tables.get(name)
+        hooks.append((name, tuple((k, id(v)) for k, v in table.items()) if isinstance(table, dict) else table))
+    return (tuple(hooks), _torch_settings())
 
 
 def _torch_settings() -> tuple:
@@ -115,203 +398,6 @@ def _torch_settings() -> tuple:
         dynamo_config.get_hash(),
         functorch_config.get_hash(),
     )
-
-
-class _NotKeyable(Exception):
-    """Something a trace may read that the fingerprint cannot take cheaply: the call is not cached."""
-
-
-_SIMPLE = (type(None), bool, int, float, complex, str, bytes, range, slice, type(...), torch.Size, torch.dtype)
-_OPAQUE = (
-    types.ModuleType,
-    types.BuiltinFunctionType,
-    types.BuiltinMethodType,
-    types.MethodWrapperType,
-    types.WrapperDescriptorType,
-    types.MethodDescriptorType,
-    types.GetSetDescriptorType,
-    types.MemberDescriptorType,
-    logging.Logger,  # Dynamo skips logging calls while it traces (extractor._logging_methods)
-    torch.device,
-    torch.layout,
-    torch.memory_format,
-    torch.finfo,
-    torch.iinfo,
-)
-"""Values keyed by identity: immutable, or read by no trace."""
-_MAX_DEPTH = 24
-_MAX_VALUES = 200_000
-
-
-class _Fingerprint:
-    """One key's walk: values for plain data, identities for what cannot change, and the code a trace
-    can reach from each module's forward, each object walked once (shared objects and cycles are keyed
-    where first met)."""
-
-    def __init__(self, values: bool) -> None:
-        self.values = values
-        """Real mode: tensors are keyed by their bytes too (real values are kept and compared)."""
-        self.seen: dict[object, object] = {}
-        """Objects already keyed, held so that no id is reused while the walk goes on."""
-        self.count = 0
-
-    def value(self, value: object, depth: int = 0, owner: type | None = None) -> object:
-        """`depth` counts data nesting; `owner` is the module class whose methods the code may call on
-        `self` (names the code reads are looked up there too)."""
-        self.count += 1
-        if depth > _MAX_DEPTH or self.count > _MAX_VALUES:
-            raise _NotKeyable("too deep or too large to fingerprint")
-        if isinstance(value, torch.Tensor):
-            return self.tensor(value)
-        if isinstance(value, _SIMPLE):
-            return (type(value).__name__, str(value) if isinstance(value, torch.dtype) else value)
-        if isinstance(value, _OPAQUE) or value is torch.nn.Module:
-            return ("id", id(value))
-        code_like = isinstance(value, (types.FunctionType, types.MethodType, staticmethod, classmethod, property))
-        mark = (id(value), id(owner)) if code_like else id(value)
-        if mark in self.seen:
-            return ("seen", id(value))
-        self.seen[mark] = value
-        deeper = depth + 1
-        if isinstance(value, torch.nn.Module):
-            return self.module(value)
-        if isinstance(value, (list, tuple)):
-            return (type(value).__name__, self.each(value, deeper))
-        if isinstance(value, (set, frozenset)):
-            return (type(value).__name__, frozenset(self.each(tuple(value), deeper)))
-        if isinstance(value, dict):
-            return (type(value).__name__, self.mapping(value, deeper))
-        if isinstance(value, types.FunctionType):
-            return self.function(value, owner)
-        if isinstance(value, types.MethodType):
-            return ("method", self.value(value.__func__, deeper, owner), self.value(value.__self__, deeper))
-        if isinstance(value, functools.partial):
-            return ("partial", self.each((value.func, value.args, value.keywords), deeper))
-        if isinstance(value, (staticmethod, classmethod)):
-            return (type(value).__name__, self.value(value.__func__, deeper, owner))
-        if isinstance(value, property):
-            return ("property", self.value(value.fget, deeper, owner), self.value(value.fset, deeper, owner))
-        if isinstance(value, type):
-            return self.cls(value, deeper)
-        return self.instance(value, deeper)
-
-    def each(self, values: tuple | list, depth: int) -> tuple:
-        """Values gathered into a tuple made for the walk (never registered as seen: its id is reused)."""
-        return tuple(self.value(v, depth) for v in values)
-
-    def mapping(self, values: dict, depth: int) -> tuple:
-        return tuple((self.value(k, depth), self.value(v, depth)) for k, v in values.items())
-
-    def tensor(self, t: torch.Tensor) -> tuple:
-        if type(t) not in (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer) or t.layout != torch.strided:
-            raise _NotKeyable("a tensor subclass or a sparse tensor")
-        key = (id(t), tensor_version(t), tuple(t.shape), t.stride(), t.dtype, t.device.type, t.requires_grad)
-        if not self.values or t.device.type == "meta":
-            return key
-        data = t.detach().resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8).cpu()
-        return (*key, t.data_ptr(), hashlib.sha1(data.numpy().data).hexdigest())
-
-    def module(self, module: torch.nn.Module) -> tuple:
-        """Every submodule (its attributes, hooks, class and the code its forward reaches), then every
-        parameter and buffer."""
-        entries = []
-        for path, sub in module.named_modules(remove_duplicate=False):
-            self.seen[id(sub)] = sub
-            attributes = {k: v for k, v in vars(sub).items() if k not in ("_parameters", "_buffers", "_modules")}
-            cls = type(sub)
-            forward = None if "forward" in attributes else self.value(cls.forward, 0, cls)
-            entries.append((path, id(sub), self.mapping(attributes, 1), self.value(cls), forward))
-        named = [*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False)]
-        return (tuple(entries), tuple((n, self.tensor(t)) for n, t in named))
-
-    def cls(self, cls: type, depth: int) -> tuple:
-        """A class by its identity and the attributes (not methods) it and its bases define: an inherited
-        constant, a tuple of dims. torch's own module classes by the identity of each member, so a
-        patched `nn.Linear.forward` misses the cache; methods a trace calls are walked where the code
-        names them."""
-        if issubclass(cls, torch.nn.Module) and not _walked(cls):
-            return ("class", id(cls), tuple(id(v) for v in vars(cls).values()))
-        return ("class", id(cls), tuple((k, self.value(v, depth)) for k, v in _class_data(cls)))
-
-    def function(self, function: types.FunctionType, owner: type | None) -> tuple:
-        """A function by its code and everything that code reads: its defaults, closure cells, the
-        globals it names (and attributes of imported modules it names), methods of `owner` it names,
-        and nested code (comprehensions, lambdas); torch's and Python's own functions by identity."""
-        if not _walked(function):
-            return ("function", id(function))
-        cells = []
-        for cell in function.__closure__ or ():
-            try:
-                cells.append(self.value(cell.cell_contents, 0, owner))
-            except ValueError:  # a cell not yet filled
-                cells.append(("empty",))
-        defaults = self.each((function.__defaults__, function.__kwdefaults__), 0)
-        wrapped = self.value(getattr(function, "__wrapped__", None), 0, owner)
-        reads = self.code(function.__code__, function.__globals__, owner)
-        return ("function", id(function), id(function.__code__), defaults, tuple(cells), reads, wrapped)
-
-    def code(self, code: types.CodeType, namespace: dict, owner: type | None) -> tuple:
-        names = code.co_names
-        reads = []
-        for name in names:
-            if name in namespace:
-                found = namespace[name]
-                reads.append((name, self.value(found, 0, owner)))
-                if isinstance(found, (types.ModuleType, type)):
-                    reads.append((name, self.attributes(found, names, owner)))
-            if owner is not None:
-                defined = [vars(k)[name] for k in owner.__mro__ if _walked(k) and name in vars(k)]
-                reads.extend((name, self.value(v, 0, owner)) for v in defined)
-        nested = tuple(self.code(c, namespace, owner) for c in code.co_consts if isinstance(c, types.CodeType))
-        return (tuple(reads), nested)
-
-    def attributes(self, holder: object, names: tuple, owner: type | None, levels: int = 3) -> tuple:
-        """Attributes of an imported module or a class that the code names (`F.gelu`,
-        `torch.nn.functional.gelu`, `Helper.scale`)."""
-        found = []
-        for name in names:
-            attribute = vars(holder).get(name)
-            if attribute is None:
-                continue
-            found.append((name, self.value(attribute, 0, owner)))
-            if isinstance(attribute, (types.ModuleType, type)) and levels > 1:
-                found.append((name, self.attributes(attribute, names, owner, levels - 1)))
-        return tuple(found)
-
-    def instance(self, value: object, depth: int) -> tuple:
-        """A plain object by value: its class and its own attributes (a config dataclass, a
-        SimpleNamespace, a module-level settings object)."""
-        state = getattr(value, "__dict__", None)
-        slots = [s for c in type(value).__mro__ for s in getattr(c, "__slots__", ()) if hasattr(value, s)]
-        if state is None and not slots:
-            return ("object", id(value))  # written in C: what it holds is not Python's to read
-        own = self.mapping(state or {}, depth)
-        return (
-            "object",
-            self.value(type(value), depth),
-            own,
-            tuple((s, self.value(getattr(value, s), depth)) for s in slots),
-        )
-
-
-def _walked(owner: object) -> bool:
-    """Code and classes outside torch and Python's standard library are walked; torch's and Python's own
-    are keyed by identity: patching one replaces it where it is looked up, which the walk sees."""
-    module = getattr(owner, "__module__", None) or ""
-    top = module.partition(".")[0]
-    return top != "torch" and top not in sys.stdlib_module_names
-
-
-def _class_data(cls: type) -> list[tuple[str, object]]:
-    """Attributes (not methods) a class and its bases define outside torch and the standard library."""
-    data = []
-    for klass in cls.__mro__:
-        if not _walked(klass):
-            continue
-        for k, v in vars(klass).items():
-            if not k.startswith("__") and not callable(v) and not isinstance(v, (property, staticmethod, classmethod)):
-                data.append((k, v))
-    return data
 
 
 def rng_digest() -> str:
