@@ -7,11 +7,11 @@ after the imports above the first section, and shows its code in that cell. Try 
 from collections import Counter
 
 # %% 1
-kept = {s.name for s in runs["min_cut"].saved_tensors}
+kept = {s.name for s in runs["min-cut"].saved_tensors}
 print(Counter(s.producer for s in default.saved_tensors if s.name not in kept))
 
 # %% 2
-zero = runs["min_cut budget 0.0"]
+zero = runs["min-cut budget 0.0"]
 print(Counter(s.kind for s in zero.saved_tensors))
 
 # %% 3
