@@ -152,7 +152,7 @@ def test_the_report_names_the_best_and_its_code(course):
 
 
 def test_the_offload_plan_is_verified_by_running_its_pasted_hooks_around_an_eager_step(course):
-    """AOT Autograd's graphs never see saved_tensors_hooks: the pasted hooks run around the step as a user runs
+    """saved_tensors_hooks run around the compiled graphs, not in them: the pasted hooks run around the step as a user runs
     it, eagerly, over fakes on a stand-in device, where moving a saved tensor to the CPU really moves it."""
     model, tokens, _, _, advice = course
     (plan,) = advice.offload

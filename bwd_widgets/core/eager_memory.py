@@ -1,7 +1,7 @@
 """Device memory of one eager training step under saved-tensor hooks, counted storage by storage.
 
-An offload plan is a `saved_tensors_hooks` pair: AOT Autograd's graphs never see it, so no extraction can
-check it, and on a machine without an accelerator `t.to("cpu")` moves nothing. So the step runs as the user
+An offload plan is a `saved_tensors_hooks` pair: it runs around the compiled graphs, not in them (it wraps
+what the compiled forward saves; torch inlines only hooks it can trace), so no extraction's graphs can check it, and on a machine without an accelerator `t.to("cpu")` moves nothing. So the step runs as the user
 runs it, eagerly, `with hooks: loss = model(x)...`, then `loss.backward()`, over fake tensors (nothing is
 computed, no memory is taken) on a stand-in device, `meta`: every parameter, buffer and input lives there,
 so a hook that moves a saved tensor to the CPU really moves it off the device. A dispatch mode (this

@@ -211,8 +211,8 @@ def _offload_plan(run: _Run, chosen: int | None = None) -> Plan | None:
         0,
         step_bytes=run.step,
         note="predicted: min-cut 1.0's activation-only peak less the saved bytes moved off the device, plus the "
-        "largest one back at a time in backward. AOT Autograd's graphs never see saved_tensors_hooks, so the "
-        "plan has no partition: it is verified as the code runs, eagerly (copies cost transfer time, not FLOPs)"
+        "largest one back at a time in backward. saved_tensors_hooks run around the compiled graphs, not in "
+        "them, so the plan has no partition of its own: it is verified as the code runs, eagerly (copies cost transfer time, not FLOPs)"
         + (CPU_CAVEAT if run.on_cpu else ""),
     )
 

@@ -165,8 +165,8 @@ class Advice:
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)
     offload: list[Plan] = field(default_factory=list)
-    """Offload plans (saved_tensors_hooks): AOT Autograd's graphs never see the hooks, so they have no
-    extraction; each is verified by running its pasted hooks around an eager step on a stand-in device
+    """Offload plans (saved_tensors_hooks): the hooks run around the compiled graphs, not in them, so they
+    have no extraction; each is verified by running its pasted hooks around an eager step on a stand-in device
     (`core/eager_memory.py`). Their cost is copies, not FLOPs: listed beside the Pareto set, never `best`."""
     optimizer: str | None = None
     gradient_bytes: int = 0
