@@ -138,3 +138,30 @@ def test_a_sweep_point_is_torch_compiles_partition_too(name: str) -> None:
     args, kwargs = _with_gradients_as_decided(model, args, kwargs, sweep.points[0].extraction.requires_grad)
     for point in sweep.points:
         assert point.saved_activation_bytes == torch_compile_saved_bytes(model, args, kwargs, point.budget)
+
+
+IGNORED_BUDGET_MODEL = _course(Transformer, (1, 4), integer=True, width=256, depth=2, heads=4, vocab=512)
+"""Plain min-cut's plan weighs no more than the forward's inputs (its parameters included, by torch's count):
+torch keeps that plan at every budget above 0 (tests/test_course_claims.py holds the course's word on it)."""
+
+
+@pytest.mark.parametrize("budget", [0.1, 0.5, 0.9])
+def test_where_torch_ignores_the_budget_the_partition_says_so_in_torchs_terms(budget: float) -> None:
+    model, args, kwargs = IGNORED_BUDGET_MODEL()
+    whole = bw.extract(model, *args, partitioner="min_cut", memory_budget=1.0, cache=False)
+    ours = whole.rerun("min_cut", budget)
+    decisions = ours.partitions[0].decisions
+    assert decisions.min_cut_bytes <= decisions.input_bytes and decisions.budget_ignored
+    assert ours.saved_activation_bytes == whole.saved_activation_bytes
+    assert ours.saved_activation_bytes == torch_compile_saved_bytes(model, args, kwargs, budget)
+    (note,) = [n for n in ours.notes if "ignored the memory budget" in n]
+    assert f"budget {budget:g}" in note and "max_act_size <= min_act_size" in note
+    assert not any("ignored the memory budget" in n for n in whole.notes), "budget 1 asks for plain min-cut"
+
+
+@pytest.mark.parametrize("budget", [0.1, 0.5, 0.9])
+def test_where_torch_trades_the_budget_no_partition_says_it_was_ignored(budget: float) -> None:
+    model, args, kwargs = _made("course_transformer")
+    ours = bw.extract(model, *args, partitioner="min_cut", memory_budget=budget, **kwargs)
+    assert not ours.partitions[0].decisions.budget_ignored
+    assert not any("ignored the memory budget" in n for n in ours.notes)

@@ -92,6 +92,14 @@ class Decisions:
         return self.runs[("min_cut", "more_aggressive", "aggressive").index(self.route)]
 
     @property
+    def budget_ignored(self) -> bool:
+        """torch returned plain min-cut's plan under a budget between 0 and 1, because that plan saves no more
+        than the forward's inputs weigh (`choose_saved_values_set`, "the optimized choice is smaller than the
+        inputs anyways"): every budget above 0 then saves what budget 1 saves."""
+        budget_between = self.budget is not None and 0 < self.budget < 1
+        return budget_between and self.sized and self.route == "min_cut" and self.min_cut_bytes <= self.input_bytes
+
+    @property
     def budget_ratio(self) -> float | None:
         """The budget as torch measures a plan: (saved - inputs) / (min-cut's saved - inputs), by its sizes."""
         if not self.sized:

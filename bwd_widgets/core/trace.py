@@ -28,6 +28,7 @@ from .memory import MemoryProfile, profile
 from .nodes import BackwardNode, backward_nodes
 from .partitioners import Partitioner, resolve_partitioner
 from .reuse import MinCuts, counted_flops, cse_once
+from .units import format_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -322,16 +323,25 @@ class Partition:
 
     @cached_property
     def notes(self) -> tuple[str, ...]:
-        """The given notes, and a warning when the partitioner recomputes a random op: such an extraction
-        must not look exact."""
+        """The given notes; a note where torch ignored the budget (in torch's terms); and a warning when the
+        partitioner recomputes a random op: such an extraction must not look exact."""
+        notes = list(self.given_notes)
+        if self.decisions.budget_ignored:
+            d = self.decisions
+            notes.append(
+                f"torch ignored the memory budget {d.budget:g}: plain min-cut's plan weighs "
+                f"{format_bytes(d.min_cut_bytes)} by torch's count (parameters included), no more than the "
+                f"forward's inputs ({format_bytes(d.input_bytes)}), so torch keeps that plan "
+                "(choose_saved_values_set: max_act_size <= min_act_size) and every budget above 0 saves what "
+                "budget 1 saves."
+            )
         random = self.recomputed_random_ops
-        if not random:
-            return self.given_notes
-        warning = (
-            f"{self.partitioner.name} recomputes random op(s) {', '.join(random)} in backward: the backward "
-            "draws new random numbers, so its gradients differ from eager autograd's."
-        )
-        return (*self.given_notes, warning)
+        if random:
+            notes.append(
+                f"{self.partitioner.name} recomputes random op(s) {', '.join(random)} in backward: the backward "
+                "draws new random numbers, so its gradients differ from eager autograd's."
+            )
+        return tuple(notes)
 
     @property
     def index(self) -> int:
