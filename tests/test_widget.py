@@ -609,3 +609,26 @@ def test_every_widget_of_a_live_models_extraction_offers_the_advisor():
     bw.clear_trace_cache()  # the trace cache holds the model while it keeps its trace
     gc.collect()
     assert remembered_source(e, None) is None, "a gone model is not kept alive for the advisor"
+
+
+@pytest.mark.parametrize("work", ["shown", "moved", "swept"])
+def test_a_closed_widget_and_the_partitions_it_showed_are_freed(work):
+    """ipywidgets keeps a widget until it is closed; after that nothing may keep it, nor what it showed (anywidget
+    kept every widget made with its front end given as a path: issue 43, item 4)."""
+    import gc
+    import weakref
+
+    torch.manual_seed(0)
+    widget = bw.show(Transformer(width=32, depth=1), torch.randint(0, 64, (2, 8)))
+    if work in ("moved", "swept"):
+        widget.partitioner, widget.memory_budget = "min_cut", 0.5
+        _join("bwd-widgets-neighbours")
+    if work == "swept":
+        widget.run_sweep([0.0, 1.0])
+        _join("bwd-widgets-prepare")
+    kept = [weakref.ref(widget), weakref.ref(widget.extraction)]
+    widget.close()
+    del widget
+    bw.clear_trace_cache()  # the trace cache keeps the first extraction's trace by design
+    gc.collect()
+    assert [ref() for ref in kept] == [None, None]

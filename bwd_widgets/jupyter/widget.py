@@ -94,7 +94,10 @@ class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
     """Backward graph, saved tensors and code, linked; partitioner controls, comparisons
     and memory-budget sweeps partition the same joint graph again."""
 
-    _esm, _css = front_end()  # FrontEndNotBuiltError, in one sentence, where `npm run build` has not run
+    _esm, _css = (path.read_text() for path in front_end())  # FrontEndNotBuiltError where `npm run build` has not run
+    """The front end as text, not as paths: anywidget turns a path into a `FileContents` whose change signal each
+    widget connects a closure over itself to (its hot reload), which kept every widget, and every extraction it
+    showed, alive until the kernel ended."""
 
     data = _synced("data", "the GraphData payload of the partition shown").tag(
         to_json=lambda value, widget: BackwardGraphWidget._data_to_json(widget, value)
