@@ -465,3 +465,18 @@ def test_a_plan_that_cannot_be_timed_leaves_a_note_and_the_other_plans_their_tim
     assert len(calls) == len(timed) >= 2 and not advice.interrupted
     assert timed[0].measured_seconds is None and all(p.measured_seconds for p in timed[1:])
     assert any(n.startswith(f"{timed[0].label}: not timed: ") and "out of memory" in n for n in advice.notes)
+
+
+@pytest.mark.parametrize(("mode", "offload"), [("real", True), ("real", False), ("fake", True)])
+def test_the_step_count_shown_keeps_its_total_and_ends_at_it(mode, offload):
+    """The widget's step line read 8/8, then 8/9, then 9/10 (issue 43, item 8): the total is every step the
+    advisor can take, counted before it starts, and the count ends there."""
+    torch.manual_seed(0)
+    model, tokens = Transformer(), torch.randint(0, 64, (4, 16))
+    seen: list[tuple] = []
+    bw.advise(
+        model, tokens, target=TARGET, mode=mode, offload=offload, progress=False, on_step=lambda *s: seen.append(s)
+    )
+    totals = {total for _, _, total in seen}
+    done = [count for _, count, _ in seen]
+    assert len(totals) == 1 and done == sorted(done) and done[-1] == totals.pop()

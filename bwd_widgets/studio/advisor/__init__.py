@@ -118,6 +118,24 @@ class _Steps:
         if ask and self.should_stop is not None and self.should_stop():
             raise Stopped
 
+    def finish(self) -> None:
+        """The steps counted ahead but not needed (plans off the Pareto front are not verified): done, so the
+        count ends at its total, which never changed while the advisor ran."""
+        left = self.total - self.done
+        if left > 0:
+            self.done = self.total
+            self.bar.update(left)
+            if self.on_step is not None:
+                self.on_step(self.label, self.done, self.total)
+
+
+def _steps_at_most(budgets: tuple, specs: list, offload: bool) -> int:
+    """Every step the advisor can take, counted before it starts: the trace, each budget, each checkpoint spec,
+    the verification of each plan those can make (one per budget, two per spec: alone and with the lowest
+    budget), and an offload plan's one or two eager checks. The count shown never grows; `_Steps.finish`
+    closes the steps not needed."""
+    return 1 + len(budgets) + len(specs) + len(budgets) + 2 * len(specs) + (2 if offload else 0)
+
 
 StepCallback = Callable[[str, int, int], None]
 
@@ -239,7 +257,6 @@ def _fits_off_cpu(run: _Run, plan: Plan) -> bool:  # on a device the hooks move 
 
 
 def _verify_step(run: _Run, plan: Plan, bar: _Steps) -> None:
-    bar.total += 1
     bar.set_postfix_str(f"verify {plan.label} (eager, fake tensors)")
     _verify_offload(run, plan)
     bar.update()
@@ -296,7 +313,6 @@ def _verify_front(run: _Run, bar: _Steps) -> None:
         pending = [p for p in pareto(run.tried) if p.verified_peak_bytes is None]
         if not pending:
             return
-        bar.total = (bar.total or 0) + len(pending)
         for plan in pending:
             bar.set_postfix_str(f"verify {plan.label}")
             verify(run, plan)
@@ -436,7 +452,7 @@ def advise(
     run = _Run(model, inputs, mode, extract_kwargs, target_bytes, step_bytes(model, optimizer), path, optimizer)
     specs = _checkpoint_specs(path, tuple(policies), tuple(every)) if path is not None else []
     started, interrupted = time.perf_counter(), False
-    bar = tqdm(total=1 + len(budgets) + len(specs), desc="advisor", unit="plan", disable=not progress)
+    bar = tqdm(total=_steps_at_most(budgets, specs, offload), desc="advisor", unit="step", disable=not progress)
     steps = _Steps(bar, on_step, should_stop)
     try:
         _search(run, budgets, specs, offload, steps)
@@ -491,6 +507,7 @@ def _search(run: _Run, budgets: tuple, specs: list[tuple[str, str, str]], offloa
     _verify_front(run, bar)
     if plan is not None:
         _check_offload(run, plan, bar)
+    bar.finish()
 
 
 def _remade(run: _Run, plan: Plan) -> Plan:
