@@ -26,9 +26,11 @@ export const ADVICE_COLUMNS: readonly [string, (row: AdvicePlanRow) => string][]
 export function adviceRowTitle(row: AdvicePlanRow): string {
   if (!row.selectable) {
     const how = row.verified_peak_bytes === null ? "not verified (see its note)" : "verified by running its hooks around an eager step on fake tensors";
-    return `${how}: AOT Autograd's graphs cannot see saved_tensors_hooks, so there is no partition to show`;
+    return `${how}: saved_tensors_hooks run around the compiled graphs, not in them, so there is no partition to show`;
   }
-  return row.best ? "the plan that fits and recomputes least: click to show its partition" : "click to show its partition";
+  return row.best
+    ? "of the plans with a partition, the one that fits and recomputes least: click to show its partition"
+    : "click to show its partition";
 }
 
 /** Whether the advisor runs: the kernel is busy and its step line is not an end state. */
@@ -38,7 +40,7 @@ export function adviceRunning(progress: string, busy: boolean): boolean {
 
 /** What the advisor part says before it holds plans. */
 export function emptyAdviceText(canAdvise: boolean): string {
-  const what = "The advisor tries min-cut budgets, selective and full checkpointing of the repeated blocks and offloading, re-extracts each plan from the code it gives you, and marks the one that fits the target and recomputes least.";
+  const what = "The advisor tries min-cut budgets, selective and full checkpointing of the repeated blocks and offloading, re-extracts each plan from the code it gives you, and stars, of the plans with a partition, the one that fits the target and recomputes least (an offload plan costs copies, not FLOPs: it is listed, never starred).";
   return canAdvise
     ? `${what} Type a target of activation memory (e.g. 24GB, 512 MiB or bytes) and press Advise.`
     : `${what} Run bw.advise(model, x, target="24GB") and bw.show(advice), or open this widget with bw.show(model, x), to fill it.`;

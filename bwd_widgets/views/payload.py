@@ -451,7 +451,10 @@ def advice_summary(advice: Advice) -> str:
         ", stopped" if advice.interrupted else ""
     )
     if advice.best is not None:
-        verdict = f"best: {advice.best.label}, the plan that fits and recomputes least"
+        verdict = (
+            f"best: {advice.best.label}, of the plans with a partition the one that fits and recomputes least "
+            "(offload plans cost copies, not FLOPs: listed, never best)"
+        )
     else:
         verdict = f"none fits: {advice.why}"
     return f"{verdict} ({done}). The {advice.target_means}"
