@@ -60,14 +60,6 @@ export function sortRows(rows: SavedRow[], key: SortKey, descending: boolean): S
     .map(([row]) => row);
 }
 
-/** What a saved value is, as the table says it: a view of a parameter, buffer or input is called
- *  so (it adds 0 B: its memory is that input's); a view of an activation stays an activation. */
-export function kindLabel(row: SavedRow): string {
-  if (!row.alias_of) return row.kind;
-  if (row.alias_kind && row.alias_kind !== "activation") return `${row.alias_kind} view`;
-  return `${row.kind} (view)`;
-}
-
 /** The parameter, buffer or input a saved value is, with the other names a tied weight goes by. */
 export function sourceLabel(row: SavedRow): string {
   return [row.source, ...row.source_aliases].filter((name) => name !== "").join(" = ");
@@ -75,8 +67,7 @@ export function sourceLabel(row: SavedRow): string {
 
 /** A saved value's cells, in COLUMNS order. */
 export function savedCells(row: SavedRow): string[] {
-  const kind = kindLabel(row);
-  return [row.name, kind, formatShape(row.shape), row.dtype, formatBytes(row.bytes), formatBytes(row.activation_bytes), row.producer || sourceLabel(row), row.module, row.torch_reason || NO_PHRASE];
+  return [row.name, row.kind_label, formatShape(row.shape), row.dtype, formatBytes(row.bytes), formatBytes(row.activation_bytes), row.producer || sourceLabel(row), row.module, row.torch_reason || NO_PHRASE];
 }
 
 /** The "torch says" cell where torch gives no phrase. */

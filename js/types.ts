@@ -39,6 +39,7 @@ export interface SavedRow {
   storage_op: string; // the op that made it a view of alias_of
   why: string;
   torch_reason: string; // torch's own phrase for why ("cannot recompute: materialized in backward"), "" if none
+  kind_label: string; // what the value is, as every view says it: "parameter view" (adds 0 B), "activation (view)"
 }
 
 /** Numbers of the compiled region shown: one partition, one of `graph_count`. */
@@ -249,7 +250,7 @@ export const GRAPH_NODE_KEYS = [
 ] as const satisfies readonly (keyof GraphNode)[];
 export const SAVED_ROW_KEYS = [
   "name", "kind", "source", "source_aliases", "shape", "dtype", "bytes", "activation_bytes", "producer", "module", "alias_of",
-  "alias_kind", "storage_op", "why", "torch_reason",
+  "alias_kind", "storage_op", "why", "torch_reason", "kind_label",
 ] as const satisfies readonly (keyof SavedRow)[];
 export const PARTITION_TOTALS_KEYS = ["saved", "saved_activation_bytes", "saved_input_bytes", "recomputed", "backward_nodes", "torch_budget_ratio"] as const satisfies readonly (keyof PartitionTotals)[];
 export const RUN_TOTALS_KEYS = ["saved", "saved_activation_bytes", "saved_input_bytes", "memory"] as const satisfies readonly (keyof RunTotals)[];

@@ -111,22 +111,25 @@ def _text(value: object) -> str:
 
 
 def saved_table(data: GraphData, top: int = TOP_SAVED) -> str:
-    """The largest saved values as an HTML table of text: what, how big, made where, and why."""
+    """The largest saved values as an HTML table of text, in the widget's words: what each is (`kind_label`), how
+    big, what it adds on top of the forward inputs, made where, and what torch says of it."""
     rows = sorted(data["saved"], key=lambda r: (-r["activation_bytes"], -r["bytes"], r["name"]))
-    head = "".join(f"<th{LEFT}>{h}</th>" for h in ("saved value", "kind", "shape", "bytes", "made by", "module", "why"))
+    columns = ("saved value", "kind", "shape", "bytes", "adds", "made by", "module", "torch says")
+    head = "".join(f"<th{LEFT}>{h}</th>" for h in columns)
     body = "".join(
         "<tr>"
         + "".join(
-            f"<td{NOWRAP if i in (2, 3) else LEFT}>{_text(cell)}</td>"
+            f"<td{NOWRAP if i in (2, 3, 4) else LEFT}>{_text(cell)}</td>"
             for i, cell in enumerate(
                 (
                     row["name"] + (f" ({row['source']})" if row["source"] and row["source"] != row["name"] else ""),
-                    row["kind"],
+                    row["kind_label"],
                     f"[{', '.join(map(str, row['shape']))}] {short_dtype(row['dtype'])}",
                     format_bytes(row["bytes"]),
+                    format_bytes(row["activation_bytes"]),
                     row["producer"],
                     row["module"],
-                    row["why"],
+                    row["torch_reason"] or "\u2014",
                 )
             )
         )

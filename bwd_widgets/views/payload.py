@@ -74,6 +74,8 @@ class SavedRow(TypedDict):
     why: str
     torch_reason: str
     """torch's own phrase for `why` ("cannot recompute: materialized in backward"), "" where torch has none."""
+    kind_label: str
+    """What the value is, as every view says it (`kind_label`): "parameter view" (adds 0 B), "activation (view)"."""
 
 
 class PartitionTotals(TypedDict):
@@ -380,6 +382,17 @@ def _input_kinds(extraction: BackwardExtraction) -> dict[str, str]:
     return {source.name: source.kind for p in extraction.partitions for source in p.inputs}
 
 
+def kind_label(kind: str, alias_of: str, alias_kind: str) -> str:
+    """What a saved value is, in the one wording the widget's table and details, and the static picture, use: a
+    view of a parameter, buffer or input is called so (it adds 0 B: its memory is that input's); a view of an
+    activation stays an activation."""
+    if not alias_of:
+        return kind
+    if alias_kind and alias_kind != "activation":
+        return f"{alias_kind} view"
+    return f"{kind} (view)"
+
+
 def saved_row(saved: SavedTensor, input_kinds: dict[str, str]) -> SavedRow:
     """A saved value; `input_kinds` (forward input name -> kind) says what a view shares memory with."""
     alias_kind = ""
@@ -401,6 +414,7 @@ def saved_row(saved: SavedTensor, input_kinds: dict[str, str]) -> SavedRow:
         storage_op=saved.storage_op or "",
         why=saved.why,
         torch_reason=saved.torch_reason,
+        kind_label=kind_label(saved.kind, saved.alias_of or "", alias_kind),
     )
 
 

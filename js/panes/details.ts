@@ -13,7 +13,7 @@ import type { Pane } from "./pane";
 export function detailRows(node: GraphNode, saved: SavedRow | undefined): [string, string][] {
   const rows: [string, string][] = [
     ["op", node.op],
-    ["kind", node.kind + (node.saved_kind ? ` (${node.saved_kind})` : "")],
+    ["kind", saved ? `saved: ${saved.kind_label}` : node.kind + (node.saved_kind ? ` (${node.saved_kind})` : "")],
     ["shape", `${formatShape(node.shape)} ${node.dtype}`],
     ["args", node.args],
     ["module", node.module || "(top level)"],

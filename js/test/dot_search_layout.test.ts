@@ -132,7 +132,7 @@ describe("layout client", () => {
 });
 
 describe("table, code and formatting", () => {
-  const row = (name: string, bytes: number): SavedRow => ({ name, kind: "activation", source: "", source_aliases: [], shape: [1], dtype: "float32", bytes, activation_bytes: bytes, producer: "", module: "", alias_of: "", alias_kind: "", storage_op: "", why: "", torch_reason: "" });
+  const row = (name: string, bytes: number): SavedRow => ({ name, kind: "activation", source: "", source_aliases: [], shape: [1], dtype: "float32", bytes, activation_bytes: bytes, producer: "", module: "", alias_of: "", alias_kind: "", storage_op: "", why: "", torch_reason: "", kind_label: "activation" });
 
   it("sorts by bytes and by name with numeric suffixes", () => {
     const rows = [row("getitem_10", 5), row("getitem_2", 50), row("convolution", 7)];

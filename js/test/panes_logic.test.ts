@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { detailRows } from "../panes/details";
 import { partitionerChoices, takesBudget } from "../partitioners";
-import { COLUMNS, descendingFirst, kindLabel, recomputedCells, savedCells, savedTitle, sharesMemory, sortRows } from "../table";
+import { COLUMNS, descendingFirst, recomputedCells, savedCells, savedTitle, sharesMemory, sortRows } from "../table";
 import type { SavedRow } from "../types";
 import { node, transformerData } from "./synthetic";
 
@@ -29,10 +29,10 @@ describe("partitioner selector", () => {
 
 const row = (name: string, extra: Partial<SavedRow> = {}): SavedRow => ({
   name, kind: "activation", source: "", source_aliases: [], shape: [4, 8], dtype: "float32", bytes: 128, activation_bytes: 128,
-  producer: "aten.relu", module: "mlp", alias_of: "", alias_kind: "", storage_op: "", why: "relu's backward reads its output", torch_reason: "", ...extra,
+  producer: "aten.relu", module: "mlp", alias_of: "", alias_kind: "", storage_op: "", why: "relu's backward reads its output", torch_reason: "", kind_label: extra.kind ?? "activation", ...extra,
 });
-const view = row("t", { kind: "parameter", source: "fc.weight", producer: "", alias_of: "primals_1", storage_op: "aten.t", activation_bytes: 0, why: "mm's backward needs the weight" });
-const parameterView = row("t_1", { alias_of: "fc.weight", alias_kind: "parameter", activation_bytes: 0, producer: "aten.t" });
+const view = row("t", { kind: "parameter", kind_label: "parameter (view)", source: "fc.weight", producer: "", alias_of: "primals_1", storage_op: "aten.t", activation_bytes: 0, why: "mm's backward needs the weight" });
+const parameterView = row("t_1", { alias_of: "fc.weight", alias_kind: "parameter", kind_label: "parameter view", activation_bytes: 0, producer: "aten.t" });
 
 describe("saved table", () => {
   it("has an adds column: what each value adds on top of the forward inputs", () => {
@@ -55,11 +55,10 @@ describe("saved table", () => {
     expect(sortRows([cut, row("relu"), banned], "torch says", false).map((r) => r.name)).toEqual(["relu", "cos", "mm"]);
   });
 
-  it("calls a view of a parameter a parameter view, adding 0 B; a view of an activation stays one", () => {
-    expect(kindLabel(parameterView)).toBe("parameter view");
+  it("says what a value is in the payload's one wording (views/payload.py kind_label), adding 0 B for a parameter view", () => {
+    expect(savedCells(parameterView)[COLUMNS.indexOf("kind")]).toBe("parameter view");
     expect(savedCells(parameterView)[COLUMNS.indexOf("adds")]).toBe("0 B");
-    expect(kindLabel(row("v", { alias_of: "mm", alias_kind: "activation", storage_op: "aten.mm" }))).toBe("activation (view)");
-    expect(kindLabel(row("plain"))).toBe("activation");
+    expect(detailRows(node("t_1", "saved"), parameterView).find(([label]) => label === "kind")?.[1]).toBe("saved: parameter view");
   });
 
   it("sorts by what a value adds, largest first on the first click", () => {
@@ -80,7 +79,7 @@ describe("saved table", () => {
 describe("details panel", () => {
   it("shows size, what it adds, shared memory and why for a saved value", () => {
     const rows = new Map(detailRows(node("t", "fc", "saved", { saved_kind: "parameter" }), view));
-    expect(rows.get("kind")).toBe("saved (parameter)");
+    expect(rows.get("kind")).toBe("saved: parameter (view)"); // the saved table's own word for it
     expect(rows.get("saved")).toBe("128 B \u00B7 fc.weight");
     expect(rows.get("adds")).toBe("0 B on top of the forward inputs");
     expect(rows.get("memory")).toBe("shares memory with primals_1 (aten.t)");
