@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from .batch import DEFAULT_TIMEOUT, SampleRecord, TLSFiles, plan, run
 from .core.errors import BatchError, BwdWidgetsError
 from .core.kinds import MODES
-from .core.partitioners import partitioner_names
+from .core.partitioners import partitioner_choices
 from .core.text import visible
 from .core.units import format_bytes, format_seconds
 from .graphnet.writer import LAYOUTS
@@ -72,7 +72,7 @@ def _add_samples(parser: argparse.ArgumentParser) -> None:
 def _add_settings(parser: argparse.ArgumentParser) -> None:
     """What makes an output (recorded in it and compared by --resume), and how it is laid out."""
     parser.add_argument(
-        "--partitioner", default="default", help=f"one of {', '.join(partitioner_names())} (default: %(default)s)"
+        "--partitioner", default="default", help=f"one of {partitioner_choices()} (default: %(default)s)"
     )
     parser.add_argument("--budget", type=float, help="activation memory budget in [0, 1]; implies min_cut")
     parser.add_argument("--mode", choices=MODES, default="real", help="real runs the model; fake only traces shapes")
@@ -153,7 +153,8 @@ def _status_line(record: SampleRecord) -> str:
             f"  saved activations={format_bytes(record['saved_activation_bytes'])}"
         )
         if "validation" in record:
-            line += f"  validation {record['validation']} ({record['validated_folders']} samples)"
+            folders = record["validated_folders"]  # each written split and subgraph: not samples given
+            line += f"  validation {record['validation']} ({folders} written folder{'' if folders == 1 else 's'})"
             line += "".join(f"; {failure}" for failure in record.get("validation_failures", ())[:2])
     elif "reason" in record:
         line += f"  {record['reason']}"

@@ -56,7 +56,7 @@ python3 -m venv "$VENV"
 "${PIP[@]}" "$PY" -m pip install --quiet "torch==$TORCH" "${VISION[@]}"
 assert_torch "installing torch ${VISION[*]}"
 # The model zoo's libraries and what these tests need (pytest; the project's own deps come with its wheel).
-"${PIP[@]}" "$PY" -m pip install --quiet "transformers==5.18.0" "pytest>=8"
+"${PIP[@]}" "$PY" -m pip install --quiet "transformers==5.18.0" "diffusers==0.42.1" "pytest>=8"
 assert_torch "installing transformers and pytest"
 
 phase "build the wheel"

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from bwd_widgets.cli import _status_line
 from bwd_widgets.cli import main as bwd_extract
+from bwd_widgets.core.partitioners import registered_partitioners
 from bwd_widgets.graphnet.writer import STAGING_OWNER, is_complete, sample_path
 
 from _batch_util import checksums, summary_of, tiny_sample
@@ -244,3 +246,46 @@ def test_cli_prints_no_raw_bidirectional_controls_in_sample_names(tmp_path, capf
     assert bwd_extract([str(sample), str(sample), "--out", str(out)]) == 2  # refused before any work, naming it
     refused = capfd.readouterr()
     assert not BIDI_CONTROLS.search(refused.out + refused.err) and "report\\u202egpj.exe" in refused.err
+
+
+# Issue 43, item 13: what the command line says.
+
+
+@pytest.mark.parametrize("folders, outcome", [(1, "passed"), (2, "passed"), (10, "passed"), (10, "failed")])
+def test_a_samples_line_counts_the_folders_its_validation_checked(folders, outcome):
+    """One sample writes a forward and a backward folder per compiled region; the line said "(10 samples)" for one
+    sample. It counts what was validated, by its name."""
+    record = {
+        "status": "ok",
+        "name": "one_sample",
+        "seconds": 1.0,
+        "forward_nodes": 3,
+        "backward_nodes": 5,
+        "saved_activation_bytes": 64,
+        "validation": outcome,
+        "validated_folders": folders,
+    }
+    line = _status_line(record)
+    noun = "folder" if folders == 1 else "folders"
+    assert f"validation {outcome} ({folders} written {noun})" in line and "samples)" not in line
+
+
+def test_one_validated_sample_says_how_many_folders_it_wrote_and_checked(tmp_path, capsys):
+    sample = tiny_sample(tmp_path / "samples" / "one")
+    out = tmp_path / "out"
+    assert bwd_extract([str(sample), "--out", str(out), "--validate", "--workers", "1"]) == 0
+    written = sorted(out.rglob("graph_hash.txt"))
+    err = capsys.readouterr().err
+    assert len(written) == 2 and f"validation passed ({len(written)} written folders)" in err, err
+    assert "1 of 1 samples ok; 1 validated" in err
+
+
+def test_the_help_names_every_partitioner_and_each_alias(capsys):
+    """`--partitioner mincut` runs min_cut: the help shows each alias beside the name it stands for."""
+    with pytest.raises(SystemExit):
+        bwd_extract(["--help"])
+    text = re.sub(r"-\s+", "-", " ".join(capsys.readouterr().out.split()))  # argparse may wrap at a hyphen
+    for entry in registered_partitioners():
+        assert entry.name in text
+        if entry.aliases:
+            assert f"{entry.name} (also {', '.join(entry.aliases)})" in text

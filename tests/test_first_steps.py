@@ -16,7 +16,7 @@ from torch.utils.checkpoint import checkpoint
 
 import bwd_widgets as bw
 from bwd_widgets.core.kinds import NODE_KINDS
-from bwd_widgets.examples import Transformer
+from bwd_widgets.examples import MLP, ConvBN, Transformer
 from bwd_widgets.views import dot
 from bwd_widgets.views.grouping import EDGE_KINDS
 
@@ -123,3 +123,49 @@ def test_a_model_that_is_a_sequential_of_alike_blocks_gets_checkpoint_plans(mode
     assert not any("no repeated-block container" in note for note in advice.notes)
     checkpointed = next(p for p in advice.tried if p.label == "checkpoint every block")
     assert "for block in model:" in checkpointed.code
+
+
+def _mlp() -> tuple[nn.Module, tuple]:
+    return MLP(width=8, depth=2), (torch.randn(4, 8),)
+
+
+def _conv_bn() -> tuple[nn.Module, tuple]:
+    return ConvBN(), (torch.randn(2, 3, 16, 16),)
+
+
+def _transformer() -> tuple[nn.Module, tuple]:
+    return Transformer(width=16, depth=1), (torch.randint(0, 64, (2, 8)),)
+
+
+def _names(extraction: bw.BackwardExtraction) -> tuple[list, list]:
+    inputs = sorted((s.kind, s.name, s.key) for p in extraction.partitions for s in p.inputs)
+    return inputs, sorted((g.kind, g.key) for g in extraction.gradients)
+
+
+@pytest.mark.parametrize("make", [_mlp, _conv_bn, _transformer], ids=["mlp", "conv_bn", "transformer"])
+def test_a_compiled_model_is_extracted_as_the_model_it_wraps(make):
+    """`bw.extract(torch.compile(net), x)` named the input `args` and the parameters `_orig_mod.*`: the module
+    torch.compile wraps is traced, named as the user names it; the compiled model still runs as compiled."""
+    torch.manual_seed(0)
+    model, inputs = make()
+    compiled = torch.compile(model, backend="eager")
+    expected = bw.extract(model, *inputs)
+    extraction = bw.extract(compiled, *inputs)
+    assert extraction.model_name == type(model).__name__
+    assert _names(extraction) == _names(expected)
+    assert extraction.backward_node_count == expected.backward_node_count
+    torch.testing.assert_close(compiled(*inputs), model(*inputs))
+
+
+def test_a_compiled_function_is_extracted_as_the_function_it_wraps():
+    torch.manual_seed(0)
+    model, (x,) = _mlp()
+
+    def loss_of(batch: torch.Tensor) -> torch.Tensor:
+        return model(batch).square().mean()
+
+    expected = bw.extract(loss_of, x)
+    extraction = bw.extract(torch.compile(loss_of), x)
+    assert extraction.model_name == expected.model_name
+    assert _names(extraction) == _names(expected)
+    assert any(s.name == "batch" for p in extraction.partitions for s in p.inputs)

@@ -1,10 +1,13 @@
 """%load_ext bwd_widgets and %bwd_extract in a real IPython shell."""
 
+import re
+
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 import bwd_widgets as bw
+from bwd_widgets.core.partitioners import registered_partitioners
 
 
 @pytest.fixture(scope="module")
@@ -305,3 +308,70 @@ def test_cell_magic_reads_then_assigns_notebook_names_without_unbound_local_erro
     assert "UnboundLocalError" not in text and "Traceback" not in text
     assert result.result.backward_node_count > 0
     assert eval(expected[mode], shell.user_ns), f"{case} in {mode} mode"
+
+
+# Issue 43, item 13: what the magic says besides its widget.
+
+NAMES_TYPED = [(typed, entry.name) for entry in registered_partitioners() for typed in (entry.name, *entry.aliases)]
+
+
+@pytest.mark.parametrize("typed, name", NAMES_TYPED)
+def test_a_partitioner_typed_by_any_of_its_names_runs_and_shows_its_registered_name(shell, typed, name):
+    """`--partitioner mincut` keeps working (never break what users type), but not silently: the help names each
+    alias beside the partitioner it stands for, and the result and the widget say the registered name."""
+    result, captured = _run(shell, f"g = %bwd_extract --partitioner {typed} model(x)")
+    assert result.success, result.error_in_exec
+    assert shell.user_ns["g"].partitioner == name
+    assert any(f" \u00b7 {name} \u00b7 " in str(o.data.get("text/plain", "")) for o in captured.outputs)
+    with capture_output() as shown:
+        shell.run_cell("%bwd_extract?")
+    help_text = re.sub(r"-\s+", "-", " ".join(shown.stdout.split()))  # argparse may wrap at a hyphen
+    assert typed in help_text and f"{name} (also " in help_text if typed != name else name in help_text
+
+
+@pytest.mark.parametrize("options", ["--no-display", "", "--fake --no-display", "--name saved_mlp --no-display"])
+def test_a_successful_save_says_so_on_stdout(shell, tmp_path, options):
+    """A save that worked is news, not an error: stdout (stderr is drawn red in JupyterLab); a failed one stays on
+    stderr (test_a_failed_save_is_one_line_and_keeps_the_extraction)."""
+    result, captured = _run(shell, f"g = %bwd_extract model(x) --save {tmp_path} {options}")
+    assert result.success, result.error_in_exec
+    assert captured.stderr == ""
+    assert captured.stdout.startswith("saved ") and str(tmp_path / "train_backward") in captured.stdout
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "%bwd_extract model(x)",
+        "%bwd_extract --fake model(x)",
+        "%bwd_extract --budget 0.5 model(x)",
+        "y = 1\n%bwd_extract model(x)",
+        "%bwd_extract model(x)\n%bwd_extract --fake conv(image)",
+        "%bwd_extract model(x);",
+        "%%bwd_extract\nmodel(x).relu().sum()",
+    ],
+)
+def test_a_bare_line_shows_its_widget_and_no_out_prompt(shell, cell):
+    """The widget is the only output of a bare `%bwd_extract` line ending a cell (or of a `%%bwd_extract` cell): no
+    `Out[n]: BackwardExtraction(...)` under it; `_` and the cell's result are still the extraction."""
+    result, captured = _run(shell, cell)
+    assert result.success, result.error_in_exec
+    assert "Out[" not in captured.stdout and "BackwardExtraction(" not in captured.stdout, captured.stdout
+    widgets = [o for o in captured.outputs if "BackwardGraph(bw_nodes=" in str(o.data.get("text/plain", ""))]
+    assert len(widgets) == cell.count("%bwd_extract")
+    if not cell.endswith(";"):  # IPython's way to keep a value from `_` too
+        assert isinstance(result.result, bw.BackwardExtraction) and shell.user_ns["_"] is result.result
+
+
+@pytest.mark.parametrize(
+    "cell, shown",
+    [
+        ("%bwd_extract model(x) --no-display", "BackwardExtraction("),  # no widget: the text is its output
+        ("%bwd_extract model(x)\n1 + 1", "Out["),  # another value ends the cell: it is shown
+        ("g = %bwd_extract model(x)\ng", "BackwardExtraction("),  # shown again on purpose, as the user asks
+    ],
+)
+def test_what_ends_a_cell_otherwise_is_still_shown(shell, cell, shown):
+    result, captured = _run(shell, cell)
+    assert result.success, result.error_in_exec
+    assert shown in captured.stdout

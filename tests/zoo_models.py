@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -429,8 +430,192 @@ VISION = [
 # its rois (column 0: the batch index) from mean/std, so `_roi_align_backward` writes out of bounds.
 DETECTION = [ZooModel("tv_fasterrcnn_detection", "torchvision", fasterrcnn, _detection, output=None, positional=True)]
 
+# Issue 43's second zoo: the families that broke as their libraries' docs call them (items 14-17).
+
+
+class RecurrentLM(nn.Module):
+    """A recurrent language model as torch's word_language_model example builds one: an embedding, two recurrent
+    layers (`cell`: nn.LSTM or nn.GRU), a linear decoder; `forward(input_ids)` returns the logits."""
+
+    def __init__(self, cell: type[nn.RNNBase]) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(VOCAB, 16)
+        self.rnn = cell(16, 32, num_layers=2, batch_first=True)
+        self.decoder = nn.Linear(32, VOCAB)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        output, _ = self.rnn(self.embedding(input_ids))
+        return self.decoder(output)
+
+
+class RecurrentLMWithState(RecurrentLM):
+    """The same model with the example's other signature, an optional state (`forward(input_ids, state=None)`):
+    a defaulted argument sends it to Dynamo, which leaves RNNs out unless `torch._dynamo.config.allow_rnn`."""
+
+    def forward(self, input_ids: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:
+        output, _ = self.rnn(self.embedding(input_ids), state)
+        return self.decoder(output)
+
+
+def _tokens() -> dict:
+    return {"input_ids": _ids()}
+
+
+RECURRENT = [
+    ZooModel(f"{cell.__name__.lower()}_lm{suffix}", "torch", functools.partial(model, cell), _tokens, output=None)
+    for cell in (nn.LSTM, nn.GRU)
+    for suffix, model in (("", RecurrentLM), ("_state", RecurrentLMWithState))
+]
+
+
+def vae():
+    """diffusers' AutoencoderKL, tiny; its mid-block attention left out (`mid_block_add_attention=False`): with it,
+    torch 2.13's CPU group norm refuses the non-contiguous tensor the attention hands it, in plain
+    `torch.compile(backend="aot_eager")` too."""
+    from diffusers import AutoencoderKL
+
+    return AutoencoderKL(
+        down_block_types=("DownEncoderBlock2D",),
+        up_block_types=("UpDecoderBlock2D",),
+        block_out_channels=(8,),
+        latent_channels=4,
+        norm_num_groups=4,
+        sample_size=16,
+        mid_block_add_attention=False,
+    )
+
+
+def unet_conditional():
+    from diffusers import UNet2DConditionModel
+
+    return UNet2DConditionModel(
+        sample_size=8,
+        in_channels=4,
+        out_channels=4,
+        layers_per_block=1,
+        block_out_channels=(8, 16),
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=16,
+        norm_num_groups=4,
+        attention_head_dim=4,
+    )
+
+
+def unet():
+    """diffusers' UNet2DModel, tiny, without its attention blocks (see `vae`: the same group norm refusal)."""
+    from diffusers import UNet2DModel
+
+    return UNet2DModel(
+        sample_size=8,
+        in_channels=3,
+        out_channels=3,
+        layers_per_block=1,
+        block_out_channels=(8, 16),
+        down_block_types=("DownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "UpBlock2D"),
+        norm_num_groups=4,
+        add_attention=False,
+    )
+
+
+def _unet_conditional_inputs() -> dict:
+    return {
+        "sample": torch.randn(1, 4, 8, 8),
+        "timestep": torch.tensor([10]),
+        "encoder_hidden_states": torch.randn(1, 3, 16),
+    }
+
+
+DIFFUSERS = [
+    ZooModel("diffusers_vae", "diffusers", vae, lambda: {"sample": torch.randn(1, 3, 16, 16)}, output=None),
+    ZooModel("diffusers_unet_conditional", "diffusers", unet_conditional, _unet_conditional_inputs, output=None),
+    ZooModel(
+        "diffusers_unet", "diffusers", unet, lambda: {"sample": torch.randn(1, 3, 8, 8), "timestep": 10}, output=None
+    ),
+]
+"""diffusers' outputs are `BaseOutput` pytree nodes registered without a keys function; called without `output=`."""
+
+
+def checkpointed(build: Callable[[], nn.Module]) -> Callable[[], nn.Module]:
+    """The model with transformers' `gradient_checkpointing_enable()`, as its docs call it to save memory."""
+
+    def checkpointed_build():
+        model = build()
+        model.gradient_checkpointing_enable()
+        return model
+
+    return checkpointed_build
+
+
+CHECKPOINTED = [
+    ZooModel("mixtral_moe_checkpointed", "transformers", checkpointed(mixtral), _causal_lm),
+    ZooModel(
+        "gpt2_checkpointed",
+        "transformers",
+        checkpointed(gpt2),
+        _causal_lm,
+        tied=("transformer.wte.weight", "lm_head.weight"),
+    ),
+    ZooModel("llama_checkpointed", "transformers", checkpointed(lambda: llama(tied=False)), _causal_lm),
+]
+"""Mixtral's checkpointed layers record their router logits, a side effect Dynamo will not replay in the
+recomputation, so it breaks the graph there unless `skip_fwd_side_effects_in_bwd_under_checkpoint`."""
+
+
+def _speech_config(config_class):
+    return config_class(
+        vocab_size=32,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        conv_dim=(16, 16),
+        conv_stride=(5, 2),
+        conv_kernel=(10, 3),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=4,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        feat_proj_dropout=0.0,
+        layerdrop=0.0,
+        mask_time_prob=0.0,
+    )
+
+
+def wav2vec2_ctc():
+    from transformers import Wav2Vec2Config, Wav2Vec2ForCTC
+
+    return Wav2Vec2ForCTC(_speech_config(Wav2Vec2Config))
+
+
+def wav2vec2():
+    from transformers import Wav2Vec2Config, Wav2Vec2Model
+
+    return Wav2Vec2Model(_speech_config(Wav2Vec2Config))
+
+
+def hubert_ctc():
+    from transformers import HubertConfig, HubertForCTC
+
+    return HubertForCTC(_speech_config(HubertConfig))
+
+
+def _speech_with_labels() -> dict:
+    return {"input_values": torch.randn(BATCH, 800), "labels": torch.randint(1, 32, (BATCH, 5))}
+
+
+SPEECH = [
+    ZooModel("wav2vec2_ctc", "transformers", wav2vec2_ctc, _speech_with_labels),
+    ZooModel("wav2vec2", "transformers", wav2vec2, lambda: {"input_values": torch.randn(BATCH, 800)}, output=None),
+    ZooModel("hubert_ctc", "transformers", hubert_ctc, _speech_with_labels),
+]
+"""Speech models whose feature encoder sets `requires_grad` on its features in training (so that gradients reach
+a frozen encoder's output): torch refuses that on a tensor computed from an input that has a gradient."""
+
 ZOO = TRANSFORMERS + VISION
-BY_NAME = {entry.name: entry for entry in ZOO + DETECTION}
+BY_NAME = {entry.name: entry for entry in ZOO + DETECTION + RECURRENT + DIFFUSERS + CHECKPOINTED + SPEECH}
 
 
 # The checks every zoo model goes through; test_zoo.py runs them by model name.

@@ -270,6 +270,28 @@ def min_cut_solver() -> tuple[object, str]:
     return networkx, "minimum_cut"
 
 
+# The module or function `torch.compile` wrapped (`OptimizedModule._orig_mod`, a compiled function's
+# `_torchdynamo_orig_callable`): extract traces the user's own model, named as they name it (2.13.0, 2.14.1, 2.15.0).
+def compiled_original(model: object) -> Callable[..., Any] | None:
+    if isinstance(model, OptimizedModule):
+        original: Callable[..., Any] = model._orig_mod
+        return original
+    wrapped = getattr(model, "_torchdynamo_orig_callable", None)
+    return wrapped if callable(wrapped) else None
+
+
+# Whether pytree would refuse a key path through `value`: a node registered without a `flatten_with_keys_fn`
+# (diffusers' `BaseOutput`), which `tree_flatten_with_path` raises on (2.13.0, 2.14.1, 2.15.0).
+def keyless_pytree_node(value: object) -> bool:
+    node = pytree.SUPPORTED_NODES.get(type(value))
+    return node is not None and node.flatten_with_keys_fn is None
+
+
+def dynamo_setting(name: str) -> bool:
+    """Whether this torch's Dynamo has the setting `torch._dynamo.config.<name>` (a capture may set it for itself)."""
+    return isinstance(getattr(dynamo_config, name, None), bool)
+
+
 def graph_break_reasons() -> Counter[str]:
     """Dynamo's counts of why it broke a graph or gave up on code (its `graph_break` and `unimplemented`
     counters, process-wide): the difference across a capture is what Dynamo said of the user's forward."""
@@ -286,7 +308,10 @@ def dynamo_words(reason: str) -> str:
 
 
 __all__ = [
+    "compiled_original",
+    "dynamo_setting",
     "dynamo_words",
+    "keyless_pytree_node",
     "graph_break_reasons",
     "min_cut_solver",
     "graph_text_skipped_unless_logged",

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from .compat import pytree
+from .compat import keyless_pytree_node, pytree
 from .errors import CallError, NoDifferentiableOutputError, OutputChoiceError
 
 OutputChoice = str | int | Callable[[Any], Any] | None
@@ -71,17 +71,35 @@ def _path_name(path: tuple) -> str:
 
 
 def differentiable_leaves(outputs: Any) -> list[tuple[str, torch.Tensor]]:
-    """(path, tensor) for each tensor of the output that requires grad: `loss`, `logits`, `[0][1]`."""
-    if dataclasses.is_dataclass(outputs) and not isinstance(outputs, type) and not isinstance(outputs, Mapping):
-        outputs = {f.name: getattr(outputs, f.name) for f in dataclasses.fields(outputs)}
+    """(path, tensor) for each tensor of the output that requires grad: `loss`, `logits`, `[0][1]`.
+
+    Key paths are pytree's own, except through a node registered without a keys function (diffusers'
+    `BaseOutput`, whose classes register only flatten and unflatten): pytree refuses a path through one, so
+    such a node is opened here, by its keys when it is a mapping, by its fields when a dataclass."""
     leaves: list[tuple[str, torch.Tensor]] = []
-    for path, leaf in pytree.tree_flatten_with_path(outputs)[0]:
+    for path, leaf in pytree.tree_flatten_with_path(_keyed(outputs), is_leaf=keyless_pytree_node)[0]:
         name = _path_name(path)
-        if dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
-            leaves.extend((f"{name}.{sub}", t) for sub, t in differentiable_leaves(leaf))
+        if keyless_pytree_node(leaf) or (dataclasses.is_dataclass(leaf) and not isinstance(leaf, type)):
+            leaves.extend((_joined(name, sub), t) for sub, t in differentiable_leaves(leaf))
         elif isinstance(leaf, torch.Tensor) and leaf.requires_grad:
             leaves.append((name or "output", leaf))
     return leaves
+
+
+def _keyed(outputs: Any) -> Any:
+    """`outputs` as a tree pytree can name every path of: a dataclass (that is no mapping) or a node without a
+    keys function becomes a dict of its fields or keys, or the list of its leaves."""
+    if isinstance(outputs, Mapping) and keyless_pytree_node(outputs):
+        return dict(outputs)
+    if dataclasses.is_dataclass(outputs) and not isinstance(outputs, type) and not isinstance(outputs, Mapping):
+        return {f.name: getattr(outputs, f.name) for f in dataclasses.fields(outputs)}
+    if keyless_pytree_node(outputs):
+        return pytree.tree_leaves(outputs)
+    return outputs
+
+
+def _joined(name: str, sub: str) -> str:
+    return f"{name}{sub}" if sub.startswith("[") or not name else f"{name}.{sub}"
 
 
 def differentiable_outputs(outputs: Any) -> list[torch.Tensor]:

@@ -86,6 +86,13 @@ def partitioner_names() -> list[str]:
     return list(_REGISTRY)
 
 
+def partitioner_choices() -> str:
+    """Every name a user may type, for help texts: `default, min_cut (also min-cut, mincut)`. An alias runs its
+    partitioner under its own name (the result, the widget and a batch's settings say `min_cut`), so the help
+    shows which name each alias stands for rather than letting a typed `mincut` work unexplained."""
+    return ", ".join(e.name + (f" (also {', '.join(e.aliases)})" if e.aliases else "") for e in _REGISTRY.values())
+
+
 def _lookup(name: str) -> RegisteredPartitioner | None:
     for entry in _REGISTRY.values():
         if name == entry.name or name in entry.aliases:

@@ -14,14 +14,22 @@ import contextlib
 import dataclasses
 import inspect
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
 from ..core.capture import CaptureSession, own_dynamo_entries
-from ..core.compat import dynamo_config, dynamo_words, functorch_config, graph_break_reasons
+from ..core.compat import (
+    compiled_original,
+    dynamo_config,
+    dynamo_setting,
+    dynamo_words,
+    functorch_config,
+    graph_break_reasons,
+)
 from ..core.errors import (
     BwdWidgetsError,
     CallError,
@@ -173,6 +181,8 @@ def _prepare(
         inputs = inputs or tuple(sample.meta_inputs() if mode == "fake" else sample.inputs)
         name = name or sample.name
         input_names, rule_names, notes = sample.input_sources, sample.original_names, list(sample.notes)
+    while (original := compiled_original(model)) is not None:
+        model = original  # torch.compile(net): trace the user's net, its inputs and parameters named as theirs
     name = name or type(model).__name__
     if not callable(model):
         raise CallError(f"expected a model (an nn.Module or a function), got {type(model).__name__}.")
@@ -265,18 +275,21 @@ class _Inputs:
     kwargs: dict[str, object]
 
 
+_Capture = tuple[CaptureSession, list[str], list[str], bool]
+"""A capture: the session, what to tell about the outputs, the run's notes, and whether backward ran."""
+
+
 def _capture_by_route(
     call: _Call, inputs: _Inputs, resolved: Partitioner, mode: Mode, capture_scalars: bool
-) -> tuple[CaptureSession, list[str], list[str], bool]:
-    """torch.fx where it keeps the model's meaning, else (or when it fails) Dynamo.
-
-    Returns the session, what to tell about the outputs, the run's notes, and whether backward ran."""
+) -> _Capture:
+    """torch.fx where it keeps the model's meaning, else (or when it fails) Dynamo; on Dynamo, again with the
+    settings torch's own hints name where they are safe for a capture (`_SWITCHES`)."""
     plain = not inputs.kwargs and call.output is None
     routes = ["fx", "dynamo"] if plain and capture_scalars and fx_eligible(call.model, inputs.args) else ["dynamo"]
     for route in routes:
-        session = _session(call, inputs, resolved, mode)
+        before = graph_break_reasons()
         try:
-            told, notes, backward_ran = _run(session, route, call, inputs, mode, capture_scalars)
+            captured = _attempt(route, call, inputs, resolved, mode, capture_scalars, {})
         except NotForFx:
             continue
         except BwdWidgetsError:
@@ -284,18 +297,136 @@ def _capture_by_route(
         except Exception as error:  # noqa: BLE001 - any failure of torch or the model: one sentence
             if route != routes[-1]:
                 continue  # what torch.fx's graph cannot do (data-dependent ops), Dynamo may
-            ours = raised_by_us(error)
-            if ours is not None:
-                raise ours from None
-            raise ExtractionFailed(f"torch could not capture {call.name}: {describe_failure(error)}") from None
-        finally:
-            session.finish()
-        if route == "dynamo" and session.repeated_region:
-            whole = _traced_into_skipped(call, inputs, resolved, mode, capture_scalars)
+            raise _failure(call, error) from None
+        if route == "fx":
+            return captured
+        breaks = graph_break_reasons() - before
+        captured, settings = _past_refusals(captured, breaks, call, inputs, resolved, mode, capture_scalars)
+        if captured[0].repeated_region:
+            whole = _traced_into_skipped(call, inputs, resolved, mode, capture_scalars, settings)
             if whole is not None:
                 return whole
-        return session, told, notes, backward_ran
+        return captured
     raise AssertionError("the last route either returns or raises")
+
+
+def _attempt(
+    route: str,
+    call: _Call,
+    inputs: _Inputs,
+    resolved: Partitioner,
+    mode: Mode,
+    capture_scalars: bool,
+    settings: dict[str, bool],
+) -> _Capture:
+    """One capture by `route`, under Dynamo `settings` for its own trace (put back after, whatever happens)."""
+    session = _session(call, inputs, resolved, mode)
+    options: dict[str, Any] = dict(settings)
+    patched = dynamo_config.patch(options) if options else contextlib.nullcontext()
+    try:
+        with patched:
+            told, notes, backward_ran = _run(session, route, call, inputs, mode, capture_scalars)
+    finally:
+        session.finish()
+    return session, told, notes, backward_ran
+
+
+def _failure(call: _Call, error: Exception) -> BwdWidgetsError:
+    """The capture's failure as one sentence: ours as we raised it, torch's refusal to change a computed tensor's
+    requires_grad pointed at `requires_grad=`, anything else in torch's words and the user's line."""
+    ours = raised_by_us(error)
+    if ours is not None:
+        return ours
+    refused = _input_gradient_refused(call, error)
+    if refused is not None:
+        return refused
+    return ExtractionFailed(f"torch could not capture {call.name}: {describe_failure(error)}")
+
+
+_NON_LEAF_FLAG = "you can only change requires_grad flags of leaf variables"
+"""torch's refusal (autograd's `requires_grad` setter) to set the flag on a tensor computed from one needing a
+gradient: a model that sets it on its input's features in training (transformers' Wav2Vec2) meets it when its
+input gets a gradient, which a training step's data never has."""
+
+
+def _input_gradient_refused(call: _Call, error: BaseException) -> ExtractionFailed | None:
+    """Torch refused a model's `t.requires_grad = True` on a tensor computed from an input that has a gradient:
+    the input's gradient was extract's choice (floating inputs get one by default), so say how to choose
+    otherwise."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    inputs = [n for n in call.arg_names if call.requires_grad.get(n) and n not in call.parameters]
+    if not inputs or not any(_NON_LEAF_FLAG in str(e) for e in chain):
+        return None
+    choice = ", ".join(f"{n!r}: False" for n in inputs)
+    where = re.search(r" \(at (.+)\)$", describe_failure(error))
+    line = f" (at {where.group(1)})" if where else ""
+    return ExtractionFailed(
+        f"{call.name} sets requires_grad on a tensor it computes from {', '.join(inputs)}{line}, which torch "
+        "refuses while that input has a gradient, and extract gives floating-point inputs one unless told: pass "
+        f"requires_grad={{{choice}}} to extract, as a training step's data has none."
+    )
+
+
+_SWITCHES = {
+    "allow_rnn": (
+        "Dynamo leaves nn.RNN, nn.GRU and nn.LSTM out of its graphs unless torch._dynamo.config.allow_rnn is set, "
+        "so this capture set it for its own trace only: the recurrent layers are in the graphs, and your setting is "
+        "as it was."
+    ),
+    "skip_fwd_side_effects_in_bwd_under_checkpoint": (
+        "Dynamo breaks the graph at a checkpoint whose forward has a Python side effect (it cannot repeat one in "
+        "the backward's recomputation), which leaves the checkpointed layers outside every compiled region; this "
+        "capture set torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint for its own trace only, as "
+        "Dynamo's hint says, so they are captured whole (the recomputation does not repeat the side effects), and "
+        "your setting is as it was."
+    ),
+}
+"""Dynamo's settings a capture may set for its own trace when Dynamo's hint names one as the way past what it
+refused, with the note that says so. Each leaves the graphs' meaning as eager autograd's: the recurrent layers'
+ops (Dynamo calls its RNN support experimental: the zoo's LSTM and GRU models check their gradients against
+eager), or the checkpointed region without its Python side effects replayed in backward."""
+_NAMED_SETTING = re.compile(r"torch\._dynamo\.config\.(\w+)\s*=\s*True")
+
+
+def _switches_named(breaks: Counter[str]) -> dict[str, str]:
+    """The settings of `_SWITCHES` that Dynamo's own words name, unset here, each with the reason that named it."""
+    named: dict[str, str] = {}
+    for reason in breaks:
+        for setting in _NAMED_SETTING.findall(reason):
+            if setting in _SWITCHES and dynamo_setting(setting) and not getattr(dynamo_config, setting):
+                named.setdefault(setting, reason)
+    return named
+
+
+def _past_refusals(
+    first: _Capture,
+    breaks: Counter[str],
+    call: _Call,
+    inputs: _Inputs,
+    resolved: Partitioner,
+    mode: Mode,
+    capture_scalars: bool,
+) -> tuple[_Capture, dict[str, bool]]:
+    """Capture again with the settings Dynamo named (`_switches_named`), and keep that capture, with a note for
+    each, where it captured anything; else the first, with a note saying what was tried. Returns the capture
+    kept and the settings it was made with."""
+    named = _switches_named(breaks)
+    if not named:
+        return first, {}
+    settings = dict.fromkeys(named, True)
+    try:
+        again = _attempt("dynamo", call, inputs, resolved, mode, capture_scalars, settings)
+    except Exception as error:  # noqa: BLE001 - the retry is optional: any failure keeps the first capture
+        tried = ", ".join(f"torch._dynamo.config.{s}" for s in named)
+        note = f"a capture with {tried} set, as Dynamo's hint says, failed too: {describe_failure(error)}"
+        return (first[0], first[1], [*first[2], note], first[3]), {}
+    if not again[0].regions:
+        return first, {}
+    return (again[0], again[1], [*(_SWITCHES[s] for s in named), *again[2]], again[3]), settings
 
 
 def _session(call: _Call, inputs: _Inputs, resolved: Partitioner, mode: Mode) -> CaptureSession:
@@ -308,22 +439,20 @@ def _session(call: _Call, inputs: _Inputs, resolved: Partitioner, mode: Mode) ->
 
 
 def _traced_into_skipped(
-    call: _Call, inputs: _Inputs, resolved: Partitioner, mode: Mode, capture_scalars: bool
-) -> tuple[CaptureSession, list[str], list[str], bool] | None:
+    call: _Call, inputs: _Inputs, resolved: Partitioner, mode: Mode, capture_scalars: bool, settings: dict[str, bool]
+) -> _Capture | None:
     """Dynamo skips functions torch marks so (`checkpoint_sequential` in torch.utils): it compiles the frame
     they call, which the model then runs again and again. Capture again with torch's own switch to trace into
-    them (`torch._dynamo.dont_skip_tracing`); None (keep the first capture and its note) where that fails or
-    still repeats a region."""
-    if not hasattr(dynamo_config, "dont_skip_tracing"):
+    them (`torch._dynamo.dont_skip_tracing`), beside the `settings` the kept capture used; None (keep the first
+    capture and its note) where that fails or still repeats a region."""
+    if not dynamo_setting("dont_skip_tracing"):
         return None
-    session = _session(call, inputs, resolved, mode)
     try:
-        with dynamo_config.patch(dont_skip_tracing=True):
-            told, notes, backward_ran = _run(session, "dynamo", call, inputs, mode, capture_scalars)
+        session, told, notes, backward_ran = _attempt(
+            "dynamo", call, inputs, resolved, mode, capture_scalars, {**settings, "dont_skip_tracing": True}
+        )
     except Exception:  # noqa: BLE001 - the retry is optional: any failure keeps the first capture
         return None
-    finally:
-        session.finish()
     if session.repeated_region:
         return None
     told_first = (
@@ -331,7 +460,7 @@ def _traced_into_skipped(
         "one frame that the model ran again and again; captured again tracing into them "
         "(torch._dynamo.dont_skip_tracing), which gave the whole forward."
     )
-    return session, told, [told_first, *notes], backward_ran
+    return session, told, [told_first, *[_SWITCHES[s] for s in settings], *notes], backward_ran
 
 
 def _run(

@@ -7,6 +7,8 @@ import builtins
 import collections
 import copy
 import dataclasses
+import dis
+import inspect
 import keyword
 import re
 import sys
@@ -21,7 +23,7 @@ from IPython.core.magic import Magics, magics_class
 from IPython.core.magic_arguments import parse_argstring
 
 from ..core.errors import BwdWidgetsError, one_line
-from ..core.partitioners import partitioner_names, resolve_partitioner
+from ..core.partitioners import partitioner_choices, resolve_partitioner
 from ..extraction.extract import extract
 from .advising import model_source
 from .progress import extracting_status
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 
     from ..core.kinds import Mode
     from ..extraction.result import BackwardExtraction
+    from .advising import ModelSource
 
 if TYPE_CHECKING:
     # IPython's decorators as they behave: each returns the function it decorates. Its magic_arguments and
@@ -56,7 +59,7 @@ else:
 class BwdMagics(Magics):
     @magic_arguments()
     @argument("call", nargs="*", help="the forward call, e.g. model(x, y) (line magic only)")
-    @argument("--partitioner", default="default", help=f"one of {', '.join(partitioner_names())} (default: default)")
+    @argument("--partitioner", default="default", help=f"one of {partitioner_choices()} (default: default)")
     @argument("--budget", type=float, default=None, help="activation memory budget in [0, 1]; implies min_cut")
     @argument("--fake", action="store_true", help="fake mode: trace shapes only, run nothing")
     @argument("--save", metavar="DIR", help="also write train_forward/ and train_backward/ GraphNet samples under DIR")
@@ -135,11 +138,61 @@ class BwdMagics(Magics):
         if args.no_display:
             keep_as_text(extraction)
         else:
-            from IPython.display import display
-
-            source = model_source(model, tuple(inputs), {"model_kwargs": keywords, "output": output})
-            display(BackwardGraphWidget(extraction, source=source))
+            _show(shell, extraction, model_source(model, tuple(inputs), {"model_kwargs": keywords, "output": output}))
         return extraction
+
+
+def _show(shell: InteractiveShell, extraction: BackwardExtraction, source: ModelSource) -> None:
+    """The widget, with the advisor's box for a live model (`source`), as the magic's only output."""
+    from IPython.display import display
+
+    display(BackwardGraphWidget(extraction, source=source))
+    _drawn_once(shell, extraction)
+
+
+class _QuietFor:
+    """`sys.displayhook` for the rest of a cell: an extraction the magic drew, returned as the cell's last value, is
+    not shown again as `Out[n]: BackwardExtraction(...)` under its widget; `_`, `Out` and the cell's result still get
+    it, as from IPython's hook. IPython's display trap puts its own hook back when the cell ends."""
+
+    def __init__(self, hook: Any) -> None:
+        self.hook, self.drawn = hook, list[object]()
+
+    def __call__(self, value: object) -> None:
+        if not any(value is drawn for drawn in self.drawn):
+            self.hook(value)
+            return
+        self.drawn = [drawn for drawn in self.drawn if drawn is not value]  # once: a later `g` ending a cell shows
+        self.hook.check_for_underscore()
+        if not self.hook.quiet():
+            self.hook.update_user_ns(value)
+            self.hook.fill_exec_result(value)
+
+
+def _drawn_once(shell: InteractiveShell, extraction: BackwardExtraction) -> None:
+    """The widget is the only output of a bare `%bwd_extract` line ending a cell; `g = %bwd_extract ...` still binds
+    the extraction. Only a value the cell's code hands straight to the display hook is kept from it."""
+    hook = sys.displayhook
+    if not _printed_by_the_cell(shell):
+        return
+    if not isinstance(hook, _QuietFor):
+        if hook is not shell.displayhook or not getattr(shell.display_trap, "is_active", False):
+            return  # outside a cell IPython runs (a direct run_line_magic call), nothing is shown anyway
+        hook = sys.displayhook = _QuietFor(hook)
+    hook.drawn.append(extraction)
+
+
+def _printed_by_the_cell(shell: InteractiveShell) -> bool:
+    """Whether the cell's code hands the magic's value to the display hook: IPython compiles a cell's last
+    expression in 'single' mode, whose next instruction after the call prints it (PRINT_EXPR; CALL_INTRINSIC_1
+    INTRINSIC_PRINT from Python 3.12), where an assignment stores it and a line in the middle drops it."""
+    frame = inspect.currentframe()
+    while frame is not None and not (frame.f_globals is shell.user_ns and frame.f_code.co_name == "<module>"):
+        frame = frame.f_back
+    if frame is None:
+        return False
+    following = next((i for i in dis.get_instructions(frame.f_code) if i.offset > frame.f_lasti), None)
+    return following is not None and (following.opname == "PRINT_EXPR" or following.argrepr == "INTRINSIC_PRINT")
 
 
 def _ran_once(shell: InteractiveShell, cell: str, sandbox: _Sandbox, fake: bool) -> None:
@@ -225,7 +278,7 @@ def _save(extraction: BackwardExtraction, out: Path, name: str) -> None:
         message = str(error) if isinstance(error, BwdWidgetsError) else one_line(error)
         print(f"bwd_extract: not saved: {message}", file=sys.stderr)
         return
-    print(f"saved {', '.join(str(path) for path in written.values())}", file=sys.stderr)
+    print(f"saved {', '.join(str(path) for path in written.values())}")  # news, not an error: stdout
 
 
 def _free_name(out: Path, called: str) -> str:
@@ -303,7 +356,7 @@ def _evaluate(node: ast.expr, namespace: dict) -> object:
 def _evaluate_call(text: str, namespace: dict) -> tuple[Callable, list, dict, str]:
     """The model, its positional and keyword inputs (`*xs` and `**batch` unpacked), and the called name."""
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = ast.parse(text.strip().removesuffix(";"), mode="eval")  # `;` quiets a cell's value in IPython
     except SyntaxError:
         raise UsageError(f"{text!r} is not a call: write it as model(x, y)") from None
     call = tree.body
