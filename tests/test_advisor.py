@@ -480,3 +480,24 @@ def test_the_step_count_shown_keeps_its_total_and_ends_at_it(mode, offload):
     totals = {total for _, _, total in seen}
     done = [count for _, count, _ in seen]
     assert len(totals) == 1 and done == sorted(done) and done[-1] == totals.pop()
+
+
+def test_the_selective_plans_leave_torchs_context_fn_warning_out():
+    """torch warns once per process that a checkpoint's `context_fn` under torch.compile must hold no in-place
+    op; every selective plan's capture set it off, on stderr (issue 43, item 8). A fresh process, so the warning
+    has not been given yet."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, bwd_widgets as bw\n"
+        "from bwd_widgets.examples import Transformer\n"
+        "torch.manual_seed(0)\n"
+        "advice = bw.advise(Transformer(), torch.randint(0, 64, (4, 16)), target=1, budgets=(1.0,), every=(),\n"
+        "                   policies=('matmuls',), offload=False, progress=False)\n"
+        "assert any(p.kind == 'selective' for p in advice.tried), advice.tried\n"
+        "print(advice.tried[-1].extraction.recompute_flops >= 0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "context_fn" not in done.stderr, done.stderr[-2000:]

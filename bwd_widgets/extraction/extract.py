@@ -512,9 +512,12 @@ def _changeable(model: Callable, values: list) -> list[torch.Tensor]:
     return buffers + [v for v in values if isinstance(v, torch.Tensor) and not v.requires_grad]
 
 
-_TORCH_FAILURE_LOGS = ("torch._subclasses.fake_tensor",)
-"""Loggers torch writes a failing op's whole traceback to (a shape mismatch: 18 lines on stderr) before
-raising it; the failure itself reaches the user as one sentence."""
+_TORCH_FAILURE_LOGS = ("torch._subclasses.fake_tensor", "torch._higher_order_ops.wrap")
+"""Loggers quiet while a capture runs: the one torch writes a failing op's whole traceback to (a shape mismatch:
+18 lines on stderr) before raising it, the failure itself reaching the user as one sentence; and the one that
+warns a torch.compile user that a `context_fn` checkpointed region must hold no in-place op, which every
+selective checkpoint plan of the advisor set off (issue 43, item 8): a capture explains, it compiles nothing
+the user runs."""
 
 
 @contextlib.contextmanager
