@@ -15,6 +15,7 @@ import dataclasses
 import inspect
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -310,6 +311,11 @@ def _capture_by_route(
     raise AssertionError("the last route either returns or raises")
 
 
+ROUTE_BY_THREAD: dict[int, str] = {}
+"""The route ("fx" or "dynamo") each thread's capture is taking now: what the cell's progress line reads to
+name the tracer at work (`jupyter/progress.py`), since AOT Autograd and Dynamo each call the other's tracer."""
+
+
 def _attempt(
     route: str,
     call: _Call,
@@ -323,10 +329,12 @@ def _attempt(
     session = _session(call, inputs, resolved, mode)
     options: dict[str, Any] = dict(settings)
     patched = dynamo_config.patch(options) if options else contextlib.nullcontext()
+    ROUTE_BY_THREAD[threading.get_ident()] = route
     try:
         with patched:
             told, notes, backward_ran = _run(session, route, call, inputs, mode, capture_scalars)
     finally:
+        ROUTE_BY_THREAD.pop(threading.get_ident(), None)
         session.finish()
     return session, told, notes, backward_ran
 

@@ -16,6 +16,8 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from ..extraction.extract import ROUTE_BY_THREAD
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -27,20 +29,44 @@ STAGES = (
     ("torch.fx", "torch.fx tracing the forward"),
     ("bwd_widgets.views", "building the view (graph, saved table, code)"),
     ("bwd_widgets.jupyter", "building the view (graph, saved table, code)"),
+    ("bwd_widgets.extraction.cache", "checking the trace cache (Dynamo's guards for the call)"),
     ("bwd_widgets", "recording the graphs, saved values and code"),
 )
 OTHER = "running the model"
 TICK_SECONDS = 0.5
+TRACERS = {"torch._dynamo": "dynamo", "torch.fx": "fx"}
+"""The two tracers' modules, by the capture route that uses each (`extraction/extract.py` ROUTE_BY_THREAD)."""
+CALLERS = ("torch._functorch", "bwd_widgets.views", "bwd_widgets.extraction.cache")
+"""Stages whose code calls the tracers' modules as helpers: AOT Autograd traces with torch.fx's tracer and calls
+Dynamo's utilities on either route, the trace cache runs Dynamo for its guards (on the torch.fx route too), the
+views read code torch.fx generates. A tracer's frame below one of theirs is their stage; elsewhere the route the
+capture took names the tracer (Dynamo builds its graphs with torch.fx): else every extraction showed both."""
 
 
-def stage_of(frame: object) -> str:
-    """The stage a thread whose innermost frame is `frame` is in."""
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def _stage(module: str) -> str | None:
+    return next((stage for prefix, stage in STAGES if _within(module, prefix)), None)
+
+
+def stage_of(frame: object, route: str | None = None) -> str:
+    """The stage a thread whose innermost frame is `frame` is in: the innermost frame of a module listed; for a
+    tracer's frame, the stage of a caller outside it (`CALLERS`), else the tracer of the capture's `route`."""
+    modules = []
     while frame is not None:
-        module = getattr(frame, "f_globals", {}).get("__name__", "")
-        for prefix, stage in STAGES:
-            if module == prefix or module.startswith(prefix + "."):
-                return stage
+        modules.append(getattr(frame, "f_globals", {}).get("__name__", ""))
         frame = getattr(frame, "f_back", None)
+    for index, module in enumerate(modules):
+        stage = _stage(module)
+        if stage is None:
+            continue
+        if not any(_within(module, tracer) for tracer in TRACERS):
+            return stage
+        caller = next((_stage(m) for m in modules[index + 1 :] if any(_within(m, c) for c in CALLERS)), None)
+        by_route = next((_stage(t) for t, r in TRACERS.items() if r == route), None)
+        return caller or by_route or stage
     return OTHER
 
 
@@ -97,7 +123,7 @@ class Ticker:
             frame = sys._current_frames().get(self._watched)  # noqa: SLF001 - CPython's only view of another thread
             if frame is None:
                 return
-            self.stages.note(stage_of(frame))
+            self.stages.note(stage_of(frame, ROUTE_BY_THREAD.get(self._watched)))
             del frame
             self.show()
 
