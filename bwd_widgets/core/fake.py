@@ -30,7 +30,10 @@ def faked(model: Callable, inputs: list, device: str | None = None) -> Iterator[
     if device is not None:
         fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     else:
-        fake_mode = detect_fake_mode(tensors) or FakeTensorMode()
+        # allow_non_fake_inputs: a real tensor the forward reads that is neither parameter, buffer nor input (a
+        # table a first eager call cached on the instance, the class or a module) is made fake as it is read,
+        # the user's own left as it is; without it FakeTensorMode refuses the mix (issue 44, item 2)
+        fake_mode = detect_fake_mode(tensors) or FakeTensorMode(allow_non_fake_inputs=True)
 
     made: dict[int, torch.Tensor] = {}  # one fake per tensor: tied names must get the very same one
 
