@@ -169,3 +169,61 @@ def test_a_compiled_function_is_extracted_as_the_function_it_wraps():
     assert extraction.model_name == expected.model_name
     assert _names(extraction) == _names(expected)
     assert any(s.name == "batch" for p in extraction.partitions for s in p.inputs)
+
+
+class _TwoLayers(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+
+class _Branches(_TwoLayers):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.a(x)
+        if y.sum() > 0:  # the break
+            y = y * 2
+        return self.b(y)
+
+
+class _BreaksOnPurpose(_TwoLayers):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.a(x)
+        torch._dynamo.graph_break()
+        return self.b(y)
+
+
+class _BranchesOnAScalar(_TwoLayers):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.a(x)
+        return self.b(y) * (int(y.abs().sum().item() > 0) + 1)
+
+
+@pytest.mark.parametrize(
+    ("model", "says"),
+    [
+        (_Branches, "Data-dependent branching"),
+        (_BreaksOnPurpose, "torch._dynamo.graph_break()"),
+        (_BranchesOnAScalar, "recorded no reason on this torch"),
+    ],
+    ids=["data_dependent_if", "graph_break_call", "scalar_branch"],
+)
+def test_a_graph_break_gets_a_note_in_dynamos_words(model, says):
+    """A forward Dynamo breaks into regions showed "compiled region 1 of 2" with no note (issue 43, item 11): the
+    note says why in Dynamo's own words and, where Dynamo's reason names it, the user's line."""
+    extraction = bw.extract(model(), torch.randn(4, 8), cache=False)
+    assert len(extraction.partitions) >= 2
+    (note,) = [n for n in extraction.notes if n.startswith("Dynamo broke")]
+    assert says in note
+    if model is _Branches:
+        line = next(i for i, text in enumerate(open(__file__).read().splitlines(), 1) if text.endswith("# the break"))
+        assert f"{__file__}:{line} (`if y.sum() > 0:  # the break`)" in note
+
+
+def test_a_forward_in_one_region_has_no_graph_break_note():
+    extraction = bw.extract(_OneRegion(), torch.randn(4, 8), cache=False)
+    assert len(extraction.partitions) == 1 and not any(n.startswith("Dynamo broke") for n in extraction.notes)
+
+
+class _OneRegion(_TwoLayers):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.a(x).relu())

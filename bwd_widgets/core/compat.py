@@ -307,11 +307,24 @@ def dynamo_words(reason: str) -> str:
     return "; ".join([lines[0].rstrip("."), *hints[:1]]) if lines else ""
 
 
+_USER_LINE = re.compile(r'# File "([^"]+)", line (\d+), in [^,]+, code: (.+)')
+"""Where Dynamo's reason says the user's code was (`# File "...", line 12, in forward, code: if y.sum() > 0:`)."""
+
+
+def graph_break_note(reason: str) -> str:
+    """A graph break as a note, in Dynamo's words: its reason's first line and first hint, and the user's line
+    where its reason names it."""
+    where = _USER_LINE.search(reason)
+    at = f" at {where.group(1)}:{where.group(2)} (`{where.group(3).strip()}`)" if where else ""
+    return f"Dynamo broke the graph{at}: {dynamo_words(reason).rstrip('.')}."
+
+
 __all__ = [
     "compiled_original",
     "dynamo_setting",
     "dynamo_words",
     "keyless_pytree_node",
+    "graph_break_note",
     "graph_break_reasons",
     "min_cut_solver",
     "graph_text_skipped_unless_logged",

@@ -29,6 +29,7 @@ from ..core.compat import (
     dynamo_setting,
     dynamo_words,
     functorch_config,
+    graph_break_note,
     graph_break_reasons,
 )
 from ..core.errors import (
@@ -330,13 +331,27 @@ def _attempt(
     options: dict[str, Any] = dict(settings)
     patched = dynamo_config.patch(options) if options else contextlib.nullcontext()
     ROUTE_BY_THREAD[threading.get_ident()] = route
+    before = graph_break_reasons()
     try:
         with patched:
             told, notes, backward_ran = _run(session, route, call, inputs, mode, capture_scalars)
     finally:
         ROUTE_BY_THREAD.pop(threading.get_ident(), None)
         session.finish()
+    if len(session.regions) > 1:
+        notes = [*notes, *_graph_breaks(graph_break_reasons() - before, len(session.regions))]
     return session, told, notes, backward_ran
+
+
+def _graph_breaks(reasons: Counter[str], regions: int) -> list[str]:
+    """The breaks between a capture's regions, in Dynamo's words: each reason it recorded, with the user's line
+    where the reason names it; where it recorded none, that it did not (its log does: never a guess here)."""
+    if reasons:
+        return [graph_break_note(reason) for reason in reasons]
+    return [
+        f"Dynamo broke the forward into {regions} compiled regions and recorded no reason on this torch: "
+        "TORCH_LOGS=graph_breaks shows where and why."
+    ]
 
 
 def _failure(call: _Call, error: Exception) -> BwdWidgetsError:
