@@ -67,3 +67,16 @@ class WideInForward(nn.Module):
 
     def forward(self, x):
         return (self.proj(x).unsqueeze(-1) + self.spread).sum(-1).tanh()
+
+
+class Chain(torch.nn.Module):
+    """Notebook 4's `depth` layers of x = cos(cos(x @ W))."""
+
+    def __init__(self, width=512, depth=4):
+        super().__init__()
+        self.weights = torch.nn.ParameterList(torch.randn(width, width) / width**0.5 for _ in range(depth))
+
+    def forward(self, x):
+        for w in self.weights:
+            x = (x @ w).cos().cos()
+        return x

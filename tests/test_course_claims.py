@@ -16,6 +16,8 @@ from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint
 import bwd_widgets as bw
 from bwd_widgets.examples import MLP, Attention, Block, ConvBN, Transformer
 
+from models import Chain
+
 
 def eager_saved_bytes(model, *inputs) -> int:
     """What eager autograd saves in one forward pass beyond parameters and inputs, each storage once,
@@ -40,19 +42,6 @@ def transformer():
     model = Transformer(width=64, depth=2, heads=4, vocab=128)
     tokens = torch.randint(0, 128, (4, 32))
     return model, tokens, bw.extract(model, tokens)
-
-
-class Chain(torch.nn.Module):
-    """Notebook 4's `depth` layers of x = cos(cos(x @ W))."""
-
-    def __init__(self, width=512, depth=4):
-        super().__init__()
-        self.weights = torch.nn.ParameterList(torch.randn(width, width) / width**0.5 for _ in range(depth))
-
-    def forward(self, x):
-        for w in self.weights:
-            x = (x @ w).cos().cos()
-        return x
 
 
 class Checkpointed(torch.nn.Module):

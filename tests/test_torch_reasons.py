@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 from test_corpus import _sample_names
-from test_course_claims import Chain
 
 import bwd_widgets as bw
 from bwd_widgets.core.compat import torch_partitioners
 from bwd_widgets.examples import Transformer
+
+from models import Chain
 
 
 @dataclass
