@@ -192,9 +192,10 @@ def _checkpoint_plans(run: _Run, spec: tuple[str, str, str], lowest: Callable[[]
 
 
 def _shipped(plans: list[Plan]) -> list[Plan]:
-    """In a worker: the plans without their extractions (fake tensors do not pickle)."""
+    """In a worker process: the plans without their extractions or the ways to remake them (fake tensors and
+    the model do not pickle, or should not travel)."""
     for plan in plans:
-        plan.extraction = None
+        plan.extraction, plan.remake = None, None
     return plans
 
 
@@ -522,10 +523,9 @@ def _every_plan(advice: Advice) -> list[Plan]:
 
 
 def shipped_advice(advice: Advice) -> Advice:
-    """`advice` without its plans' extractions or the ways to remake them (both hold the model or fake
-    tensors): what pickles out of the worker process the widget's advisor runs in (`in_forked_child`)."""
-    for plan in _every_plan(advice):
-        plan.extraction, plan.remake = None, None
+    """`advice` with every plan `_shipped`: what pickles out of the process the widget's advisor runs in
+    (`studio/spawned.py`)."""
+    _shipped(_every_plan(advice))
     return advice
 
 
