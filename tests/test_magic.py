@@ -29,6 +29,13 @@ def _run(shell, code):
     return result, captured
 
 
+def _run_loss_cell(shell, setup, code, mode):
+    """`setup` run, then `%%bwd_extract` over `code` followed by `loss = model(x).sum()`, in `mode`."""
+    shell.run_cell(setup)
+    fake = " --fake" if mode == "fake" else ""
+    return _run(shell, f"%%bwd_extract --no-display --output loss{fake}\n{code}\nloss = model(x).sum()")
+
+
 def test_line_magic_returns_the_extraction_and_shows_the_widget(shell):
     result, captured = _run(shell, "g = %bwd_extract model(x)")
     assert result.success
@@ -244,9 +251,7 @@ CELL_EFFECTS = {
 @pytest.mark.parametrize("effect", list(CELL_EFFECTS))
 def test_cell_magic_runs_the_cells_code_exactly_once(shell, mode, effect):
     setup, code, count = CELL_EFFECTS[effect]
-    shell.run_cell(setup)
-    fake = " --fake" if mode == "fake" else ""
-    result, captured = _run(shell, f"%%bwd_extract --no-display --output loss{fake}\n{code}\nloss = model(x).sum()")
+    result, captured = _run_loss_cell(shell, setup, code, mode)
     assert result.success, captured.stdout + captured.stderr
     ran = captured.stdout.count("the cell ran") if count == "printed" else eval(count, shell.user_ns)
     assert ran == 1, f"{effect} happened {ran} times in {mode} mode"
@@ -300,9 +305,7 @@ REBINDING_CELLS = {
 @pytest.mark.parametrize("case", list(REBINDING_CELLS))
 def test_cell_magic_reads_then_assigns_notebook_names_without_unbound_local_error(shell, mode, case):
     setup, code, expected = REBINDING_CELLS[case]
-    shell.run_cell(setup)
-    fake = " --fake" if mode == "fake" else ""
-    result, captured = _run(shell, f"%%bwd_extract --no-display --output loss{fake}\n{code}\nloss = model(x).sum()")
+    result, captured = _run_loss_cell(shell, setup, code, mode)
     text = captured.stdout + captured.stderr
     assert result.success, text
     assert "UnboundLocalError" not in text and "Traceback" not in text
