@@ -299,3 +299,100 @@ def test_a_bare_extract_outside_a_kernel_prints_nothing(capsys):
 
     bw.extract(torch.nn.Linear(4, 2), torch.randn(3, 4))
     assert capsys.readouterr() == ("", "")
+
+
+@pytest.fixture
+def displays(shell, monkeypatch):
+    """What the kernel would send, with its display ids: (data, display id, whether an update), in order."""
+    sent = []
+
+    def publish(data, metadata=None, *, transient=None, update=False, **kw):
+        sent.append((data, (transient or {}).get("display_id"), update))
+
+    monkeypatch.setattr(shell.display_pub, "publish", publish)
+    shell.kernel = object()
+    shell.execution_count += 1
+    return sent
+
+
+def _move_to_min_cut(widget, budget):
+    """What the widget's own controls do: the partitioner's menu, then the budget's slider."""
+    widget.partitioner = "min_cut"
+    widget.memory_budget = budget
+    assert widget.error == "" and widget.payload["partitioner"] == "min_cut"
+    assert widget.payload["memory_budget"] == budget
+
+
+def test_the_picture_follows_the_partition_the_widget_shows(displays, monkeypatch):
+    """Issue 43, item 10: a saved notebook shows the partition its author left on screen. The picture after the
+    widget is published under a display id and updated, once the widget pauses, with the partition shown: the
+    front end puts the update in place of the output, and a save keeps it."""
+    from IPython.display import display
+
+    from bwd_widgets.jupyter.widget import BackwardGraphWidget
+
+    # no pause ends until the test says (before this change the widget had no pause: the picture never followed)
+    monkeypatch.setattr(BackwardGraphWidget, "PICTURE_PAUSE_S", 600.0, raising=False)
+    torch.manual_seed(0)
+    widget = bw.show(bw.extract(Transformer(width=16, depth=1), torch.randint(0, 64, (2, 8)), name="tiny"))
+    displays.clear()  # the extraction's progress output
+    display(widget)
+    assert [bool(WIDGET_VIEW in data) for data, _, _ in displays] == [True, False]
+    (first, picture_id, update) = displays[1]
+    assert picture_id is not None and not update, "the picture is published under a display id"
+    assert "tiny \u00b7 default" in first["text/plain"] and "tiny \u00b7 default" in first["text/html"]
+    _move_to_min_cut(widget, 0.45)  # two partitions, in less than a pause
+    assert [update for _, _, update in displays[2:]] == [], "nothing drawn before the widget pauses"
+    assert widget.wait_for_picture(timeout=120, pause=False)
+    updates = [(data, shown) for data, shown, update in displays[2:] if update]
+    assert updates and all(shown == picture_id for _, shown in updates), "updates of the picture only"
+    assert len(updates) == len(displays[2:]) == 1, "one picture for the moves made without a pause: the last one's"
+    latest, _ = updates[-1]
+    assert "tiny \u00b7 min_cut (budget 0.45)" in latest["text/plain"]
+    assert "min_cut (budget 0.45)" in latest["text/html"] and 'class="bwd-static"' in latest["text/html"]
+    assert latest == widget.picture_bundle(), "the picture of the partition shown"
+
+
+def test_every_display_of_a_widget_follows_and_a_closed_one_stops(displays, monkeypatch):
+    from IPython.display import display
+
+    from bwd_widgets.jupyter.widget import BackwardGraphWidget
+
+    monkeypatch.setattr(BackwardGraphWidget, "PICTURE_PAUSE_S", 0.05, raising=False)
+    torch.manual_seed(0)
+    widget = bw.show(bw.extract(Transformer(width=16, depth=1), torch.randint(0, 64, (2, 8)), name="twice"))
+    displays.clear()
+    display(widget)
+    display(widget)
+    ids = [shown for data, shown, _ in displays if WIDGET_VIEW not in data]
+    assert len(ids) == 2 and len(set(ids)) == 2
+    _move_to_min_cut(widget, 0.45)
+    assert widget.wait_for_picture(timeout=120)
+    updated = {shown: data for data, shown, update in displays if update}
+    assert set(updated) == set(ids) and all("min_cut (budget 0.45)" in d["text/plain"] for d in updated.values())
+    displays.clear()
+    widget.close()
+    widget.memory_budget = 1.0  # nothing runs a closed widget's controls; a change made in code draws nothing
+    assert widget.wait_for_picture(timeout=120) and displays == []
+
+
+def test_a_result_can_display_itself_with_a_picture_that_follows(displays, monkeypatch):
+    """`widget_bundle`'s picture is the cell's execute_result, which no display id reaches; `display_following` is
+    the display a result's own `_ipython_display_` would make: the widget, then a picture that follows, no result."""
+    from bwd_widgets.jupyter.display import display_following
+    from bwd_widgets.jupyter.widget import BackwardGraphWidget
+
+    monkeypatch.setattr(BackwardGraphWidget, "PICTURE_PAUSE_S", 600.0, raising=False)
+    torch.manual_seed(0)
+    extraction = bw.extract(Transformer(width=16, depth=1), torch.randint(0, 64, (2, 8)), name="itself")
+    displays.clear()
+    widget = display_following(extraction)
+    assert widget is not None and display_following(extraction) is None, "a cell draws a result once"
+    placeholder, shown, picture = displays
+    assert placeholder[1] == shown[1] and shown[2] and WIDGET_VIEW in shown[0], "the placeholder becomes the widget"
+    assert picture[1] not in (None, shown[1]) and not picture[2] and picture[0]["text/plain"] == repr(extraction)
+    _move_to_min_cut(widget, 0.45)
+    assert widget.wait_for_picture(timeout=120, pause=False)
+    (latest, picture_id, update), *more = displays[3:]
+    assert more == [] and update and picture_id == picture[1], "the picture only, once"
+    assert "itself \u00b7 min_cut (budget 0.45)" in latest["text/html"] and latest["text/plain"] == repr(extraction)

@@ -11,20 +11,35 @@ picture has to be an output of its own; a style rule in it (kept only in a trust
 widget can run) hides whichever of the two is not drawn. An untrusted notebook drops the rule and
 shows the picture.
 
+The picture follows the widget. It is published under a display id, and each partition the widget shows
+(partitioner, budget, sweep point, plan, compiled region) redraws it once the widget pauses and sends it as an
+update of that id (`BackwardGraphWidget.follow_picture`): the front end puts the update in the output's place,
+so a saved notebook shows the partition its author left on screen. The widget's own output keeps the SVG of the
+partition it was displayed with: updating it would make the front end draw the widget again from scratch.
+
 The results' own `_repr_mimebundle_` (from `display_hook.RichDisplay`) asks `widget_bundle`, which the
 package's façade hands to the hook; nothing is registered with IPython. It publishes the widget and
-returns the picture, with the result's own text, as the cell's result.
+returns the picture, with the result's own text, as the cell's result. That picture does not follow:
+JupyterLab updates by display id only a display_data output, never a cell's execute_result, and IPython sends
+an execute_result (with text: an `Out[n]`) for any value that ends a cell unless the value displays itself.
+`display_following` is that self-display (the widget, then a picture that follows, no result), for a
+`_ipython_display_` on the results to call.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..extraction.display_hook import in_kernel
 from ..studio.compare import Sweep
 
+if TYPE_CHECKING:
+    from .widget import BackwardGraphWidget
 
-def widget_bundle(obj: object) -> tuple[dict, dict] | None:
-    """In a kernel: publish the widget for `obj`, and return the static picture that follows it, with
-    `obj`'s own text; None (plain text) outside a kernel, or if this cell already drew it."""
+
+def _published_widget(obj: object) -> BackwardGraphWidget | None:
+    """In a kernel: publish the widget for `obj` (a placeholder first, which becomes it) with `obj`'s text, and
+    return it; None outside a kernel, if this cell already drew it, or for an empty sweep."""
     from IPython import get_ipython
 
     if not in_kernel(get_ipython()):
@@ -49,4 +64,26 @@ def widget_bundle(obj: object) -> tuple[dict, dict] | None:
         widget.publish(text=repr(obj))
     else:
         handle.update({**data, "text/plain": repr(obj)}, metadata=metadata, raw=True)
-    return widget.picture_bundle(text=repr(obj)), {}
+    return widget
+
+
+def widget_bundle(obj: object) -> tuple[dict, dict] | None:
+    """In a kernel: publish the widget for `obj`, and return the static picture that follows it, with
+    `obj`'s own text; None (plain text) outside a kernel, or if this cell already drew it."""
+    widget = _published_widget(obj)
+    return None if widget is None else (widget.picture_bundle(text=repr(obj)), {})
+
+
+def display_following(obj: object) -> BackwardGraphWidget | None:
+    """In a kernel: publish the widget for `obj`, then its picture under a display id that follows the partition
+    the widget shows (with `obj`'s text), and return the widget; None (nothing published) where `widget_bundle`
+    would answer None."""
+    from IPython.display import display
+
+    widget = _published_widget(obj)
+    if widget is None:
+        return None
+    handle = display(widget.picture_bundle(text=repr(obj)), raw=True, display_id=True)
+    if handle is not None:
+        widget.follow_picture(handle, text=repr(obj))
+    return widget

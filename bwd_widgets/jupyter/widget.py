@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from typing import TYPE_CHECKING, Any, cast, get_origin, get_type_hints
 
@@ -35,6 +36,8 @@ from .progress import extracting_status
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+
+    from IPython.display import DisplayHandle
 
     from ..core.measure import MeasuredMemory
 
@@ -363,16 +366,26 @@ class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
 
     def first_view(self) -> Drawing | None:
         """The static drawing of the first view of the partition shown (laid out once per payload)."""
+        return self._drawing_of(self.data)
+
+    def _drawing_of(self, data: object) -> Drawing | None:
+        """`first_view` of payload `data` (the one shown, or one a thread took before the next move), kept for
+        the payload shown last."""
         cached = getattr(self, "_first_view", None)
-        if cached is None or cached[0] is not self.data:
-            cached = (self.data, first_view(self.payload))
+        if cached is None or cached[0] is not data:
+            cached = (data, first_view(cast("GraphData", data)))
             self._first_view = cached
         return cached[1]
 
     def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict]:
         """The widget, and beside it a static SVG (the first view and the headline numbers) that a
         saved notebook keeps for GitHub and nbviewer, and an empty HTML part: what an untrusted notebook
-        shows here (the picture after it, `jupyter/display.py`, says it all). Returns (data, metadata)."""
+        shows here (the picture after it, `jupyter/display.py`, says it all). Returns (data, metadata).
+
+        The SVG is the partition shown when the widget was displayed: it does not follow the widget. Its
+        output holds the widget's view, and a front end draws that output again from scratch when its data
+        changes (ipywidgets' renderer makes a new view: zoom, selection and opened groups would be lost at
+        every move); the picture after it follows instead (`_ipython_display_`)."""
         bundle = super()._repr_mimebundle_(**kwargs)
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
         data = {**(data or {}), "image/svg+xml": fallback_svg(self.payload, drawing=self.first_view()), "text/html": ""}
@@ -381,11 +394,15 @@ class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
 
     def _ipython_display_(self) -> None:
         """`display(widget)`, or a widget that ends a cell: the widget, then its static picture (shown
-        instead when the widget cannot be drawn: `jupyter/display.py`)."""
+        instead when the widget cannot be drawn: `jupyter/display.py`). The picture is published under a
+        display id and follows the partition the widget shows (`follow_picture`), so a saved notebook
+        keeps the partition its author left on screen."""
         from IPython.display import display
 
         self.publish()
-        display(self.picture_bundle(), raw=True)
+        handle = display(self.picture_bundle(), raw=True, display_id=True)
+        if handle is not None:
+            self.follow_picture(handle)
 
     def publish(self, text: str | None = None) -> None:
         """Publish the widget's own output (its text `text`, if given)."""
@@ -394,15 +411,88 @@ class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
         data, metadata = self._repr_mimebundle_()
         display({**data, "text/plain": text} if text is not None else data, metadata=metadata, raw=True)
 
-    def picture_bundle(self, text: str | None = None) -> dict:
+    def picture_bundle(self, text: str | None = None, data: object = None) -> dict:
         """The static picture's output that follows the widget's: HTML, shown trusted or not (a style rule
-        in it hides it beside a drawn widget), and as text `text` or the headline numbers."""
-        data = self.payload
-        chart = timeline({data["model"]: data["run"]["memory"]["timeline"]}, title="Activation memory over time")
+        in it hides it beside a drawn widget), and as text `text` or the headline numbers. Of the partition
+        shown, or of payload `data`."""
+        shown = cast("GraphData", self.data if data is None else data)
+        chart = timeline({shown["model"]: shown["run"]["memory"]["timeline"]}, title="Activation memory over time")
         return {
-            "text/html": fallback_html(data, self.first_view(), chart.svg),
-            "text/plain": text if text is not None else "\n".join(headline(data)),
+            "text/html": fallback_html(shown, self._drawing_of(shown), chart.svg),
+            "text/plain": text if text is not None else "\n".join(headline(shown)),
         }
+
+    # the picture follows the partition shown ---------------------------------------------------------------------
+
+    PICTURE_PAUSE_S = 0.6
+    """How long the partition shown must stay before its picture is made: a slider dragged across ten budgets
+    makes one picture, of where it stopped."""
+
+    def follow_picture(self, handle: DisplayHandle, text: str | None = None) -> None:
+        """Keep the picture published under `handle` (its text `text`, else the headline numbers) showing the
+        partition the widget shows: each change of the `data` trait redraws it, in a thread of its own once the
+        widget has paused for PICTURE_PAUSE_S (the latest partition only), and sends it as an update of that
+        display id, which the front end puts in place of the output (so a save keeps it). Every display of the
+        widget follows; a closed widget stops."""
+        if getattr(self, "_pictures", None) is None:
+            self._picture_lock = threading.Condition()
+            self._picture_thread: threading.Thread | None = None
+            self._picture_wanted = 0  # changes of `data` since the widget was made: a new one restarts the pause
+            self._picture_due = 0.0
+            self._picture_sent: object = self.data
+            self._pictures: list[tuple[DisplayHandle, str | None]] = []
+        with self._picture_lock:
+            self._pictures.append((handle, text))
+
+    @traitlets.observe("data")
+    def _picture_follows(self, change: traitlets.Bunch) -> None:
+        if not getattr(self, "_pictures", None) or self.comm is None:
+            return
+        with self._picture_lock:
+            self._picture_wanted += 1
+            self._picture_due = time.monotonic() + self.PICTURE_PAUSE_S
+            self._picture_lock.notify_all()
+            if self._picture_thread is None:
+                self._picture_thread = threading.Thread(
+                    target=self._redraw_pictures, name="bwd-widgets-picture", daemon=True
+                )
+                self._picture_thread.start()
+
+    def _redraw_pictures(self) -> None:
+        """The picture thread: wait for a pause, draw the partition shown, update every display of it; again
+        while the widget moved meanwhile; then end (no thread, so no reference to the widget, stays behind)."""
+        while True:
+            with self._picture_lock:
+                while (wait := self._picture_due - time.monotonic()) > 0:
+                    self._picture_lock.wait(wait)
+                wanted, data, pictures = self._picture_wanted, self.data, list(self._pictures)
+            if self.comm is not None and data is not self._picture_sent:  # a closed widget draws no more
+                try:
+                    bundles = {text: self.picture_bundle(text, data) for text in {text for _, text in pictures}}
+                    for handle, text in pictures:
+                        handle.update(bundles[text], raw=True)
+                    self._picture_sent = data
+                except Exception as error:  # noqa: BLE001 - in this thread nothing else would say it
+                    self.error = f"the static picture was not redrawn: {one_line(error)}"
+            with self._picture_lock:
+                if self._picture_wanted == wanted or self.comm is None:
+                    self._picture_thread = None
+                    return
+
+    def wait_for_picture(self, timeout: float | None = None, pause: bool = True) -> bool:
+        """Wait until every picture shows the partition shown (True), or `timeout` seconds (False); with
+        `pause=False`, draw it now instead of after the pause."""
+        if not pause and getattr(self, "_pictures", None) is not None:
+            with self._picture_lock:
+                self._picture_due = 0.0
+                self._picture_lock.notify_all()
+        thread = getattr(self, "_picture_thread", None)
+        while thread is not None:
+            thread.join(timeout)
+            if thread.is_alive():
+                return False
+            thread = self._picture_thread
+        return True
 
     def __repr__(self) -> str:
         shown = self.payload["partition"]
