@@ -11,13 +11,29 @@ export type SortKey = "name" | "kind" | "shape" | "dtype" | "bytes" | "adds" | "
  *  backward", "min-cut: in the cut"), a dash where torch has none (the default partitioner). */
 export const COLUMNS: SortKey[] = ["name", "kind", "shape", "dtype", "bytes", "adds", "producer", "module", "torch says"];
 
-/** Column widths (CSS) of the saved table, which is laid out to the pane's width so that beside the graph
- *  every column stays on screen: the short numeric columns get room for their values ("float32",
- *  "16.4 KB", with the sort arrow), the rest share what is left; a cell too long for its column ends in
- *  an ellipsis and says itself in full in its title. */
+/** Least widths (CSS) of the saved table's short columns: room for their values ("float32", "16.4 KB") with
+ *  the sort arrow, so that they keep their width from one partition to the next; "" for the columns sized
+ *  by their content alone. */
 export const COLUMN_WIDTHS: Record<SortKey, string> = {
   name: "", kind: "", shape: "", dtype: "calc(7ch + 8px)", bytes: "calc(8ch + 8px)", adds: "calc(8ch + 8px)", producer: "", module: "", "torch says": "",
 };
+
+/** Most characters a column of the saved table gives its values: a longer one ends in an ellipsis and says
+ *  itself whole in its title (torch's cannot-recompute phrases are under 50). */
+export const MAX_COLUMN_CH = 56;
+
+/** Column widths (CSS) of the saved table, from what they hold: each column as wide as its longest value or
+ *  its title with the sort arrow, in characters of the table's monospace font (plus the cell's padding), up
+ *  to MAX_COLUMN_CH, and at least its COLUMN_WIDTHS. The header and every block of rows get the same widths,
+ *  so their columns line up; a pane narrower than their sum scrolls the table sideways instead of cutting
+ *  every column short. */
+export function columnWidths(rows: readonly (readonly string[])[]): string[] {
+  return COLUMNS.map((title, i) => {
+    const longest = rows.reduce((most, cells) => Math.max(most, [...(cells[i] ?? "")].length), title.length + 2);
+    const fits = `calc(${Math.min(longest, MAX_COLUMN_CH)}ch + 10px)`;
+    return COLUMN_WIDTHS[title] ? `max(${COLUMN_WIDTHS[title]}, ${fits})` : fits;
+  });
+}
 
 /** A cell's hover text: its whole value, then the row's (why the value is saved). */
 export function cellTitle(text: string, rowTitle: string): string {

@@ -4,7 +4,7 @@ import { chunked, inTurn, lazyBlock } from "../chunks";
 import { clearClass, element, keepInView } from "../dom";
 import { formatBytes } from "../units";
 import type { PaneContext } from "../model";
-import { cellTitle, COLUMN_WIDTHS, COLUMNS, descendingFirst, recomputedCells, savedCells, savedTitle, sortRows, type SortKey } from "../table";
+import { cellTitle, columnWidths, COLUMNS, descendingFirst, recomputedCells, savedCells, savedTitle, sortRows, type SortKey } from "../table";
 import type { GraphData } from "../types";
 import type { Pane } from "./pane";
 
@@ -61,11 +61,12 @@ export function savedPane({ model, signal, select }: PaneContext): Pane {
     return thead;
   }
 
-  function columns(): HTMLTableColElement {
+  /** The columns' widths, the same for the header and every block of rows (js/table.ts columnWidths). */
+  function columns(widths: readonly string[]): HTMLTableColElement {
     const group = element("colgroup");
-    for (const column of COLUMNS) {
+    for (const width of widths) {
       const col = element("col");
-      col.style.width = COLUMN_WIDTHS[column];
+      col.style.width = width;
       group.appendChild(col);
     }
     return group;
@@ -85,15 +86,19 @@ export function savedPane({ model, signal, select }: PaneContext): Pane {
       const title = `saved under ${diff.against}; this partition recomputes it in backward instead`;
       shown.push([gone.name, "bwd-row bwd-row-recomputed-now", recomputedCells(gone), title]);
     }
-    table.replaceChildren(columns(), header());
+    const widths = columnWidths(shown.map(([, , cells]) => cells));
+    const width = `calc(${widths.join(" + ")})`; // each table's own, so no block sizes by a percentage
+    table.style.width = width;
+    table.replaceChildren(columns(widths), header());
     rows.replaceChildren();
     delete rows.dataset.drawn;
     const blocks = chunked(shown, BLOCK_ROWS).map((slice) => () => {
-      const block = lazyBlock("bwd-saved-block", slice.length * ROW_PX);
+      const block = lazyBlock("bwd-saved-block", slice.length * ROW_PX, true); // as wide as its table: never clipped
       const part = element("table", "bwd-table");
+      part.style.width = width;
       const tbody = element("tbody");
       tbody.append(...slice.map((cells) => row(...cells)));
-      part.append(columns(), tbody);
+      part.append(columns(widths), tbody);
       block.appendChild(part);
       rows.appendChild(block);
     });

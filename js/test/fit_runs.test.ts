@@ -134,7 +134,7 @@ describe("a resized pane", () => {
 });
 
 describe("the saved table in a narrow pane", () => {
-  it("gives the short columns room for their values and the rest what is left", async () => {
+  it("keeps least widths for the short columns only (the rest are sized by what they hold: columnWidths)", async () => {
     const { COLUMNS, COLUMN_WIDTHS, cellTitle } = await import("../table");
     expect(Object.keys(COLUMN_WIDTHS).sort()).toEqual([...COLUMNS].sort());
     expect(COLUMNS.filter((c) => COLUMN_WIDTHS[c])).toEqual(["dtype", "bytes", "adds"]);

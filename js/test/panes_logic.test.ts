@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { detailRows } from "../panes/details";
 import { partitionerChoices, takesBudget } from "../partitioners";
-import { COLUMNS, descendingFirst, recomputedCells, savedCells, savedTitle, sharesMemory, sortRows } from "../table";
+import { COLUMNS, MAX_COLUMN_CH, columnWidths, descendingFirst, recomputedCells, savedCells, savedTitle, sharesMemory, sortRows } from "../table";
 import type { SavedRow } from "../types";
 import { node, transformerData } from "./synthetic";
 
@@ -106,5 +106,19 @@ describe("details panel", () => {
     expect([...rows.keys()]).not.toContain("memory");
     expect([...rows.keys()]).not.toContain("source");
     expect([...rows.keys()]).not.toContain("gradient of");
+  });
+});
+
+describe("the saved table's column widths", () => {
+  it("give each column its longest value or its title with the sort arrow, capped, and keep the short columns' least widths", () => {
+    const long = "x".repeat(MAX_COLUMN_CH + 20);
+    const rows = [COLUMNS.map((_, i) => (i === 0 ? "blocks.0.mlp.0.weight" : i === 8 ? long : "a"))];
+    const widths = columnWidths(rows);
+    expect(widths).toHaveLength(COLUMNS.length);
+    expect(widths[0]).toBe(`calc(${"blocks.0.mlp.0.weight".length}ch + 10px)`);
+    expect(widths[8]).toBe(`calc(${MAX_COLUMN_CH}ch + 10px)`); // "torch says": capped, the title has it whole
+    expect(widths[1]).toBe(`calc(${"kind".length + 2}ch + 10px)`); // a short value: the title and its arrow
+    expect(widths[COLUMNS.indexOf("dtype")]).toMatch(/^max\(calc\(7ch \+ 8px\), /);
+    expect(columnWidths([])).toEqual(columnWidths([COLUMNS.map(() => "")]));
   });
 });
