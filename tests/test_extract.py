@@ -140,7 +140,8 @@ def test_a_failing_real_backward_keeps_the_graphs_with_a_note():
 
     extraction = bw.extract(ConvBN(), torch.randn(2, 3, 8, 8), partitioner="min_cut", memory_budget=0.0)
     assert extraction.partitions[0].backward_inputs is None
-    assert len(extraction.notes) == 1 and "real backward run failed" in extraction.notes[0]
+    failed = [note for note in extraction.notes if "real backward run failed" in note]
+    assert len(failed) == 1 and extraction.notes == [extraction.notes[0], *failed], extraction.notes
     assert extraction.saved_activation_bytes <= bw.extract(ConvBN(), torch.randn(2, 3, 8, 8)).saved_activation_bytes
 
 

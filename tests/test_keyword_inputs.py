@@ -57,7 +57,9 @@ def _eager(model, pick, **inputs):
 
 def test_keyword_inputs_give_the_loss_backward_named_by_argument():
     model, (x, labels) = Tagger(), _inputs()
-    extraction = bw.extract(model, x=x, labels=labels)
+    trained = bw.extract(model, x=x, labels=labels)
+    assert trained.requires_grad["x"] is False, "a loss's data batch gets no gradient by default"
+    extraction = bw.extract(model, x=x, labels=labels, requires_grad="floating")  # as _eager gives x one
     (partition,) = extraction.partitions
     assert [i.name for i in partition.inputs if i.kind == "input"] == ["x", "labels"]
     assert len(partition.tangents) == 1, "only the loss gets a tangent"

@@ -61,7 +61,11 @@ def test_cell_magic_last_expression_and_output(shell):
     assert result.success
     extraction = result.result
     assert isinstance(extraction, bw.BackwardExtraction)
-    assert any(g.grad_of == "x" for g in extraction.gradients)
+    # the cell is the user's own step: x, made without requires_grad, gets no gradient; the model's parameters do
+    assert not any(g.grad_of == "x" for g in extraction.gradients)
+    assert any(g.grad_of == "model.head.weight" for g in extraction.gradients)
+    result, _ = _run(shell, "%%bwd_extract --no-display --requires-grad floating\nh = model(x).relu()\nh.sum()")
+    assert any(g.grad_of == "x" for g in result.result.gradients)
     result, _ = _run(
         shell, "%%bwd_extract --no-display --output loss\nloss = model(x).square().mean()\nprint('side effect')"
     )
@@ -119,7 +123,8 @@ def test_cell_magic_sees_module_parameters_rebinding_and_leaves_names_defined(sh
     assert result.success, result.error_in_exec
     assert {g.grad_of for g in result.result.gradients} >= {"model.blocks.0.0.weight", "model.head.bias"}
     shell.user_ns.pop("doubled", None)
-    result, _ = _run(shell, "%%bwd_extract --no-display --output loss\nx = x * 2\ndoubled = x\nloss = model(x).sum()")
+    cell = "x = x * 2\ndoubled = x\nloss = model(x).sum()"
+    result, _ = _run(shell, f"%%bwd_extract --no-display --output loss --requires-grad x\n{cell}")
     assert result.success, result.error_in_exec
     assert {g.grad_of for g in result.result.gradients} >= {"x", "model.head.weight"}
     assert "doubled" in shell.user_ns and "loss" in shell.user_ns, "names the cell assigns exist afterwards"

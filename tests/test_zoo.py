@@ -150,11 +150,12 @@ def test_diffusers_outputs_name_their_parts_without_a_pytree_keys_function(name)
     assert picked.backward_node_count == extraction.backward_node_count
 
 
-@pytest.mark.parametrize("name", [entry.name for entry in zoo.SPEECH])
+@pytest.mark.parametrize("name", [entry.name for entry in zoo.SPEECH if entry.output != "loss"])
 def test_a_model_setting_requires_grad_on_its_features_is_pointed_at_requires_grad(name):
     """Wav2Vec2's feature encoder sets `requires_grad = True` on its features in training, which torch refuses on
-    a tensor computed from an input that has a gradient, and extract gives floating inputs one by default: one
-    sentence says so and names the argument that changes it; the model is as it was."""
+    a tensor computed from an input that has a gradient, and where the backward does not start from a loss extract
+    gives floating inputs one by default: one sentence says so and names the argument that changes it; the model
+    is as it was."""
     entry = zoo.BY_NAME[name]
     model, inputs = entry.make()
     flags = {n: p.requires_grad for n, p in model.named_parameters()}
@@ -163,6 +164,21 @@ def test_a_model_setting_requires_grad_on_its_features_is_pointed_at_requires_gr
     message = str(caught.value)
     assert "\n" not in message and message.endswith(".") and "Traceback" not in message
     assert "requires_grad={'input_values': False}" in message and "hidden_states.requires_grad = True" in message
+    assert {n: p.requires_grad for n, p in model.named_parameters()} == flags and model.training
+
+
+@pytest.mark.parametrize("name", [entry.name for entry in zoo.SPEECH if entry.output == "loss"])
+def test_a_speech_model_called_with_labels_extracts_as_a_training_step(name):
+    """As its docs call it (labels given), the backward starts from the CTC loss: the audio batch, made without
+    requires_grad, gets no gradient (issue 43, items 12 and 16), so the feature encoder's own flag is torch's to
+    take, and the model is as it was."""
+    entry = zoo.BY_NAME[name]
+    model, inputs = entry.make()
+    flags = {n: p.requires_grad for n, p in model.named_parameters()}
+    extraction = zoo.extract(entry, model, inputs)
+    assert extraction.requires_grad["input_values"] is False and extraction.backward_node_count > 0
+    assert not any(g.kind == "input" for g in extraction.gradients)
+    assert not any("gets a gradient" in note for note in extraction.notes), extraction.notes
     assert {n: p.requires_grad for n, p in model.named_parameters()} == flags and model.training
 
 

@@ -652,8 +652,11 @@ def eager_gradients(entry: ZooModel, model: nn.Module, inputs: dict) -> dict[str
 
     names = argument_names(entry, model, inputs)
     model = copy.deepcopy(model)
+    # a training step's data gets no gradient from its loss (the zoo's tensors are made without requires_grad);
+    # where the backward starts from other outputs, every floating input gets one (GraphNet's rule)
+    data = entry.output == "loss"
     inputs = {
-        k: v.detach().clone().requires_grad_(v.is_floating_point()) if isinstance(v, torch.Tensor) else v
+        k: v.detach().clone().requires_grad_(v.is_floating_point() and not data) if isinstance(v, torch.Tensor) else v
         for k, v in inputs.items()
     }
     with seeded():

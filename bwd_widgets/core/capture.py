@@ -90,6 +90,8 @@ class CaptureSession:
     _inputs: list[InputSource] = field(default_factory=list)
     _current: _Region | None = None
     _mutable: list[tuple[torch.Tensor, torch.Tensor, int]] = field(default_factory=list)
+    started_from_loss: bool = False
+    """The backward started from one scalar, as `loss.backward()` does (`outputs.starts_from_loss`)."""
     recording: bool = True
     """False once `finish` ran: compiled code that outlives the capture (Dynamo's cache) records nothing."""
     _fx_outputs: int | None = None

@@ -112,6 +112,13 @@ def differentiable_outputs(outputs: Any) -> list[torch.Tensor]:
     return tensors
 
 
+def starts_from_loss(value: Any) -> bool:
+    """Whether the backward starts from a loss: one differentiable output of one element, the only kind
+    `loss.backward()` takes without a gradient (torch: "grad can be implicitly created only for scalar outputs")."""
+    leaves = differentiable_leaves(value)
+    return len(leaves) == 1 and leaves[0][1].numel() == 1
+
+
 @dataclasses.dataclass(frozen=True)
 class Picked:
     """What `selecting`'s wrapper returns: the picked output, and what the whole output held."""

@@ -58,6 +58,7 @@ from ..core.outputs import (
     differentiable_outputs,
     outputs_note,
     selecting,
+    starts_from_loss,
 )
 from ..core.partitioners import Partitioner, resolve_partitioner
 from ..core.trace import TORCH_WORK
@@ -67,8 +68,11 @@ from .requires_grad import (
     NO_GRAD_KEYWORDS,
     RequiresGrad,
     decide_requires_grad,
+    decided_from_loss,
     default_requires_grad,
+    gradient_note,
     requires_grad_applied,
+    ruled_inputs,
 )
 from .result import BackwardExtraction
 
@@ -102,9 +106,9 @@ def extract(
     memory_budget: with "min_cut", torch's activation_memory_budget for this call.
     mode: "real" runs forward and backward (real values are kept); "fake" runs
         nothing: shapes only, under FakeTensorMode, for models of any size.
-    requires_grad: None: floating-point inputs, and parameters as they are (GraphNet's
-        name rule for GraphNet samples); a bool for every floating input and parameter; a
-        dict {name: bool} by argument name or qualified parameter name; or callable(name, tensor).
+    requires_grad: None: where the backward starts from a loss, inputs as you made them ("training": a
+        data batch gets none), else every floating-point input ("floating"); parameters as they are.
+        A rule by name; a bool for all; {name: bool} (the rest by default); or callable(name, tensor).
     capture_scalars: keep `.item()` inside the graph (Dynamo's capture_scalar_outputs)
         instead of breaking it there; GraphNet samples pass scalar settings such as
         batch-norm momentum as tensors, and one graph beats thirty.
@@ -156,6 +160,14 @@ class _Call:
     parameters: dict[str, torch.nn.Parameter]
     requires_grad: dict[str, bool]
     """Argument or qualified parameter name -> whether it gets a gradient."""
+    requires_grad_from_loss: dict[str, bool] | None
+    """Where the user's choice leaves it to the default and the training rule decides otherwise: the decision
+    if the backward starts from a loss, which only the capture finds out (the output is picked in the trace)."""
+    ruled: dict[str, torch.Tensor]
+    """The tensor inputs whose gradient a rule decides (the user named no choice for them), for the note."""
+    graphnet_rule: bool
+    asked: RequiresGrad
+    """The user's own `requires_grad=` choice."""
     input_names: dict[str, tuple[InputKind, str]]
     """For GraphNet samples: argument name -> (kind, the name GraphNet's sample gives it)."""
     notes: list[str]
@@ -198,17 +210,21 @@ def _prepare(
     values = (*inputs, *keywords.values())
     parameters = dict(model.named_parameters()) if isinstance(model, torch.nn.Module) else {}
     decided = decide_requires_grad(requires_grad, graphnet_rule, arg_names, values, parameters, rule_names)
-    if not any(decided.values()):
+    from_loss = decided_from_loss(
+        requires_grad, graphnet_rule, decided, model, arg_names, values, parameters, rule_names
+    )
+    ruled = ruled_inputs(requires_grad, arg_names, values, rule_names)
+    if not any(decided.values()) and isinstance(model, torch.nn.Module):  # a function's are what it closes over
         if graphnet_rule and requires_grad is None:
             raise NothingRequiresGradError(
                 f"GraphNet's rule leaves no input of {name} requiring grad (it skips integer tensors and names "
                 f"containing {', '.join(NO_GRAD_KEYWORDS)}): pass requires_grad={{'name': True}} to choose which do."
             )
-        raise NothingRequiresGradError(
-            "no input or parameter requires grad: pass floating-point inputs, parameters that require "
-            "grad, or requires_grad={'name': True} to choose which do."
-        )
-    return _Call(model, inputs, keywords, output, name, signature, arg_names, parameters, decided, input_names, notes)
+        raise _nothing_requires_grad()
+    return _Call(
+        model, inputs, keywords, output, name, signature, arg_names, parameters, decided, from_loss, ruled,
+        graphnet_rule, requires_grad, input_names, notes,
+    )  # fmt: skip
 
 
 def prepared_call(model: Callable | GraphNetSample, inputs: tuple, options: dict[str, object], mode: Mode) -> _Call:
@@ -223,7 +239,47 @@ def prepared_call(model: Callable | GraphNetSample, inputs: tuple, options: dict
 def _capture(
     call: _Call, resolved: Partitioner, mode: Mode, capture_scalars: bool
 ) -> tuple[BackwardExtraction, list[str]]:
-    """Trace and run once; the extraction and what the run had to say (a note means: do not cache)."""
+    """Trace and run once; the extraction and what the run had to say (a note means: do not cache).
+
+    A capture that fails while the default gives floating inputs a gradient (a model setting `requires_grad` on
+    a tensor computed from its input, which torch refuses) is tried under the training rule, and kept where its
+    backward starts from a loss: there the default is that rule; elsewhere the first failure stands."""
+    try:
+        extraction, notes, _ = _capture_as_decided(call, resolved, mode, capture_scalars)
+    except NoDifferentiableOutputError:
+        if any(call.requires_grad.values()):
+            raise
+        raise _nothing_requires_grad() from None  # a function closing over no parameter that requires grad
+    except ExtractionFailed as failed:
+        if call.requires_grad_from_loss is None:
+            raise
+        try:
+            extraction, notes, from_loss = _capture_as_decided(_trained(call), resolved, mode, capture_scalars)
+        except BwdWidgetsError:
+            from_loss = False
+        if not from_loss:
+            raise failed from None
+    return extraction, notes
+
+
+def _nothing_requires_grad() -> NothingRequiresGradError:
+    return NothingRequiresGradError(
+        "no input or parameter requires grad: pass floating-point inputs, parameters that require "
+        "grad, or requires_grad={'name': True} to choose which do."
+    )
+
+
+def _trained(call: _Call) -> _Call:
+    """The call under the training rule, which the default is where the backward starts from a loss."""
+    assert call.requires_grad_from_loss is not None
+    return dataclasses.replace(call, requires_grad=call.requires_grad_from_loss, requires_grad_from_loss=None)
+
+
+def _capture_as_decided(
+    call: _Call, resolved: Partitioner, mode: Mode, capture_scalars: bool
+) -> tuple[BackwardExtraction, list[str], bool]:
+    """`_capture` with the gradients `call` decided, or the training rule's where the backward turns out to
+    start from a loss; also whether it did."""
     started = time.perf_counter()
     with torch.inference_mode(False):  # an input made under inference_mode is copied into a normal tensor
         values = [
@@ -238,15 +294,31 @@ def _capture(
         grads.update({n: p.grad for n, p in call.parameters.items()})
     if not session.regions:
         _no_region(call.name, any(g is not None for g in grads.values()), graph_break_reasons() - breaks_before)
+    if call.requires_grad_from_loss is not None and session.started_from_loss:
+        # the backward starts from a loss: a training step's data gets no gradient; captured again so
+        with contextlib.suppress(NoDifferentiableOutputError):  # nothing else needs a gradient: keep this one
+            return _capture_as_decided(_trained(call), resolved, mode, capture_scalars)
+    said = gradient_note(call.ruled, call.requires_grad, _why_gradient(call, session.started_from_loss))
     extraction = BackwardExtraction(
-        partitions=session.build(call.notes + told + session.notes + notes, backward_ran),
+        partitions=session.build(call.notes + ([said] if said else []) + told + session.notes + notes, backward_ran),
         mode=mode,
         model_name=call.name,
         seconds=time.perf_counter() - started,
         autograd_gradients={n: g for n, g in grads.items() if g is not None},
         requires_grad=call.requires_grad,
     )
-    return extraction, notes
+    return extraction, notes, session.started_from_loss
+
+
+def _why_gradient(call: _Call, from_loss: bool) -> str:
+    """Why the rule gave an input a gradient, for `gradient_note`."""
+    if call.asked == "floating":
+        return "requires_grad='floating' gives every floating-point input one"
+    if call.graphnet_rule:
+        return "GraphNet's rule for its samples gives every floating-point input but statistics, masks and indices one"
+    if from_loss:
+        return "the backward starts from a loss, but nothing else in the call requires grad"
+    return "every floating-point input gets one where the backward does not start from a loss"
 
 
 def _no_region(name: str, gradients_came: bool, breaks: Counter[str]) -> NoReturn:
@@ -509,11 +581,14 @@ def _run(
             faked_values = stack.enter_context(faked(call.model, args + list(kwargs.values())))
             args, kwargs = faked_values[: len(args)], dict(zip(kwargs, faked_values[len(args) :]))
             compiled = _compiled(session, route, call, args)
-            return _told(_picked(compiled(*args, **kwargs)), call.output), [], False
+            picked = _picked(compiled(*args, **kwargs))
+            session.started_from_loss = starts_from_loss(picked.value)
+            return _told(picked, call.output), [], False
         session.keep_unchanged(_changeable(call.model, args + list(kwargs.values())))
         try:
             compiled = _compiled(session, route, call, args)
             picked = _picked(compiled(*args, **kwargs))
+            session.started_from_loss = starts_from_loss(picked.value)
             told = _told(picked, call.output)
             differentiable = differentiable_outputs(picked.value)
             try:

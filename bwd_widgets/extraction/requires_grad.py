@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 from collections.abc import Callable, Iterator, Sequence
+from typing import Literal
 
 import torch
 
@@ -19,8 +20,15 @@ NO_GRAD_KEYWORDS = (
     "position_ids",
     "anchor",
 )
-RequiresGrad = bool | dict[str, bool] | Callable[[str, torch.Tensor], bool] | None
-"""None: floating-point inputs, parameters as they are; a bool for all; {name: bool}; or callable(name, tensor)."""
+RULES = ("training", "floating")
+"""The named rules for which inputs get a gradient (parameters keep their own `requires_grad` under both):
+"training": each input as the user made it (a data batch made without `requires_grad` gets none, as in a
+training step); "floating": every floating-point input (GraphNet's rule for its samples), the default before
+the training rule, for a backward that starts from a loss, was."""
+Rule = Literal["training", "floating"]
+RequiresGrad = bool | dict[str, bool] | Callable[[str, torch.Tensor], bool] | Rule | None
+"""None: "training" where the backward starts from a loss, "floating" otherwise; a rule by name; a bool for all;
+{name: bool}; or callable(name, tensor)."""
 
 
 def default_requires_grad(name: str, tensor: object) -> bool:
@@ -40,13 +48,22 @@ def decide_requires_grad(
     inputs: Sequence[object],
     parameters: dict[str, torch.nn.Parameter],
     rule_names: dict[str, str],
+    from_loss: bool = False,
 ) -> dict[str, bool]:
-    """Which floating inputs and parameters get a gradient; unknown names in a dict are an error."""
-    if not (requires_grad is None or isinstance(requires_grad, (bool, dict)) or callable(requires_grad)):
+    """Which floating inputs and parameters get a gradient; unknown names in a dict are an error. `from_loss`:
+    the backward starts from a loss, where the default is the training rule."""
+    named = isinstance(requires_grad, str)
+    if named and requires_grad not in RULES:
         raise BwdWidgetsError(
-            f"requires_grad={requires_grad!r} is not a choice: pass None (the default rule), True or False, "
-            "{name: bool}, or callable(name, tensor)."
+            f"requires_grad={requires_grad!r} is not a rule: the rules are {', '.join(map(repr, RULES))}; "
+            "or pass True or False, {name: bool}, or callable(name, tensor)."
         )
+    if not (requires_grad is None or named or isinstance(requires_grad, (bool, dict)) or callable(requires_grad)):
+        raise BwdWidgetsError(
+            f"requires_grad={requires_grad!r} is not a choice: pass None (the default rule), 'training' or "
+            "'floating', True or False, {name: bool}, or callable(name, tensor)."
+        )
+    rule = requires_grad if named else ("training" if from_loss and not graphnet_rule else "floating")
     if isinstance(requires_grad, dict):
         known = set(arg_names) | set(parameters) | set(rule_names.values())
         unknown = [n for n in requires_grad if n not in known]
@@ -69,10 +86,12 @@ def decide_requires_grad(
             for candidate in (name, rule_name):
                 if candidate in requires_grad:
                     return bool(requires_grad[candidate])
-        elif callable(requires_grad):
-            return bool(requires_grad(name, tensor))
         elif isinstance(requires_grad, bool):
             return requires_grad
+        elif callable(requires_grad) and not named:
+            return bool(requires_grad(name, tensor))
+        if rule == "training" and name not in parameters:
+            return tensor.requires_grad
         if graphnet_rule:
             return default and default_requires_grad(rule_name, tensor)
         return default
@@ -80,6 +99,68 @@ def decide_requires_grad(
     decided = {n: decide(n, v, True) for n, v in zip(arg_names, inputs) if isinstance(v, torch.Tensor)}
     decided.update({n: decide(n, p, p.requires_grad) for n, p in parameters.items()})
     return decided
+
+
+def decided_from_loss(
+    requires_grad: RequiresGrad,
+    graphnet_rule: bool,
+    decided: dict[str, bool],
+    model: object,
+    arg_names: list[str],
+    inputs: Sequence[object],
+    parameters: dict[str, torch.nn.Parameter],
+    rule_names: dict[str, str],
+) -> dict[str, bool] | None:
+    """Where the user's choice leaves inputs to the default and the training rule would differ from `decided`:
+    the decision if the backward starts from a loss, which only the capture finds out (the output is picked
+    inside the trace). None where it would not differ, or would leave a module nothing to differentiate (a plain
+    function's parameters are those it closes over, which the capture finds). A GraphNet sample keeps GraphNet's
+    rule: its samples are written as GraphNet's own extractor writes them."""
+    if graphnet_rule or not (requires_grad is None or isinstance(requires_grad, dict)):
+        return None
+    trained = decide_requires_grad(requires_grad, False, arg_names, inputs, parameters, rule_names, from_loss=True)
+    alone = isinstance(model, torch.nn.Module) and not any(trained.values())
+    return trained if trained != decided and not alone else None
+
+
+def ruled_inputs(
+    requires_grad: RequiresGrad, arg_names: list[str], inputs: Sequence[object], rule_names: dict[str, str]
+) -> dict[str, torch.Tensor]:
+    """The tensor inputs whose gradient a rule decides: those the user named no choice for."""
+
+    def by_rule(name: str) -> bool:
+        if requires_grad is None or isinstance(requires_grad, str):
+            return True
+        return (
+            isinstance(requires_grad, dict) and name not in requires_grad and rule_names.get(name) not in requires_grad
+        )
+
+    return {n: v for n, v in zip(arg_names, inputs) if isinstance(v, torch.Tensor) and by_rule(n)}
+
+
+def gradient_note(inputs: dict[str, torch.Tensor], decided: dict[str, bool], why: str) -> str | None:
+    """Which inputs get a gradient by a rule (`inputs`: those the user named no choice for; `why` the rule's
+    reason), and how to say otherwise: a training step's data gets none, so an input's gradient is worth a word."""
+    made = [n for n, t in inputs.items() if decided.get(n) and t.requires_grad]
+    given = [n for n, t in inputs.items() if decided.get(n) and not t.requires_grad]
+    if not made and not given:
+        return None
+    parts = []
+    if given:
+        parts.append(f"{_listed(given)} {_get(given)} a gradient ({why}")
+        parts[-1] += f"; requires_grad={{{', '.join(f'{n!r}: False' for n in given)}}}, or --requires-grad training "
+        parts[-1] += "in the magic, gives a training step's data none)"
+    if made:
+        parts.append(f"{_listed(made)} {_get(made)} a gradient as made (requires_grad=True)")
+    return "; ".join(parts) + "."
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:6]) + (f" and {len(names) - 6} more inputs" if len(names) > 6 else "")
+
+
+def _get(names: list[str]) -> str:
+    return "gets" if len(names) == 1 else "get"
 
 
 @contextlib.contextmanager

@@ -25,6 +25,7 @@ from IPython.core.magic_arguments import parse_argstring
 from ..core.errors import BwdWidgetsError, one_line
 from ..core.partitioners import partitioner_choices, resolve_partitioner
 from ..extraction.extract import extract
+from ..extraction.requires_grad import RULES, RequiresGrad
 from .advising import model_source
 from .progress import extracting_status
 from .widget import BackwardGraphWidget, keep_as_text
@@ -82,6 +83,13 @@ class BwdMagics(Magics):
         "(default: the loss if the output holds one, else all of it); cell magic: the variable holding "
         "the forward result (default: the last expression)",
     )
+    @argument(
+        "--requires-grad",
+        metavar="WHICH",
+        help="which inputs get a gradient: training (each as you made it: a data batch gets none), floating "
+        "(every floating-point input), or NAME[,NAME...] (those inputs, the rest by the default); default: "
+        "training where the backward starts from a loss, else floating",
+    )
     @line_cell_magic
     def bwd_extract(self, line: str, cell: str | None = None) -> BackwardExtraction:
         """Extract the backward graph of a forward call and show it.
@@ -121,24 +129,25 @@ class BwdMagics(Magics):
             called = "cell"
         mode: Mode = "fake" if args.fake else "real"
         output = args.output if cell is None else None
+        options = {"model_kwargs": keywords, "output": output, "requires_grad": _requires_grad(args, cell and model)}
         try:
             with extracting_status(model, mode, args.name):
                 extraction = extract(
-                    model, *inputs, model_kwargs=keywords, output=output, partitioner=partitioner,
-                    memory_budget=args.budget, mode=mode, name=args.name, cache=sandbox is None or not args.fake,
+                    model, *inputs, partitioner=partitioner, memory_budget=args.budget, mode=mode, name=args.name,
+                    cache=sandbox is None or not args.fake, **options,  # type: ignore[arg-type]
                 )  # fmt: skip
         except BwdWidgetsError as error:
             raise UsageError(str(error)) from None
         if cell is not None and sandbox is not None:
             _ran_once(shell, cell, sandbox, args.fake)
         if target is not None:
-            _advise(model, inputs, target, mode, keywords, output, args.time)
+            _advise(model, inputs, target, mode, options, args.time)
         if args.save:
             _save(extraction, Path(args.save), args.name or _free_name(Path(args.save), called))
         if args.no_display:
             keep_as_text(extraction)
         else:
-            _show(shell, extraction, model_source(model, tuple(inputs), {"model_kwargs": keywords, "output": output}))
+            _show(shell, extraction, model_source(model, tuple(inputs), options))
         return extraction
 
 
@@ -214,7 +223,7 @@ def _read_options(magic: object, line: str, cell: str | None) -> tuple[str, argp
         raise UsageError("bad arguments to %bwd_extract: see %bwd_extract? for the usage") from None
     except ValueError as error:
         raise UsageError(f"could not read the options ({error}): close every quote") from None
-    for option in ("partitioner", "save", "name", "output"):  # IPython's split keeps the quotes
+    for option in ("partitioner", "save", "name", "output", "requires_grad"):  # IPython's split keeps the quotes
         value = getattr(args, option)
         if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             setattr(args, option, value[1:-1])
@@ -229,6 +238,24 @@ def _read_options(magic: object, line: str, cell: str | None) -> tuple[str, argp
     if cell is None and not call:
         raise UsageError("give the forward call to extract, e.g. %bwd_extract model(x)")
     return call, args, partitioner
+
+
+def _requires_grad(args: argparse.Namespace, cell: object) -> RequiresGrad:
+    """`--requires-grad`: a rule by name, or the inputs named (comma-separated) get a gradient. Left out, a cell
+    that trains parameters takes the training rule: it is the user's own step, and what its tensors need is how
+    they made them (extract's own default would find out from the output by capturing twice, and a cell's code
+    runs once); otherwise extract's default."""
+    text: str | None = args.requires_grad
+    if text is None and isinstance(cell, torch.nn.Module) and any(p.requires_grad for p in cell.parameters()):
+        return "training"  # `cell`: the cell's module, for the cell magic
+    if text is None or text in RULES:
+        return text  # type: ignore[return-value]  # a rule's name, checked just above
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names or not all(n.isidentifier() or "." in n for n in names):
+        raise UsageError(
+            f"--requires-grad {text}: give training, floating, or the names of inputs to differentiate, e.g. x,y"
+        )
+    return dict.fromkeys(names, True)
 
 
 def _fit_target(text: str | None, timed: bool = False, fake: bool = False) -> int | None:
@@ -248,9 +275,7 @@ def _fit_target(text: str | None, timed: bool = False, fake: bool = False) -> in
         raise UsageError(f"--fit: {error}") from None
 
 
-def _advise(
-    model: Callable, inputs: list, target: int, mode: Mode, keywords: dict, output: str | None, timed: bool
-) -> None:
+def _advise(model: Callable, inputs: list, target: int, mode: Mode, options: dict, timed: bool) -> None:
     """`--fit`: the advisor's report, printed; a failure is one line on stderr and the extraction is kept."""
     from ..studio.advisor import advise
 
@@ -260,9 +285,8 @@ def _advise(
             *inputs,
             target=target,
             mode=mode,
-            model_kwargs=keywords,
-            output=output,
             measure_time=timed,
+            **options,
         )
     except BwdWidgetsError as error:
         print(f"bwd_extract: --fit: {error}", file=sys.stderr)

@@ -276,7 +276,7 @@ def _verify_offload(run: _Run, plan: Plan) -> None:
             call.keywords,
             applied.saved_tensors_hooks,
             call.output,
-            call.requires_grad,
+            run.base.requires_grad if run.base is not None else call.requires_grad,  # as the capture decided
             call.arg_names,
         )
     except Exception as error:  # noqa: BLE001 - the plan stays listed, predicted only, with why
