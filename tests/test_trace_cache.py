@@ -356,6 +356,34 @@ def test_an_unchanged_model_still_hits_the_cache():
         assert again.partitions[0].trace is first.partitions[0].trace, case.__name__
 
 
+@pytest.mark.parametrize("mode", ["real", "fake"])
+def test_a_deleted_model_takes_its_kept_trace_and_memory_with_it(mode):
+    """Issue 43, item 4 ("memory comes back after del"): the cache holds a model weakly, so `del model` frees the
+    model, its kept trace and the real values the trace holds, while the extraction the user keeps still works."""
+    import gc
+    import weakref
+
+    from bwd_widgets.examples import Transformer
+    from bwd_widgets.extraction import cache
+
+    bw.clear_trace_cache()
+    torch.manual_seed(0)
+    model, x = Transformer(width=32, depth=2), torch.randint(0, 64, (2, 16))
+    extraction = bw.extract(model, x, mode=mode)
+    assert (
+        len(cache._traces) == 1
+        and bw.extract(model, x, mode=mode).partitions[0].trace is extraction.partitions[0].trace
+    )
+    kept = weakref.ref(model)
+    del model
+    gc.collect()
+    assert kept() is None and len(cache._traces) == 0
+    assert extraction.rerun("min_cut", 0.5).saved_tensors, "the user's own extraction still partitions again"
+    del extraction
+    gc.collect()
+    assert not [o for o in gc.get_objects() if isinstance(o, cache._Kept)], "nothing of the kept trace remains"
+
+
 # Issue 44, items 6-11: the reuse decision is Dynamo's guards plus what they do not cover. Each family edits one
 # kind of thing the trace reads in several ways; a rerun before the edit hits (where Dynamo gives guards).
 

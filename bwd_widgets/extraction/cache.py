@@ -21,9 +21,11 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import logging
 import types
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -100,8 +102,9 @@ class _Kept:
     rng_digest: str | None
     """Set when the graph draws random numbers: a hit also needs the same generator state."""
     guarded: Guarded
-    model: object
-    """Held so that the model's id in the slot stays taken."""
+    model: weakref.ref
+    """The model, weakly: a model the user deletes takes its kept trace with it (`_forget`), which also frees
+    the slot its id names before another object can take that id."""
     inputs: tuple
 
 
@@ -149,9 +152,17 @@ def keep(key: TraceKey, extraction: BackwardExtraction, digest: str, model: obje
     if key.guarded is None:
         return
     random = any(_draws_random_numbers(p) for p in extraction.partitions)
-    _traces[key.slot] = _Kept(extraction, digest if random else None, key.guarded, model, inputs)
+    held = weakref.ref(model, functools.partial(_forget, key.slot))
+    _traces[key.slot] = _Kept(extraction, digest if random else None, key.guarded, held, inputs)
     while len(_traces) > TRACE_CACHE_SIZE:
         _traces.popitem(last=False)
+
+
+def _forget(slot: tuple, gone: weakref.ref) -> None:
+    """A kept model was collected: its trace goes (unless the slot already holds another's)."""
+    kept = _traces.get(slot)
+    if kept is not None and kept.model is gone:
+        del _traces[slot]
 
 
 def clear_trace_cache() -> None:
