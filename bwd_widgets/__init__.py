@@ -49,6 +49,7 @@ from .views import plot
 
 if TYPE_CHECKING:
     import types
+    from collections.abc import Callable
     from pathlib import Path
 
     from IPython.core.interactiveshell import InteractiveShell
@@ -163,14 +164,14 @@ def unload_ipython_extension(shell: InteractiveShell) -> None:
     unload(shell)
 
 
-def _widget_bundle(obj: object) -> tuple[dict, dict] | None:
+def _display_of(obj: object) -> Callable[[], object] | None:
     """Results that end a cell in a Jupyter kernel show as the widget (the Jupyter layer decides)."""
-    from .jupyter.display import widget_bundle
+    from .jupyter.display import display_of
 
-    return widget_bundle(obj)
+    return display_of(obj)
 
 
-set_provider(_widget_bundle)
+set_provider(_display_of)
 check_torch_version()  # one warning, not an error, when torch is outside the tested range
 
 

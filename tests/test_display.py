@@ -1,7 +1,7 @@
-"""Rich display as IPython reaches it: `_repr_mimebundle_` on the results, answered by the Jupyter layer.
+"""Rich display as IPython reaches it: `_ipython_display_` on the results, answered by the Jupyter layer.
 
 Importing bwd_widgets installs nothing into IPython; a result that ends a cell in a kernel draws as the
-widget, in a terminal as its text.
+widget and a picture that follows it (no `Out[n]`), in a terminal as its text.
 """
 
 import subprocess
@@ -48,18 +48,19 @@ def test_results_show_as_the_widget_in_a_kernel_and_as_text_in_a_terminal(shell,
     ):
         sent.clear()
         data, _ = shell.display_formatter.format(result)
+        assert data == {}, "the result displays itself: no execute_result, no Out[n]"
         # a placeholder first (building a big model's view takes seconds), then the widget in its place
         assert set(sent[0]) == {"text/plain"} and sent[0]["text/plain"].startswith("Building the view of ")
-        assert "application/vnd.jupyter.widget-view+json" in sent[-1] and "image/svg+xml" in sent[-1], type(result)
-        assert "bwd-static" in data["text/html"], "the static picture follows the widget"
-        assert data["text/plain"] == sent[-1]["text/plain"] == repr(result), "the text stays the result's own"
+        assert "application/vnd.jupyter.widget-view+json" in sent[1] and "image/svg+xml" in sent[1], type(result)
+        assert "bwd-static" in sent[-1]["text/html"], "the static picture follows the widget"
+        assert sent[-1]["text/plain"] == sent[1]["text/plain"] == repr(result), "the text stays the result's own"
 
 
 def test_a_result_the_cell_already_drew_is_not_drawn_twice(shell, reference):
     shell.kernel = object()
     bw.BackwardGraphWidget(reference)._repr_mimebundle_()  # what %bwd_extract shows before returning
     data, _ = shell.display_formatter.format(reference)
-    assert set(data) == {"text/plain"}
+    assert set(data) == {"text/plain"}, "its text, as Out[n]"
 
 
 def test_importing_the_package_changes_no_ipython_formatter():
@@ -107,10 +108,10 @@ def _tags(markup: str) -> list[tuple[str, dict]]:
 
 
 def test_a_result_in_a_kernel_is_the_widget_then_a_picture(shell, published, reference):
-    data, _ = shell.display_formatter.format(reference)
-    assert len(published) == 2, "a placeholder, then in its place the widget, before the picture (the cell's result)"
+    assert shell.display_formatter.format(reference) == ({}, {}), "it displays itself"
+    assert len(published) == 3, "a placeholder, then in its place the widget, then the picture"
     assert set(published[0]) == {"text/plain"} and published[0]["text/plain"].startswith("Building the view of ")
-    widget = published[1]
+    widget, data = published[1], published[2]
     assert WIDGET_VIEW in widget and widget["text/html"] == "", "an untrusted notebook shows nothing in its place"
     assert widget["image/svg+xml"].startswith("<svg") and widget["text/plain"] == repr(reference)
     assert set(data) == {"text/html", "text/plain"} and 'class="bwd-static"' in data["text/html"]
@@ -376,18 +377,21 @@ def test_every_display_of_a_widget_follows_and_a_closed_one_stops(displays, monk
     assert widget.wait_for_picture(timeout=120) and displays == []
 
 
-def test_a_result_can_display_itself_with_a_picture_that_follows(displays, monkeypatch):
-    """`widget_bundle`'s picture is the cell's execute_result, which no display id reaches; `display_following` is
-    the display a result's own `_ipython_display_` would make: the widget, then a picture that follows, no result."""
-    from bwd_widgets.jupyter.display import display_following
+def test_a_result_ending_a_cell_displays_itself_with_a_picture_that_follows(shell, displays, monkeypatch):
+    """A cell's execute_result is never updated by display id, so a result that ends a cell displays itself
+    (`_ipython_display_`): the widget, then a picture that follows the partition shown, and no result."""
     from bwd_widgets.jupyter.widget import BackwardGraphWidget
 
     monkeypatch.setattr(BackwardGraphWidget, "PICTURE_PAUSE_S", 600.0, raising=False)
     torch.manual_seed(0)
     extraction = bw.extract(Transformer(width=16, depth=1), torch.randint(0, 64, (2, 8)), name="itself")
     displays.clear()
-    widget = display_following(extraction)
-    assert widget is not None and display_following(extraction) is None, "a cell draws a result once"
+    show = extraction._ipython_display_  # what IPython's display hook calls for the cell's last expression
+    assert callable(show)
+    widget = show()
+    assert isinstance(widget, BackwardGraphWidget), "the widget shown for it"
+    assert extraction._ipython_display_ is None, "a cell draws a result once: then its text"
+    assert set(shell.display_formatter.format(extraction)[0]) == {"text/plain"}
     placeholder, shown, picture = displays
     assert placeholder[1] == shown[1] and shown[2] and WIDGET_VIEW in shown[0], "the placeholder becomes the widget"
     assert picture[1] not in (None, shown[1]) and not picture[2] and picture[0]["text/plain"] == repr(extraction)

@@ -1,17 +1,21 @@
-"""Rich display the way the ecosystem expects it: results carry `_repr_mimebundle_`, which IPython calls
-on whatever ends a cell, and the Jupyter layer supplies what it returns.
+"""Rich display the way IPython reaches it: a result that ends a cell (or is passed to `display`) shows itself
+through `_ipython_display_`, which the Jupyter layer supplies.
 
 This layer does not know the widget: the package's façade hands in a provider (the Jupyter layer's
-`widget_bundle`) when it is imported. Nothing is installed into IPython, so importing bwd_widgets
-changes no formatter; outside a kernel the provider returns None and IPython shows the text repr.
+`display_of`) when it is imported. Nothing is installed into IPython, so importing bwd_widgets changes no
+formatter. The result shows itself rather than returning a bundle because a cell's result (an execute_result)
+is the one output a front end never updates by display id: the picture under the widget has to be a display of
+its own to follow the partition the widget shows (`jupyter/display.py`). Where the provider has nothing to show
+(a terminal, a result its cell already drew), `_ipython_display_` is None, which IPython reads as absent: the
+result's text, as `Out[n]`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-MimeBundle = tuple[dict, dict]
-Provider = Callable[[object], MimeBundle | None]
+Provider = Callable[[object], Callable[[], object] | None]
+"""Given a result: what shows it in this kernel (called once, when IPython displays it), or None (its text)."""
 
 _provider: Provider | None = None
 
@@ -25,7 +29,10 @@ def set_provider(provider: Provider | None) -> None:
 class RichDisplay:
     """Results that show as the widget when they end a notebook cell."""
 
-    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> MimeBundle | None:
+    @property
+    def _ipython_display_(self) -> Callable[[], object] | None:
+        """IPython's self-display hook, present only where the Jupyter layer shows this result (IPython's
+        `get_real_method` skips an attribute that is not callable, so None leaves the text repr)."""
         return _provider(self) if _provider is not None else None
 
 

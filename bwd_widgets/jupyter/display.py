@@ -11,48 +11,35 @@ picture has to be an output of its own; a style rule in it (kept only in a trust
 widget can run) hides whichever of the two is not drawn. An untrusted notebook drops the rule and
 shows the picture.
 
-The picture follows the widget. It is published under a display id, and each partition the widget shows
-(partitioner, budget, sweep point, plan, compiled region) redraws it once the widget pauses and sends it as an
-update of that id (`BackwardGraphWidget.follow_picture`): the front end puts the update in the output's place,
-so a saved notebook shows the partition its author left on screen. The widget's own output keeps the SVG of the
-partition it was displayed with: updating it would make the front end draw the widget again from scratch.
-
-The results' own `_repr_mimebundle_` (from `display_hook.RichDisplay`) asks `widget_bundle`, which the
-package's façade hands to the hook; nothing is registered with IPython. It publishes the widget and
-returns the picture, with the result's own text, as the cell's result. That picture does not follow:
-JupyterLab updates by display id only a display_data output, never a cell's execute_result, and IPython sends
-an execute_result (with text: an `Out[n]`) for any value that ends a cell unless the value displays itself.
-`display_following` is that self-display (the widget, then a picture that follows, no result), for a
-`_ipython_display_` on the results to call.
+The picture is published under a display id and follows the partition the widget shows, so that a saved
+notebook shows where its author left the widget: a front end updates by display id a display_data output,
+never a cell's execute_result, so a result that ends a cell displays itself (`display_hook.RichDisplay`'s
+`_ipython_display_`, answered by `display_of`): the widget, then the picture, and no `Out[n]`.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from ..extraction.display_hook import in_kernel
 from ..studio.compare import Sweep
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .widget import BackwardGraphWidget
 
 
 def _published_widget(obj: object) -> BackwardGraphWidget | None:
     """In a kernel: publish the widget for `obj` (a placeholder first, which becomes it) with `obj`'s text, and
     return it; None outside a kernel, if this cell already drew it, or for an empty sweep."""
-    from IPython import get_ipython
-
-    if not in_kernel(get_ipython()):
-        return None
-    from .widget import drawn_in_this_cell, show
-
-    if drawn_in_this_cell(obj):
-        return None
-    if isinstance(obj, Sweep) and not obj.points:
+    if display_of(obj) is None:
         return None
     from IPython.display import display
 
     from .progress import placeholder
+    from .widget import show
 
     # building a big model's widget takes seconds: a placeholder says so, then becomes the widget
     title = f"Building the view of {getattr(obj, 'model_name', None) or type(obj).__name__}"
@@ -67,17 +54,22 @@ def _published_widget(obj: object) -> BackwardGraphWidget | None:
     return widget
 
 
-def widget_bundle(obj: object) -> tuple[dict, dict] | None:
-    """In a kernel: publish the widget for `obj`, and return the static picture that follows it, with
-    `obj`'s own text; None (plain text) outside a kernel, or if this cell already drew it."""
-    widget = _published_widget(obj)
-    return None if widget is None else (widget.picture_bundle(text=repr(obj)), {})
+def display_of(obj: object) -> Callable[[], object] | None:
+    """How `obj` shows when it ends a cell in a kernel (`display_following`), or None: outside a kernel, if this
+    cell already drew it, or for an empty sweep (IPython then shows its text)."""
+    from IPython import get_ipython
+
+    if not in_kernel(get_ipython()) or (isinstance(obj, Sweep) and not obj.points):
+        return None
+    from .widget import drawn_in_this_cell
+
+    return None if drawn_in_this_cell(obj) else functools.partial(display_following, obj)
 
 
 def display_following(obj: object) -> BackwardGraphWidget | None:
     """In a kernel: publish the widget for `obj`, then its picture under a display id that follows the partition
-    the widget shows (with `obj`'s text), and return the widget; None (nothing published) where `widget_bundle`
-    would answer None."""
+    the widget shows (with `obj`'s text), and return the widget; None (nothing published) where `display_of`
+    answers None."""
     from IPython.display import display
 
     widget = _published_widget(obj)
