@@ -1,9 +1,15 @@
 """Clear the saved outputs that would show a reader an answer before they run its cell.
 
 Run after executing a notebook (and scripts/strip_notebooks.py): the code cells between a
-`my_guess = ...` cell and the markdown after it, and every code cell after "### Worked answers",
-lose their outputs; worked answers' code is also collapsed in JupyterLab. tests/test_notebooks.py
-holds the rule.
+`my_guess = ...` cell and the markdown after it, every code cell tagged `hide-answer` (a later cell
+whose output would answer a prediction, such as a sweep's peaks), and every code cell after
+"### Worked answers" lose their outputs; worked answers' code is also collapsed in JupyterLab.
+tests/test_notebooks.py holds the rule.
+
+A prediction's check cell raises while its guess is `...` (so Run All stops there, in one line); it is
+tagged `nbval-raises-exception` for nbval. To execute a whole notebook from the command line, let
+those cells fail, then strip and hide:
+    .venv/bin/jupyter nbconvert --to notebook --execute --inplace --allow-errors notebooks/NAME.ipynb
 Usage: .venv/bin/python scripts/hide_answers.py notebooks/*.ipynb
 """
 
@@ -20,6 +26,8 @@ def hide(path: str) -> None:
         if cell.cell_type == "code" and cell.source.startswith("my_guess = ..."):
             end = next(k for k in range(i + 1, len(cells)) if cells[k].cell_type == "markdown")
             hidden += cells[i + 1 : end]
+        if cell.cell_type == "code" and "hide-answer" in cell.metadata.get("tags", []):
+            hidden.append(cell)
     answers = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and "### Worked answers" in c.source)
     for cell in cells[answers + 1 :]:
         if cell.cell_type == "code":
