@@ -126,31 +126,6 @@ def test_a_result_in_a_kernel_is_the_widget_then_a_picture(shell, published, ref
         assert words in data["text/html"], words
 
 
-@pytest.mark.parametrize("partitioner", ["default", "min_cut"])
-def test_the_static_table_says_what_each_value_is_in_the_widgets_words(partitioner):
-    """One classification per value (issue 43, item 7): the saved notebook's table says each value's kind, what it
-    adds and what torch says of it exactly as the widget's table does (both from the payload's `kind_label`),
-    a view of a parameter being a "parameter view" that adds 0 B."""
-    import html as html_module
-
-    from bwd_widgets.core.units import format_bytes
-    from bwd_widgets.views.html import saved_table
-    from bwd_widgets.views.payload import graph_payload
-
-    torch.manual_seed(0)
-    extraction = bw.extract(Transformer(width=32, depth=1), torch.randint(0, 64, (2, 8)), partitioner=partitioner)
-    data = graph_payload(extraction)
-    table = html_module.unescape(saved_table(data, top=len(data["saved"])))
-    rows = [r.split("</td>") for r in table.split("<tr>")[2:]]
-    cells = {row[0].split(">", 1)[1].split(" (")[0]: [c.split(">", 1)[1] for c in row[:-1]] for row in rows}
-    for saved in data["saved"]:
-        name, kind, _, _, adds, _, _, torch_says = cells[saved["name"]]
-        assert kind == saved["kind_label"] and adds == format_bytes(saved["activation_bytes"])
-        assert torch_says == (saved["torch_reason"] or "\u2014")
-        if saved["alias_kind"] in ("parameter", "buffer", "input"):
-            assert kind == f"{saved['alias_kind']} view" and saved["activation_bytes"] == 0
-
-
 def test_a_widget_displayed_is_the_widget_then_a_picture(shell, published, reference):
     from IPython.display import display
 

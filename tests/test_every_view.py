@@ -17,6 +17,7 @@ already has, and a new one joins by itself:
 from __future__ import annotations
 
 import functools
+import html
 import inspect
 import json
 import re
@@ -31,11 +32,13 @@ from torch.utils.checkpoint import checkpoint
 
 import bwd_widgets as bw
 from bwd_widgets.core.kinds import MODES
+from bwd_widgets.core.units import format_bytes
 from bwd_widgets.examples import MLP, ConvBN
 from bwd_widgets.extraction.result import BackwardExtraction
 from bwd_widgets.studio.advisor.plans import Advice
 from bwd_widgets.studio.compare import Comparison, Sweep
 from bwd_widgets.views import plot
+from bwd_widgets.views.html import saved_table
 
 from models import GraphBreak
 
@@ -238,6 +241,21 @@ def _widget(target: object, out: Path) -> None:
     assert "<svg" in data["image/svg+xml"]
     picture = widget.picture_bundle()
     assert picture["text/html"] and picture["text/plain"]
+    _static_table_speaks_as_the_widget(widget.payload)
+
+
+def _static_table_speaks_as_the_widget(data: dict) -> None:
+    """One classification per value (issue 43, item 7): the saved notebook's table says each value's kind, what
+    it adds and what torch says of it exactly as the widget's table does (both from the payload's `kind_label`); a
+    view of a parameter, buffer or input is a "... view" that adds 0 B."""
+    rows = [r.split("</td>") for r in html.unescape(saved_table(data, top=len(data["saved"]))).split("<tr>")[2:]]
+    cells = {row[0].split(">", 1)[1].split(" (")[0]: [c.split(">", 1)[1] for c in row[:-1]] for row in rows}
+    for saved in data["saved"]:
+        _, kind, _, _, adds, _, _, torch_says = cells[saved["name"]]
+        assert kind == saved["kind_label"] and adds == format_bytes(saved["activation_bytes"]), saved["name"]
+        assert torch_says == (saved["torch_reason"] or "\u2014"), saved["name"]
+        if saved["alias_kind"] in ("parameter", "buffer", "input"):
+            assert kind == f"{saved['alias_kind']} view" and saved["activation_bytes"] == 0, saved["name"]
 
 
 def _repr(target: object, out: Path) -> None:
