@@ -20,3 +20,12 @@ def shared_path(*parts) -> Path:
     path = SHARED.joinpath(*parts)
     require(path.exists(), f"shared data {path} is missing (it lives next to the project root as ../shared)")
     return path
+
+
+def graphnet_sample_names() -> list[str]:
+    """The shared GraphNet samples by name (`dev_list.txt`), for parametrizing; a missing folder gives one case,
+    which then fails under CI or skips elsewhere where the test opens it."""
+    listing = SHARED / "graphnet_samples" / "dev_list.txt"
+    if not listing.exists():
+        return ["<missing ../shared/graphnet_samples>"]
+    return [line.strip() for line in listing.read_text().splitlines() if line.strip()]

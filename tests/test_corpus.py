@@ -5,18 +5,10 @@ import pytest
 import bwd_widgets as bw
 
 from _batch_util import run_written_sample
+from shared_data import graphnet_sample_names
 
 
-def _sample_names():
-    from shared_data import SHARED
-
-    listing = SHARED / "graphnet_samples" / "dev_list.txt"
-    if not listing.exists():
-        return ["<missing ../shared/graphnet_samples>"]
-    return [line.strip() for line in listing.read_text().splitlines() if line.strip()]
-
-
-@pytest.mark.parametrize("name", _sample_names())
+@pytest.mark.parametrize("name", graphnet_sample_names())
 def test_sample_extracts_and_written_samples_run(name, samples_dir, tmp_path):
     try:
         sample = bw.load_graphnet_sample(samples_dir / name)

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 
 import pytest
 import torch
-from test_corpus import _sample_names
 
 import bwd_widgets as bw
 from bwd_widgets.core.compat import torch_partitioners
 from bwd_widgets.examples import Transformer
 
 from models import Chain
+from shared_data import graphnet_sample_names
 
 
 @dataclass
@@ -217,7 +217,7 @@ def test_a_torch_without_the_decision_functions_says_reason_unknown(monkeypatch)
     assert activations and all("reason unknown on this torch" in s.why for s in activations)
 
 
-@pytest.mark.parametrize("name", _sample_names())
+@pytest.mark.parametrize("name", graphnet_sample_names())
 def test_shared_sample_reasons_match_torch(name, samples_dir, torch_debug):
     sample = bw.load_graphnet_sample(samples_dir / name)
     extraction = bw.extract(sample, name=name, partitioner="min_cut")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -90,6 +91,8 @@ class CaptureSession:
     _inputs: list[InputSource] = field(default_factory=list)
     _current: _Region | None = None
     _mutable: list[tuple[torch.Tensor, torch.Tensor, int]] = field(default_factory=list)
+    graph_breaks: Counter[str] = field(default_factory=Counter)
+    """The graph-break reasons Dynamo recorded during this capture (its counters, `compat.graph_break_reasons`)."""
     started_from_loss: bool = False
     """The backward started from one scalar, as `loss.backward()` does (`outputs.starts_from_loss`)."""
     recording: bool = True

@@ -287,13 +287,12 @@ def _capture_as_decided(
             for arg, value in zip(call.arg_names, (*call.inputs, *call.keywords.values()))
         ]
     inputs = _Inputs(values[: len(call.inputs)], dict(zip(call.keywords, values[len(call.inputs) :])))
-    breaks_before = graph_break_reasons()
     with interrupts_held(), requires_grad_applied(call.parameters, call.requires_grad):
         session, told, notes, backward_ran = _capture_by_route(call, inputs, resolved, mode, capture_scalars)
         grads = {n: t.grad for n, t in zip(call.arg_names, values) if isinstance(t, torch.Tensor)}
         grads.update({n: p.grad for n, p in call.parameters.items()})
     if not session.regions:
-        _no_region(call.name, any(g is not None for g in grads.values()), graph_break_reasons() - breaks_before)
+        _no_region(call.name, any(g is not None for g in grads.values()), session.graph_breaks)
     if call.requires_grad_from_loss is not None and session.started_from_loss:
         # the backward starts from a loss: a training step's data gets no gradient; captured again so
         with contextlib.suppress(NoDifferentiableOutputError):  # nothing else needs a gradient: keep this one
@@ -361,7 +360,6 @@ def _capture_by_route(
     plain = not inputs.kwargs and call.output is None
     routes = ["fx", "dynamo"] if plain and capture_scalars and fx_eligible(call.model, inputs.args) else ["dynamo"]
     for route in routes:
-        before = graph_break_reasons()
         try:
             captured = _attempt(route, call, inputs, resolved, mode, capture_scalars, {})
         except NotForFx:
@@ -374,7 +372,7 @@ def _capture_by_route(
             raise _failure(call, error) from None
         if route == "fx":
             return captured
-        breaks = graph_break_reasons() - before
+        breaks = captured[0].graph_breaks
         captured, settings = _past_refusals(captured, breaks, call, inputs, resolved, mode, capture_scalars)
         if captured[0].repeated_region:
             whole = _traced_into_skipped(call, inputs, resolved, mode, capture_scalars, settings)
@@ -410,8 +408,9 @@ def _attempt(
     finally:
         ROUTE_BY_THREAD.pop(threading.get_ident(), None)
         session.finish()
+    session.graph_breaks = graph_break_reasons() - before
     if len(session.regions) > 1:
-        notes = [*notes, *_graph_breaks(graph_break_reasons() - before, len(session.regions))]
+        notes = [*notes, *_graph_breaks(session.graph_breaks, len(session.regions))]
     return session, told, notes, backward_ran
 
 
