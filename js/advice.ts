@@ -22,11 +22,27 @@ export const ADVICE_COLUMNS: readonly [string, (row: AdvicePlanRow) => string][]
   ["step time", (r) => (r.measured_seconds === null ? "\u2014" : formatSeconds(r.measured_seconds))],
 ];
 
-/** A row's tooltip: what clicking it does. */
+/** Where an offload plan's verified peak differs from its predicted one, in measured parts that add up to the
+ *  difference: the clause its note holds (studio/advisor/plans.py `PeakGap.text`, "verified is ... than
+ *  predicted: ..."), "" where the note has none. */
+export function peakGapText(row: AdvicePlanRow): string {
+  return row.note.match(/verified (?:is|equals) [^;]*/)?.[0] ?? "";
+}
+
+/** Why an offload plan verified under the target does not fit: on a CPU model its hooks move nothing (the note's
+ *  clause from core/eager_memory.py `CPU_CAVEAT`), "" elsewhere. */
+export function offloadCpuText(row: AdvicePlanRow): string {
+  return row.note.match(/on this device the hooks move nothing[^;]*/)?.[0] ?? "";
+}
+
+const sentence = (text: string): string => (text ? `. ${text[0].toUpperCase()}${text.slice(1)}` : "");
+
+/** A row's tooltip: what clicking it does; for an offload plan, why there is nothing to show, why it does not fit
+ *  on a CPU model, and where its verified peak differs from the predicted one. */
 export function adviceRowTitle(row: AdvicePlanRow): string {
   if (!row.selectable) {
     const how = row.verified_peak_bytes === null ? "not verified (see its note)" : "verified by running its hooks around an eager step on fake tensors";
-    return `${how}: saved_tensors_hooks run around the compiled graphs, not in them, so there is no partition to show`;
+    return `${how}: saved_tensors_hooks run around the compiled graphs, not in them, so there is no partition to show${sentence(offloadCpuText(row))}${sentence(peakGapText(row))}`;
   }
   return row.best
     ? "of the plans with a partition, the one that fits and recomputes least: click to show its partition"

@@ -18,18 +18,19 @@ import contextlib
 import itertools
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import torch
 
 from .compat import TorchDispatchMode, pytree
 from .fake import faked
 from .measure import bytes_alive
+from .model_state import left_as_it_was
 from .outputs import OutputChoice, differentiable_outputs, pick_output
 from .trace import TORCH_WORK
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
 STAND_IN = "meta"
 """The device the fakes live on: not the CPU, and one autograd can run on without its hardware."""
@@ -48,7 +49,7 @@ class EagerStepMemory:
     storage saved twice is copied twice), and any CPU tensor the model makes itself."""
 
 
-class _Storages(TorchDispatchMode):
+class StepStorages(TorchDispatchMode):
     """Storages the step's ops make, each counted once from the op that made it until torch frees it, by the
     device of the tensor that holds it (a fake's storage reads `meta` whatever its device)."""
 
@@ -175,20 +176,6 @@ def _require_grad(model: Any, inputs: dict[str, Any], decided: dict[str, bool]) 
     return list({id(p): p for p in named.values() if p.requires_grad}.values())
 
 
-@contextlib.contextmanager
-def _attributes_kept(model: Any) -> Iterator[None]:
-    """Put every module's attributes back as they were: a forward that sets one lazily (a rotary cache) would
-    leave a fake tensor in the user's model (`faked` puts back only the parameters and buffers it swapped)."""
-    modules = list(model.modules()) if isinstance(model, torch.nn.Module) else []
-    kept = [(m, dict(vars(m))) for m in modules]
-    try:
-        yield
-    finally:
-        for module, attributes in kept:
-            vars(module).clear()
-            vars(module).update(attributes)
-
-
 def eager_step_memory(
     model: Any,
     args: tuple,
@@ -202,11 +189,47 @@ def eager_step_memory(
     its backward, on new fakes of the model's tensors and the inputs on the stand-in device; the model's own
     tensors are untouched (its parameters are swapped for the call only). `requires_grad` (by the `arg_names`
     of args then kwargs, and by qualified parameter name) says which get a gradient, as an extraction decided."""
+
+    def plain(_: StepStorages) -> contextlib.AbstractContextManager:
+        return hooks or contextlib.nullcontext()
+
+    step = counted_step(model, args, kwargs, plain, output, requires_grad, arg_names, storages=StepStorages)
+    return EagerStepMemory(step.storages.activation_peak(), step.after_forward, step.cpu)
+
+
+S = TypeVar("S", bound=StepStorages)
+
+
+@dataclass(frozen=True)
+class CountedStep(Generic[S]):
+    """An eager step as `counted_step` ran it: its storages, counted, and what the forward left."""
+
+    storages: S
+    forward_readings: int
+    """How many of the storages' readings the forward took (the rest are backward's)."""
+    after_forward: int
+    """Bytes on the device after the forward, less the loss."""
+    cpu: int
+    """Bytes on the CPU after the forward (what hooks moved there)."""
+
+
+def counted_step(
+    model: Any,
+    args: tuple,
+    kwargs: dict[str, Any] | None,
+    hooks: Callable[[S], contextlib.AbstractContextManager],
+    output: OutputChoice,
+    requires_grad: dict[str, bool] | None,
+    arg_names: list[str] | None,
+    storages: Callable[[list[torch.Tensor]], S],
+) -> CountedStep[S]:
+    """`eager_step_memory`'s step, the one way it runs: the counting mode made by `storages` (a subclass may
+    label what it counts) and the forward under `hooks(counted)`."""
     names = list(kwargs or {})
     values = [*args, *(kwargs or {}).values()]
     with (
         TORCH_WORK,
-        _attributes_kept(model),
+        left_as_it_was(model),  # a forward that sets an attribute lazily (a rotary cache) keeps no fake there
         faked(model, values, device=STAND_IN) as fake_values,
     ):  # the collector paused: frees are torch's
         parameters = _require_grad(model, dict(zip(arg_names or [], fake_values)), requires_grad or {})
@@ -214,16 +237,17 @@ def eager_step_memory(
         held = [t for t in fake_values if isinstance(t, torch.Tensor)]
         if isinstance(model, torch.nn.Module):
             held += [*model.parameters(), *model.buffers()]
-        counted = _Storages(held)
+        counted = storages(held)
         handles = [p.register_hook(counted.gradient) for p in parameters]  # the gradient as it comes
         handles += [  # and as `.grad` holds it: AccumulateGrad copies one whose layout differs
             p.register_post_accumulate_grad_hook(lambda p: counted.gradient(p.grad)) for p in parameters
         ]
         try:
             with counted:
-                with hooks if hooks is not None else contextlib.nullcontext():
+                with hooks(counted):
                     loss = _loss(model(*fake_args, **fake_kwargs), output)
                 after, cpu = counted.device - counted.bytes_of(loss), counted.cpu
+                forward_readings = len(counted.readings)
                 loss.backward()
         finally:
             for handle in handles:
@@ -231,4 +255,4 @@ def eager_step_memory(
             counted.close()
     if not counted.readings or not any(counted.readings):
         raise ValueError("nothing the step made was on the stand-in device, so its memory could not be counted")
-    return EagerStepMemory(counted.activation_peak(), after, cpu)
+    return CountedStep(counted, forward_readings, after, cpu)

@@ -4,7 +4,7 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { ADVICE_COLUMNS, adviceRowTitle, adviceRunning, emptyAdviceText, fitsText } from "../advice";
+import { ADVICE_COLUMNS, adviceRowTitle, adviceRunning, emptyAdviceText, fitsText, offloadCpuText, peakGapText } from "../advice";
 import type { AdvicePlanRow } from "../types";
 
 const FIXTURE = fileURLToPath(new URL("./fixtures/payload.json", import.meta.url));
@@ -44,6 +44,26 @@ describe("the advisor's plans", () => {
       "16.2 ms",
       "12.3 s",
     ]);
+  });
+
+  it("says in an offload plan's tooltip why it does not fit on a CPU model and where verified differs from predicted", () => {
+    const offload = rows.find((r) => r.kind === "offload");
+    const gap = offload ? peakGapText(offload) : "";
+    expect(gap).toMatch(/^verified (is [\d,]+ B (more|less) than predicted: [+-][\d,]+ B of |equals predicted)/);
+    expect(offload && adviceRowTitle(offload)).toContain(`. V${gap.slice(1)}`);
+    expect(offload && offloadCpuText(offload)).toMatch(/^on this device the hooks move nothing \(CPU to CPU\): .*does not fit here$/);
+    const note =
+      "predicted: ...; on this device the hooks move nothing (CPU to CPU): the model's tensors are on the CPU, so the plan does not fit here; its figures are for the same step on a GPU; " +
+      "verified: ...; verified is 8,200 B more than predicted: +8,200 B of temporaries (16,392 B at the eager peak, in backward: mm 8,192 B, against 8,192 B at min-cut's peak); tried first: ...";
+    const row = plan({ kind: "offload", selectable: false, fits: false, note });
+    expect(peakGapText(row)).toBe("verified is 8,200 B more than predicted: +8,200 B of temporaries (16,392 B at the eager peak, in backward: mm 8,192 B, against 8,192 B at min-cut's peak)");
+    expect(adviceRowTitle(row)).toBe(
+      "verified by running its hooks around an eager step on fake tensors: saved_tensors_hooks run around the compiled graphs, not in them, so there is no partition to show. " +
+        "On this device the hooks move nothing (CPU to CPU): the model's tensors are on the CPU, so the plan does not fit here. " +
+        "Verified is 8,200 B more than predicted: +8,200 B of temporaries (16,392 B at the eager peak, in backward: mm 8,192 B, against 8,192 B at min-cut's peak)",
+    );
+    const bare = plan({ kind: "offload", selectable: false, note: "predicted: ...; not verified: ..." });
+    expect([peakGapText(bare), offloadCpuText(bare)]).toEqual(["", ""]);
   });
 
   it("runs while the kernel is busy with a step line, not once stopped or idle", () => {

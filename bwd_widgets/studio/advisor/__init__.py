@@ -31,6 +31,7 @@ from ...extraction.result import BackwardExtraction
 from ..compare import listed
 from ..forked import Awaited, ForkedTasks, default_workers
 from . import code as snippets
+from .gap import OffloadPrediction, eager_peak_parts, explain, predict, saved_sizes
 from .plans import Advice, Plan, pareto, parse_bytes, step_bytes
 
 __all__ = ["Advice", "AdviceError", "Plan", "Stopped", "advise", "parse_bytes"]
@@ -59,6 +60,8 @@ class _Run:
     by_spec: dict[int, list[Plan]] = field(default_factory=dict)
     """Each checkpoint plan's plans (alone, and with a budget), by its place in the specs."""
     offload: list[Plan] = field(default_factory=list)
+    predictions: dict[str, OffloadPrediction] = field(default_factory=dict)
+    """Each offload plan's prediction in parts, by its code."""
     on_cpu: bool = False  # the model's tensors are on the CPU, where offload hooks moving them to it move nothing
 
     @property
@@ -202,7 +205,7 @@ def _shipped(plans: list[Plan]) -> list[Plan]:
 def _saved_sizes(run: _Run) -> list[int]:
     """Bytes of min-cut 1.0's saved activations, largest first: the sizes an offload plan chooses among."""
     assert run.base is not None
-    return sorted((s.activation_bytes for s in run.base.saved_tensors if s.activation_bytes), reverse=True)
+    return saved_sizes(run.base)
 
 
 def _offload_plan(run: _Run, chosen: int | None = None) -> Plan | None:
@@ -220,12 +223,15 @@ def _offload_plan(run: _Run, chosen: int | None = None) -> Plan | None:
             chosen = size
             if peak - moved + sizes[0] + run.step <= run.target:
                 break
+    prediction = predict(run.base, chosen)  # peak - moved + sizes[0], in parts
     moved = sum(s for s in sizes if s >= chosen)
+    code = snippets.offload_code(chosen)
+    run.predictions[code] = prediction
     return Plan(
         f"offload saved tensors >= {chosen:,} B to the CPU",
         "offload",
-        snippets.offload_code(chosen),
-        peak - moved + sizes[0],
+        code,
+        prediction.peak,
         run.base.saved_activation_bytes - moved,
         0,
         step_bytes=run.step,
@@ -291,6 +297,31 @@ def _verify_offload(run: _Run, plan: Plan) -> None:
         "the eager step saves what autograd's formulas save, not what min-cut keeps, and runs attention as the "
         "math kernel, which saves more than a GPU's fused kernels"
     )
+    _explain_gap(run, plan, call, applied.saved_tensors_hooks)
+
+
+def _explain_gap(run: _Run, plan: Plan, call: Any, hooks: Any) -> None:
+    """Where the verified peak differs from the predicted one: the same eager step run once more with each storage
+    alive at its peak labelled (`gap.eager_peak_parts`), against the prediction's parts; the note says it in one
+    clause, whose parts add up to the gap."""
+    prediction = run.predictions.get(plan.code)
+    if prediction is None or plan.verified_peak_bytes is None or prediction.peak != plan.predicted_peak_bytes:
+        return
+    try:
+        eager = eager_peak_parts(
+            call.model,
+            call.inputs,
+            call.keywords,
+            hooks,
+            call.output,
+            run.base.requires_grad if run.base is not None else call.requires_grad,
+            call.arg_names,
+        )
+        plan.gap = explain(plan.verified_peak_bytes, prediction, eager)
+    except Exception as error:  # noqa: BLE001 - the plan keeps its verified peak; only the why is missing
+        plan.note += f"; the gap to the prediction is not attributed: {one_line(error)}"
+        return
+    plan.note += "; " + plan.gap.text
 
 
 def verify(run: _Run, plan: Plan) -> None:

@@ -1,4 +1,5 @@
-"""What the advisor returns: plans with their code, predicted and verified peaks, and the cheapest that fits."""
+"""What the advisor returns: plans with their code, predicted and verified peaks, and the cheapest that fits; for an
+offload plan, where its verified peak differs from the predicted one, in measured parts (`gap.PeakGap`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch
 from ...core.errors import AdviceError
 from ...core.units import format_bytes, format_seconds
 from ...extraction.result import BackwardExtraction
+from .gap import PeakGap
 
 UNITS = {
     "": 1,
@@ -89,6 +91,9 @@ class Plan:
     """`advise(..., measure_time=True)`, real mode, a plan on the Pareto set: median seconds of one forward and
     backward of its graphs on this machine (`core.measure.time_step`), the recompute cost as time, not FLOPs."""
     note: str = ""
+    gap: PeakGap | None = None
+    """An offload plan: where its verified peak differs from the predicted one, in measured parts that add up to
+    it (`PeakGap`); its `text` ends the note. None for the other plans, and where not verified."""
     _extraction: BackwardExtraction | None = field(default=None, repr=False, compare=False)
     remake: Callable[[], BackwardExtraction] | None = field(default=None, repr=False, compare=False)
     """How to make `extraction` where it was not kept: a plan a worker process made carries only numbers."""
