@@ -1,0 +1,276 @@
+"""bwd_widgets' one-trace budget sweep against torch's own ways of getting the same answers (issue 45, item 5).
+
+The same model, inputs and budgets, the sides alternating in one process (by default A T F B C, A T F B C, ...):
+
+(A) `bw.sweep(model, tokens, budgets=..., progress=False, cache=False)` in real mode: one trace of its own
+    (`cache=False`: no kept trace from an earlier repeat), then min-cut again at every budget. The cold number.
+(B) torch, budget by budget: `torch.compile(model, backend="aot_eager")` called once per budget under
+    `torch._functorch.config.patch(activation_memory_budget=b)`, Dynamo reset between, its saved set counted by a
+    `saved_tensors_hooks` pack hook around the compiled call (each new storage once, parameters, buffers and
+    inputs left out: the count of tests/test_torch_partition.py `torch_compile_saved_bytes`, copied below). No
+    backward is run: the saved set is fixed once the forward has run, so torch is spared the backward's compile.
+    This is what a user without bwd_widgets does to learn what torch saves at N budgets.
+(C) torch's Pareto mode as torch ships it: `PARTITIONER_MEMORY_BUDGET_PARETO=1` is read at import into
+    `torch._functorch.config.visualize_memory_budget_pareto`; set here with `config.patch(...)` for one compile at
+    `--pareto-budget`. Inside that one compile, `choose_saved_values_set` (torch/_functorch/partitioners.py)
+    bisects the budget interval [0, 1] (down to 1e-3 wherever the knapsack's answer changes), running the
+    knapsack and a min-cut at every probe, then plots (memory ratio, recompute runtime) with matplotlib into an
+    SVG. It outputs that curve, not a saved set per chosen budget; it is reached only for a budget in (0, 1)
+    that survives min-cut's early returns. matplotlib is not a dependency of this project: when it is not
+    installed a stand-in module is put in `sys.modules` that records the plotted points and draws nothing, so
+    torch's own computation runs to the end and only the drawing (which would make torch slower) is left out.
+    Its saved set at its own budget is counted as in (B) and held against (A)'s point at that budget.
+
+(F) for comparison only (not the issue's measure): the same sweep with `mode="fake"`, shapes only, nothing run (the
+    widget's way for big models; it forks workers), its saved bytes held against (B) too.
+(T) for the breakdown only: `bw.extract(model, tokens, partitioner="min_cut", memory_budget=1.0, cache=False)`, the
+    one trace (A) starts with; (A) - (T) is roughly what its further budgets cost.
+
+Per budget the saved bytes of (A) and (B) are printed with EQUAL / DIFFER. At the defaults one repeat takes about
+2.3 minutes on the 2-core machine (torch 2.13.0), so the default 2 repeats finish in about 5 minutes.
+Run: .venv/bin/python bench/sweep_vs_torch_pareto.py [--repeats 2] [--depth 12 --width 768 --heads 12]
+     [--vocab 50257 --batch 4 --seq 128] [--pareto-budget 0.1] [--sides ATFBC]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import statistics
+import subprocess
+import sys
+import tempfile
+import types
+
+import torch
+
+import bwd_widgets as bw
+from bwd_widgets.core.compat import dynamo, functorch_config
+from bwd_widgets.examples import Transformer
+
+from _util import timed
+
+
+def torch_compile_saved_bytes(model: torch.nn.Module, args: tuple, budget: float, **patch: object) -> int:
+    """What one call of `torch.compile(model, backend="aot_eager")` at `budget` keeps for backward, by its pack
+    hook: distinct storages of saved tensors that are no parameter, buffer or input. Copied from
+    tests/test_torch_partition.py `torch_compile_saved_bytes` (keyword inputs dropped, torch config `patch` added)."""
+    dynamo.reset()
+    held = [*model.parameters(), *model.buffers()]
+    held += [v for v in args if isinstance(v, torch.Tensor)]
+    held_storages = {t.untyped_storage().data_ptr() for t in held if t.numel()}
+    counted: set[int] = set()
+    sizes: list[int] = []
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        if tensor.numel() and storage.data_ptr() not in held_storages and storage.data_ptr() not in counted:
+            counted.add(storage.data_ptr())
+            sizes.append(storage.nbytes())
+        return tensor
+
+    compiled = torch.compile(model, backend="aot_eager")
+    with (
+        functorch_config.patch(activation_memory_budget=budget, **patch),
+        torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor),
+    ):
+        compiled(*args)
+    dynamo.reset()
+    return sum(sizes)
+
+
+class PlotRecorder:
+    """A stand-in for `matplotlib.pyplot` (only when matplotlib is not installed): keeps what torch plots."""
+
+    def __init__(self) -> None:
+        self.points: list[tuple[float, float]] = []
+        self.saved: list[str] = []
+
+    def module(self) -> tuple[types.ModuleType, types.ModuleType]:
+        recorder = self
+        pyplot = types.ModuleType("matplotlib.pyplot")
+
+        class Figure:
+            def savefig(self, name: str, *args: object, **kwargs: object) -> None:
+                recorder.saved.append(str(name))
+
+        def plot(x: list[float], y: list[float], *args: object, **kwargs: object) -> None:
+            recorder.points = list(zip(x, y))
+
+        def nothing(*args: object, **kwargs: object) -> None:
+            return None
+
+        pyplot.plot = plot
+        pyplot.gcf = Figure
+        for name in ("figure", "annotate", "xlabel", "ylabel", "title", "grid", "show", "close"):
+            setattr(pyplot, name, nothing)
+        package = types.ModuleType("matplotlib")
+        package.pyplot = pyplot
+        return package, pyplot
+
+
+@contextlib.contextmanager
+def pareto_mode(recorder: PlotRecorder, probes: list[float]):
+    """torch's Pareto mode on for one compile; counts the knapsack's probes (one per budget it tries)."""
+    from torch._functorch import partitioners
+
+    stand_in = importlib.util.find_spec("matplotlib") is None
+    original = partitioners._optimize_runtime_with_given_memory
+
+    def counted(joint_graph, memories, runtimes, max_memory, *rest, **kwargs):
+        probes.append(float(max_memory))
+        return original(joint_graph, memories, runtimes, max_memory, *rest, **kwargs)
+
+    saved_modules = {name: sys.modules.get(name) for name in ("matplotlib", "matplotlib.pyplot")}
+    partitioners._optimize_runtime_with_given_memory = counted
+    if stand_in:
+        sys.modules["matplotlib"], sys.modules["matplotlib.pyplot"] = recorder.module()
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            yield {"visualize_memory_budget_pareto": True, "memory_budget_pareto_dir": folder}
+    finally:
+        partitioners._optimize_runtime_with_given_memory = original
+        for name, module in saved_modules.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
+def timed_call(fn, *args: object, **kwargs: object) -> tuple[float, object]:
+    """(seconds, result) of one call, timed as bench/_util.py `timed` does (garbage collected before, off during)."""
+    result: list = []
+    return timed(lambda: result.append(fn(*args, **kwargs))), result[0]
+
+
+def load() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--depth", type=int, default=12)
+    parser.add_argument("--width", type=int, default=768)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--vocab", type=int, default=50257)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--budgets", default=",".join(f"{i / 10:g}" for i in range(11)))
+    parser.add_argument("--pareto-budget", type=float, default=0.1)
+    parser.add_argument("--sides", default="ATFBC", help="which sides to run, in this order each repeat")
+    args = parser.parse_args()
+    budgets = [float(b) for b in args.budgets.split(",")]
+
+    torch.manual_seed(0)
+    model = Transformer(width=args.width, depth=args.depth, heads=args.heads, vocab=args.vocab)
+    tokens = torch.randint(0, args.vocab, (args.batch, args.seq))
+    params = sum(p.numel() for p in model.parameters())
+    print(
+        f"torch {torch.__version__}; Transformer(width={args.width}, depth={args.depth}, heads={args.heads}, "
+        f"vocab={args.vocab}), {params / 1e6:.1f} M parameters, tokens {args.batch} x {args.seq}, real mode"
+    )
+    print(f"budgets {budgets}; Pareto compile at {args.pareto_budget}; repeats {args.repeats}; sides {args.sides}")
+    print(f"load at start: {load()}", flush=True)
+
+    seconds: dict[str, list[float]] = {"A": [], "T": [], "F": [], "B": [], "C": []}
+    ours: list[list[int]] = []
+    fake: list[list[int]] = []
+    theirs: list[list[int]] = []
+    pareto: list[tuple[int, int, int]] = []  # (saved bytes at its budget, knapsack probes, plotted points)
+
+    for repeat in range(args.repeats):
+        for side in args.sides:
+            if side == "A":
+                took, sweep = timed_call(bw.sweep, model, tokens, budgets=budgets, progress=False, cache=False)
+                assert not sweep.interrupted and len(sweep.points) == len(budgets)
+                ours.append([p.saved_activation_bytes for p in sweep.points])
+                del sweep
+            elif side == "F":
+                took, sweep = timed_call(
+                    bw.sweep, model, tokens, budgets=budgets, progress=False, cache=False, mode="fake"
+                )
+                assert not sweep.interrupted and len(sweep.points) == len(budgets)
+                fake.append([p.saved_activation_bytes for p in sweep.points])
+                del sweep
+            elif side == "T":
+                took, _ = timed_call(bw.extract, model, tokens, partitioner="min_cut", memory_budget=1.0, cache=False)
+            elif side == "B":
+                took, row = timed_call(lambda: [torch_compile_saved_bytes(model, (tokens,), b) for b in budgets])
+                theirs.append(row)
+            elif side == "C":
+                recorder, probes = PlotRecorder(), []
+                with pareto_mode(recorder, probes) as patch:
+                    took, saved = timed_call(torch_compile_saved_bytes, model, (tokens,), args.pareto_budget, **patch)
+                pareto.append((saved, len(probes), len(recorder.points)))
+                if not probes:
+                    print(
+                        f"  (C) Pareto mode never ran at budget {args.pareto_budget}: min-cut returned "
+                        "before the knapsack; pick another --pareto-budget"
+                    )
+            else:
+                raise SystemExit(f"unknown side {side!r}: use A, T, F, B, C")
+            seconds[side].append(took)
+            print(f"repeat {repeat + 1} side {side}: {took:.2f} s", flush=True)
+
+    print(f"load at end: {load()}")
+    print()
+    med = {side: statistics.median(v) for side, v in seconds.items() if v}
+    names = {
+        "A": "bw.sweep, cold (one trace + min-cut per budget)",
+        "B": f"torch.compile aot_eager, one compile per budget ({len(budgets)})",
+        "C": "torch Pareto mode, one compile",
+        "F": "bw.sweep in fake mode, cold (shapes only, forked workers)",
+        "T": "bw.extract alone, cold (the sweep's one trace, min-cut at budget 1)",
+    }
+    for side, value in med.items():
+        runs = ", ".join(f"{s:.2f}" for s in seconds[side])
+        print(f"({side}) {names[side]}: median {value:.2f} s  [{runs}]")
+    if "A" in med:
+        for side in ("B", "C"):
+            if side in med:
+                print(f"speed-up of (A) over ({side}): {med[side] / med['A']:.2f}x")
+    if "F" in med:
+        for side in ("B", "C"):
+            if side in med:
+                print(f"speed-up of (F) over ({side}): {med[side] / med['F']:.2f}x")
+    if pareto:
+        saved, probes, points = pareto[-1]
+        print(f"(C) knapsack probes per Pareto compile: {[p[1] for p in pareto]}; points plotted: {points}")
+
+    if ours and theirs:
+        print()
+        print(f"{'budget':>7} {'bw.sweep saved B':>18} {'torch.compile saved B':>22}  verdict")
+        differ = 0
+        for i, budget in enumerate(budgets):
+            a = {r[i] for r in ours}
+            b = {r[i] for r in theirs}
+            same = len(a) == 1 and a == b
+            differ += not same
+            delta = "" if same else f" (difference {max(b) - max(a):+,} B)"
+            print(
+                f"{budget:>7g} {','.join(f'{v:,}' for v in sorted(a)):>18} "
+                f"{','.join(f'{v:,}' for v in sorted(b)):>22}  {'EQUAL' if same else 'DIFFER'}{delta}"
+            )
+        print(f"{len(budgets) - differ} of {len(budgets)} budgets EQUAL")
+    if fake and theirs:
+        equal = sum(
+            len({r[i] for r in fake}) == 1 and {r[i] for r in fake} == {r[i] for r in theirs}
+            for i in range(len(budgets))
+        )
+        print(
+            f"(F) fake-mode sweep against torch.compile: {equal} of {len(budgets)} budgets EQUAL"
+            + ("" if equal == len(budgets) else f": fake {fake[-1]} against torch {theirs[-1]}")
+        )
+    if ours and pareto and args.pareto_budget in budgets:
+        a = ours[-1][budgets.index(args.pareto_budget)]
+        c = {p[0] for p in pareto}
+        print(
+            f"Pareto compile's saved set at {args.pareto_budget:g}: {sorted(c)} B against bw.sweep {a:,} B: "
+            f"{'EQUAL' if c == {a} else 'DIFFER'}"
+        )
+
+
+if __name__ == "__main__":
+    main()
