@@ -164,7 +164,7 @@ def test_graphnet_name_rule_is_for_samples_only():
         def forward(self, unmasked):
             return self.out(self.anchor_proj(self.mask_head(unmasked))).sum()
 
-    extraction = bw.extract(Heads(), torch.randn(2, 4))
+    extraction = bw.extract(Heads(), torch.randn(2, 4), requires_grad="floating")  # a loss: else the batch has none
     assert all(extraction.requires_grad.values())
     assert {"unmasked", "mask_head.weight", "anchor_proj.weight"} <= set(extraction.autograd_gradients)
     ruled = bw.extract(Heads(), torch.randn(2, 4), requires_grad=bw.default_requires_grad, cache=False)
@@ -388,7 +388,8 @@ def test_checkpointing_keeps_its_meaning_however_it_is_called():
                 bw.extract(model, x if isinstance(model, Checkpointed) else torch.randn(2, 8))
             except bw.BwdWidgetsError:
                 pass  # what Dynamo makes of it is Dynamo's; torch.fx must not silently drop it
-        assert routes == ["dynamo"]
+        # Dynamo, never torch.fx (twice where the loss's batch is captured again without a gradient)
+        assert routes and set(routes) == {"dynamo"}
 
 
 def test_the_command_line_help_says_a_sample_is_code(capsys):
