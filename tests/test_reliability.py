@@ -34,7 +34,7 @@ def test_extract_called_inside_inference_mode_records_the_backward():
 @pytest.mark.parametrize(
     "call, error, message",
     [
-        (lambda m, x: bw.extract(m, x, requires_grad="no"), bw.BwdWidgetsError, "requires_grad='no' is not a choice"),
+        (lambda m, x: bw.extract(m, x, requires_grad="no"), bw.BwdWidgetsError, "requires_grad='no' is not a rule"),
         (lambda m, x: bw.extract(m, x, requires_grad=0), bw.BwdWidgetsError, "requires_grad=0 is not a choice"),
         (lambda m, x: bw.extract(None, x), bw.CallError, "expected a model (an nn.Module or a function), got NoneType"),
         (lambda m, x: bw.show(123), bw.CallError, "got int"),
@@ -121,7 +121,9 @@ def test_a_rerun_replays_real_values_when_a_buffer_was_changed_in_place_before_t
     mask[0, 0] = 0.0
     extraction = bw.extract(model, torch.randn(8, 4) * mask)
     rerun = extraction.rerun("min_cut")
-    assert rerun.notes == [] and rerun.partitions[0].backward_inputs is not None
+    # the one note: the input's gradient (a floating input where the backward starts from no loss); no dropped values
+    assert rerun.notes == extraction.notes == [extraction.notes[0]] and "gets a gradient" in rerun.notes[0]
+    assert rerun.partitions[0].backward_inputs is not None
     (partition,) = rerun.partitions
     for value, gradient in zip(partition.backward(*partition.backward_inputs), partition.gradients):
         torch.testing.assert_close(value, extraction.autograd_gradients[gradient.key])

@@ -6,6 +6,8 @@ a note names every input a rule gave a gradient; the magic takes `--requires-gra
 What autograd does is the reference: each case runs the same step eagerly and compares which inputs got a `.grad`.
 """
 
+import itertools
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -113,6 +115,20 @@ def test_a_loss_reading_only_its_input_keeps_the_inputs_gradient_and_says_why():
     assert any(
         n.startswith("a gets a gradient (the backward starts from a loss, but nothing else") for n in extraction.notes
     )
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations([None, *RULES])), ids=str)
+def test_each_choice_gets_its_own_trace_from_the_cache(order):
+    """The trace cache keys a call by its gradients: the default and "floating" decide alike before a capture, not
+    after (the default switches to the training rule on a loss), so each choice, in any order, gets its own."""
+    model, (xb, yb) = WithLoss(), _batch()
+    bw.clear_trace_cache()
+    for choice in order:
+        extraction = bw.extract(model, xb, yb, requires_grad=choice)
+        assert extraction.requires_grad["xb"] is (choice == "floating"), (order, choice)
+        assert ("xb" in extraction.autograd_gradients) is (choice == "floating")
+        again = bw.extract(model, xb, yb, requires_grad=choice)
+        assert again.partitions[0].trace is extraction.partitions[0].trace, "the same choice hits the cache"
 
 
 @pytest.mark.parametrize("choice", ["train", "Floating", 3.5])

@@ -112,11 +112,18 @@ _traces: OrderedDict[tuple, _Kept] = OrderedDict()
 
 
 def trace_key(
-    model: object, example_inputs: tuple, decided: dict[str, bool], mode: Mode, capture_scalars: bool
+    model: object,
+    example_inputs: tuple,
+    decided: dict[str, bool],
+    mode: Mode,
+    capture_scalars: bool,
+    from_loss: dict[str, bool] | None = None,
 ) -> TraceKey | None:
     """Where a call's trace is kept; None for what is never kept. `example_inputs` is (positional inputs,
-    keyword inputs, output choice). Only nn.Modules are kept: a plain function's guard capture would see
-    the function, not a model the user goes on editing."""
+    keyword inputs, output choice); `decided`, which tensors get a gradient, and `from_loss`, the training rule's
+    decision where the capture may switch to it (`extract._Call.requires_grad_from_loss`): the default and
+    `requires_grad="floating"` decide alike before a capture, not after. Only nn.Modules are kept: a plain
+    function's guard capture would see the function, not a model the user goes on editing."""
     if not isinstance(model, torch.nn.Module):
         return None
     inputs, keywords, output = example_inputs
@@ -125,6 +132,7 @@ def trace_key(
         id(model),
         mode,
         tuple(sorted(decided.items())),
+        None if from_loss is None else tuple(sorted(from_loss.items())),  # the rule the capture may switch to
         capture_scalars,
         output,
         str(pytree.tree_flatten(list(args))[1]),

@@ -129,7 +129,8 @@ def extract(
     resolved = resolve_partitioner(partitioner, memory_budget)
     key = None
     if cache and (output is None or isinstance(output, (str, int))):
-        key = trace_key(call.model, (call.inputs, call.keywords, output), call.requires_grad, mode, capture_scalars)
+        example = (call.inputs, call.keywords, output)
+        key = trace_key(call.model, example, call.requires_grad, mode, capture_scalars, call.requires_grad_from_loss)
     kept = kept_extraction(key)
     if kept is not None:
         return dataclasses.replace(kept.rerun(resolved), model_name=call.name)
