@@ -196,7 +196,9 @@ def _stop_mid_batch(command: list[str], out: Path, how: signal.Signals) -> subpr
 
 
 def test_interrupted_or_killed_batch_keeps_its_summary_and_resume_finishes_it(tmp_path):
-    names = [f"slow_{i}" for i in range(6)]
+    # ten samples of a second each: room for the batch's start on a loaded machine (CI once saw a batch of six
+    # finish before the summary showed its first sample, so no Ctrl-C was sent)
+    names = [f"slow_{i}" for i in range(10)]
     for name in names:
         tiny_sample(tmp_path / "samples" / name, prelude="import time\ntime.sleep(1)")
     out = tmp_path / "out"
