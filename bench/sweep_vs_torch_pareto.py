@@ -7,7 +7,7 @@ The same model, inputs and budgets, the sides alternating in one process (by def
 (B) torch, budget by budget: `torch.compile(model, backend="aot_eager")` called once per budget under
     `torch._functorch.config.patch(activation_memory_budget=b)`, Dynamo reset between, its saved set counted by a
     `saved_tensors_hooks` pack hook around the compiled call (each new storage once, parameters, buffers and
-    inputs left out: the count of tests/test_torch_partition.py `torch_compile_saved_bytes`, copied below). No
+    inputs left out: the partition tests' own count, tests/compiled_saves.py). No
     backward is run: the saved set is fixed once the forward has run, so torch is spared the backward's compile.
     This is what a user without bwd_widgets does to learn what torch saves at N budgets.
 (C) torch's Pareto mode as torch ships it: `PARTITIONER_MEMORY_BUDGET_PARETO=1` is read at import into
@@ -46,38 +46,12 @@ import types
 import torch
 
 import bwd_widgets as bw
-from bwd_widgets.core.compat import dynamo, functorch_config
 from bwd_widgets.examples import Transformer
 
-from _util import timed
+from _util import ROOT, timed
 
-
-def torch_compile_saved_bytes(model: torch.nn.Module, args: tuple, budget: float, **patch: object) -> int:
-    """What one call of `torch.compile(model, backend="aot_eager")` at `budget` keeps for backward, by its pack
-    hook: distinct storages of saved tensors that are no parameter, buffer or input. Copied from
-    tests/test_torch_partition.py `torch_compile_saved_bytes` (keyword inputs dropped, torch config `patch` added)."""
-    dynamo.reset()
-    held = [*model.parameters(), *model.buffers()]
-    held += [v for v in args if isinstance(v, torch.Tensor)]
-    held_storages = {t.untyped_storage().data_ptr() for t in held if t.numel()}
-    counted: set[int] = set()
-    sizes: list[int] = []
-
-    def pack(tensor: torch.Tensor) -> torch.Tensor:
-        storage = tensor.untyped_storage()
-        if tensor.numel() and storage.data_ptr() not in held_storages and storage.data_ptr() not in counted:
-            counted.add(storage.data_ptr())
-            sizes.append(storage.nbytes())
-        return tensor
-
-    compiled = torch.compile(model, backend="aot_eager")
-    with (
-        functorch_config.patch(activation_memory_budget=budget, **patch),
-        torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor),
-    ):
-        compiled(*args)
-    dynamo.reset()
-    return sum(sizes)
+sys.path.insert(0, str(ROOT / "tests"))
+from compiled_saves import torch_compile_saved_bytes  # noqa: E402 - the tests' own count, one copy
 
 
 class PlotRecorder:
@@ -197,12 +171,14 @@ def main() -> None:
             elif side == "T":
                 took, _ = timed_call(bw.extract, model, tokens, partitioner="min_cut", memory_budget=1.0, cache=False)
             elif side == "B":
-                took, row = timed_call(lambda: [torch_compile_saved_bytes(model, (tokens,), b) for b in budgets])
+                took, row = timed_call(lambda: [torch_compile_saved_bytes(model, (tokens,), {}, b) for b in budgets])
                 theirs.append(row)
             elif side == "C":
                 recorder, probes = PlotRecorder(), []
                 with pareto_mode(recorder, probes) as patch:
-                    took, saved = timed_call(torch_compile_saved_bytes, model, (tokens,), args.pareto_budget, **patch)
+                    took, saved = timed_call(
+                        torch_compile_saved_bytes, model, (tokens,), {}, args.pareto_budget, **patch
+                    )
                 pareto.append((saved, len(probes), len(recorder.points)))
                 if not probes:
                     print(

@@ -16,41 +16,14 @@ import inspect
 import pytest
 import torch
 import zoo_models as zoo
+from compiled_saves import torch_compile_saved_bytes
 
 import bwd_widgets as bw
-from bwd_widgets.core.compat import dynamo, functorch_config
 from bwd_widgets.examples import MLP, Block, ConvBN, Transformer
 
 from shared_data import shared_path
 
 BUDGETS = (0.0, 0.1, 0.3, 0.5, 0.7, 1.0)
-
-
-def torch_compile_saved_bytes(model: object, args: tuple, kwargs: dict, budget: float) -> int:
-    """What one call of `torch.compile(model, backend="aot_eager")` at `budget` keeps for backward, by its
-    pack hook: distinct storages of saved tensors that are no parameter, buffer or input."""
-    dynamo.reset()
-    held = [*getattr(model, "parameters", list)(), *getattr(model, "buffers", list)()]
-    held += [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)]
-    held_storages = {t.untyped_storage().data_ptr() for t in held if t.numel()}
-    counted: set[int] = set()
-
-    def pack(tensor: torch.Tensor) -> torch.Tensor:
-        storage = tensor.untyped_storage()
-        if tensor.numel() and storage.data_ptr() not in held_storages and storage.data_ptr() not in counted:
-            counted.add(storage.data_ptr())
-            sizes.append(storage.nbytes())
-        return tensor
-
-    sizes: list[int] = []
-    compiled = torch.compile(model, backend="aot_eager")
-    with (
-        functorch_config.patch(activation_memory_budget=budget),
-        torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor),
-    ):
-        compiled(*args, **kwargs)
-    dynamo.reset()
-    return sum(sizes)
 
 
 def _course(make: type, shape: tuple, integer: bool = False, **options: int) -> functools.partial:
