@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
+from ipython_shell import notebook_shell
 
 import bwd_widgets as bw
 import bwd_widgets.batch.transport as transport
@@ -110,22 +110,20 @@ def test_save_graphnet_refuses_names_that_escape_and_folders_it_did_not_write(co
 
 
 def test_magic_refuses_save_names_that_escape(tmp_path):
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "bwd_widgets")
-    shell.run_cell(
-        "import torch\nfrom bwd_widgets.examples import MLP\nmodel = MLP(width=8, depth=1)\nx = torch.randn(2, 8)"
-    )
     out = tmp_path / "out"
-    for name, sentence in (
-        ("../escape", "contains '..'"),
-        ("/tmp/escape", "is an absolute path"),
-        (".", "names no folder"),
-    ):
-        with capture_output() as captured:
-            shell.run_cell(f"g = %bwd_extract model(x) --save {out} --name {name} --no-display")
-        text = captured.stdout + captured.stderr
-        assert sentence in text and "Traceback" not in text
-        assert len([line for line in text.strip().splitlines() if line.strip()]) == 1
+    with notebook_shell(
+        "import torch\nfrom bwd_widgets.examples import MLP\nmodel = MLP(width=8, depth=1)\nx = torch.randn(2, 8)"
+    ) as shell:
+        for name, sentence in (
+            ("../escape", "contains '..'"),
+            ("/tmp/escape", "is an absolute path"),
+            (".", "names no folder"),
+        ):
+            with capture_output() as captured:
+                shell.run_cell(f"g = %bwd_extract model(x) --save {out} --name {name} --no-display")
+            text = captured.stdout + captured.stderr
+            assert sentence in text and "Traceback" not in text
+            assert len([line for line in text.strip().splitlines() if line.strip()]) == 1
     assert not (tmp_path / "train_forward").exists() and not Path("/tmp/escape").exists()
     assert not list(out.rglob("model.py"))
 

@@ -9,8 +9,8 @@ tests/test_every_view.py generates the same family over every view and partition
 
 import pytest
 import torch
-from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
+from ipython_shell import notebook_shell
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -24,14 +24,11 @@ from bwd_widgets.views.grouping import EDGE_KINDS
 @pytest.fixture(scope="module")
 def shell():
     """The README's notebook: its Transformer and tokens, in a real IPython shell with the extension loaded."""
-    ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "bwd_widgets")
-    ip.run_cell(
+    with notebook_shell(
         "import torch\nfrom bwd_widgets.examples import Transformer\ntorch.manual_seed(0)\n"
         "model = Transformer(width=64, depth=2)\nx = torch.randint(0, 64, (4, 32))"
-    )
-    yield ip
-    ip.run_line_magic("unload_ext", "bwd_widgets")
+    ) as ip:
+        yield ip
 
 
 @pytest.mark.parametrize("budget", ["0.3", "0.5", "0"])

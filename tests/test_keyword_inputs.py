@@ -3,8 +3,8 @@
 import pytest
 import torch
 import transformers
-from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
+from ipython_shell import notebook_shell
 from torch import nn
 
 import bwd_widgets as bw
@@ -164,12 +164,9 @@ def test_a_transformers_model_called_as_its_docs_call_it(mode, tmp_path):
 
 @pytest.fixture(scope="module")
 def shell():
-    ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "bwd_widgets")
     model, ids = _tiny_gpt2()
-    ip.push({"lm": model, "ids": ids, "batch": {"input_ids": ids, "labels": ids}})
-    yield ip
-    ip.run_line_magic("unload_ext", "bwd_widgets")
+    with notebook_shell(lm=model, ids=ids, batch={"input_ids": ids, "labels": ids}) as ip:
+        yield ip
 
 
 @pytest.mark.parametrize(

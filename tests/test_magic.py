@@ -5,6 +5,7 @@ import re
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
+from ipython_shell import notebook_shell
 
 import bwd_widgets as bw
 from bwd_widgets.core.partitioners import registered_partitioners
@@ -12,15 +13,12 @@ from bwd_widgets.core.partitioners import registered_partitioners
 
 @pytest.fixture(scope="module")
 def shell():
-    ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "bwd_widgets")
-    ip.run_line_magic("load_ext", "bwd_widgets")  # twice is harmless
-    ip.run_cell(
+    with notebook_shell(
+        "%load_ext bwd_widgets\n"  # twice is harmless
         "import torch\nfrom bwd_widgets.examples import MLP, ConvBN\ntorch.manual_seed(0)\n"
         "model = MLP(width=8, depth=2)\nx = torch.randn(4, 8)\nconv = ConvBN()\nimage = torch.randn(2, 3, 16, 16)"
-    )
-    yield ip
-    ip.run_line_magic("unload_ext", "bwd_widgets")
+    ) as ip:
+        yield ip
 
 
 def _run(shell, code):

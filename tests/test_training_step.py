@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
+from ipython_shell import notebook_shell
 from torch import nn
 
 import bwd_widgets as bw
@@ -141,15 +141,12 @@ def test_a_rule_that_is_not_one_is_one_sentence(choice):
 
 @pytest.fixture(scope="module")
 def shell():
-    ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "bwd_widgets")
-    ip.run_cell(
+    with notebook_shell(
         "import torch, torch.nn.functional as F\ntorch.manual_seed(0)\n"
         "encoder = torch.nn.Linear(8, 16)\ndecoder = torch.nn.Linear(16, 4)\n"
         "xb = torch.randn(5, 8)\nyb = torch.randint(0, 4, (5,))"
-    )
-    yield ip
-    ip.run_line_magic("unload_ext", "bwd_widgets")
+    ) as ip:
+        yield ip
 
 
 CELL = "loss = F.cross_entropy(decoder(encoder(xb)), yb)\n"
