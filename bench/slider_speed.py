@@ -75,12 +75,12 @@ IN_KERNEL = """async (code) => {
 # and in the browser), so a move partitions again
 SETTLED = "[t.join() for t in __import__('threading').enumerate() if t.name == 'bwd-widgets-neighbours']"
 FORGET = (
-    "swept = {id(p.extraction_made) for p in widget._swept.points}; widget._neighbours.clear(); "
-    "widget._prepared = {k: v for k, v in widget._prepared.items() if k in swept}; "
-    "widget._forget_ahead(); widget._send_ahead()"
+    "swept = {id(p.extraction_made) for p in widget.session.sweep.points}; widget.session.ahead.neighbours.clear(); "
+    "widget.session.ahead.prepared = {k: v for k, v in widget.session.ahead.prepared.items() if k in swept}; "
+    "widget.session.ahead.forget(); widget.session.ahead.send_ahead()"
 )
-BY_KERNEL = "widget._forget_ahead()"  # the browser keeps no payload made ahead: a move waits for the kernel
-AHEAD = "widget._send_ahead()"
+BY_KERNEL = "widget.session.ahead.forget()"  # the browser keeps no payload made ahead: a move waits for the kernel
+AHEAD = "widget.session.ahead.send_ahead()"
 
 
 def main():

@@ -40,7 +40,7 @@ def widget_sweep(extraction) -> tuple[float, float, int]:
     started = time.perf_counter()
     result = widget.run_sweep()
     seconds = time.perf_counter() - started
-    widget._preparing = None  # the swept payloads' preparation stops: the next measurement has the cores alone
+    widget.session.ahead.stop_preparing()  # the swept payloads' preparation stops: the next measurement has the cores alone
     for thread in threading.enumerate():
         if thread.name == "bwd-widgets-prepare":
             thread.join()

@@ -104,13 +104,13 @@ def test_a_slider_move_to_a_swept_budget_shows_the_sweeps_partition_without_part
 
     monkeypatch.setattr(bw.Trace, "partition", no_partitioning)
     widget.memory_budget = 0.3
-    assert widget.extraction is widget._swept.points[1].extraction and widget.sweep_index == 1
+    assert widget.extraction is widget.session.sweep.points[1].extraction and widget.sweep_index == 1
     assert widget.error == ""
     monkeypatch.undo()
     widget.memory_budget = 0.05  # not swept: partitioned from the kept joint graph
     assert (
         widget.data["memory_budget"] == 0.05
-        and widget.extraction.partitions[0].trace is widget._swept.points[1].extraction.partitions[0].trace
+        and widget.extraction.partitions[0].trace is widget.session.sweep.points[1].extraction.partitions[0].trace
     )
 
 
@@ -136,8 +136,8 @@ def test_a_sweep_prepares_each_swept_payload_and_a_slider_move_sends_it_with_its
     for thread in threading.enumerate():
         if thread.name == "bwd-widgets-prepare":
             thread.join()
-    points = [p.extraction for p in widget._swept.points]
-    assert set(widget._prepared) == {id(e) for e in points}
+    points = [p.extraction for p in widget.session.sweep.points]
+    assert set(widget.session.ahead.prepared) == {id(e) for e in points}
     widget.memory_budget = 1.0
     widget.partitioner = "min_cut"
     assert widget.extraction is points[2]
@@ -145,7 +145,7 @@ def test_a_sweep_prepares_each_swept_payload_and_a_slider_move_sends_it_with_its
     def no_building(*args, **kwargs):
         raise AssertionError("a prepared payload is built again")
 
-    monkeypatch.setattr("bwd_widgets.jupyter.widget.graph_payload", no_building)
+    monkeypatch.setattr("bwd_widgets.jupyter.ahead.graph_payload", no_building)
     monkeypatch.setattr("bwd_widgets.views.payload.encode_without_diff", no_building)  # encoded ahead as well
     widget.memory_budget = 0.3
     wire = widget.get_state("data")["data"]
@@ -176,10 +176,10 @@ def test_a_slider_move_partitions_its_two_neighbouring_budgets_ahead_and_the_nex
     widget.memory_budget = 0.5
     _join("bwd-widgets-neighbours")
     # the move to min-cut was at 1.0 (its neighbour 0.95 made too unless the move to 0.5 came first)
-    assert {0.45, 0.5, 0.55, 1.0} <= set(widget._neighbours) <= {0.45, 0.5, 0.55, 0.95, 1.0}
-    assert widget._neighbours[0.5] is widget.extraction
+    assert {0.45, 0.5, 0.55, 1.0} <= set(widget.session.ahead.neighbours) <= {0.45, 0.5, 0.55, 0.95, 1.0}
+    assert widget.session.ahead.neighbours[0.5] is widget.extraction
     shown = widget.extraction
-    ahead = widget._neighbours[0.55]
+    ahead = widget.session.ahead.neighbours[0.55]
     assert ahead.memory_budget == 0.55 and ahead.partitions[0].trace is shown.partitions[0].trace
 
     def no_work(*args, **kwargs):
@@ -187,14 +187,14 @@ def test_a_slider_move_partitions_its_two_neighbouring_budgets_ahead_and_the_nex
 
     with pytest.MonkeyPatch.context() as patched:
         patched.setattr("bwd_widgets.extraction.result.BackwardExtraction.rerun", no_work)
-        patched.setattr("bwd_widgets.jupyter.widget.graph_payload", no_work)
+        patched.setattr("bwd_widgets.jupyter.ahead.graph_payload", no_work)
         asked = []
         patched.setattr(widget, "_partition_neighbours", asked.append)  # run below, with nothing patched
         widget.memory_budget = 0.55
     assert widget.error == "" and widget.extraction is ahead and asked == [ahead]
     assert widget.data == graph_payload(ahead, 0, shown)
     widget._partition_neighbours(ahead).join()
-    assert {0.45, 0.5, 0.55, 0.6, 1.0} <= set(widget._neighbours)
+    assert {0.45, 0.5, 0.55, 0.6, 1.0} <= set(widget.session.ahead.neighbours)
     widget.memory_budget = 0.5  # back: the partition shown before is a neighbour too
     assert widget.extraction is shown
 
@@ -212,21 +212,21 @@ def test_payloads_made_ahead_are_sent_to_the_browser_once_each_and_forgotten_whe
     monkeypatch.setattr(widget, "send", lambda content, buffers=None: sent.append((content, buffers or [])))
     widget.run_sweep([0.0, 0.3, 1.0])
     _join("bwd-widgets-prepare")
-    points = [p.extraction for p in widget._swept.points]
+    points = [p.extraction for p in widget.session.sweep.points]
     assert sorted(c["ahead"]["memory_budget"] for c, _ in sent) == [0.0, 0.3, 1.0]
     for content, buffers in sent:
         point = points[[0.0, 0.3, 1.0].index(content["ahead"]["memory_budget"])]
         assert content == {"ahead": {"partitioner": "min_cut", "memory_budget": point.memory_budget, "graph_index": 0}}
         assert [json.loads(bytes(b)) for b in buffers] == [graph_payload(point, 0)]
-    widget._send_ahead()
+    widget.session.ahead.send_ahead()
     assert len(sent) == 3, "each payload is sent once"
     widget._on_browser_message(widget, {"send_ahead": True}, [])
     assert len(sent) == 6, "a view loaded afresh asks for them again"
     encode = ahead_module.encode_payload  # slowed, so that threads sending at once overlap
     monkeypatch.setattr(ahead_module, "encode_payload", lambda *a: (time.sleep(0.02), encode(*a))[1])
-    widget._ahead_sent = {}
+    widget.session.ahead.sent = {}
     del sent[:]
-    threads = [threading.Thread(target=widget._send_ahead) for _ in range(4)]
+    threads = [threading.Thread(target=widget.session.ahead.send_ahead) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -240,9 +240,9 @@ def test_payloads_made_ahead_are_sent_to_the_browser_once_each_and_forgotten_whe
     again = sorted(c["ahead"]["memory_budget"] for c, _ in sent[1:])
     assert again == [0.0, 1.0], "the measured partition's payload made ahead no longer holds"
     del sent[:]
-    widget._ahead_sent = {}
+    widget.session.ahead.sent = {}
     monkeypatch.setattr(ahead_module, "AHEAD_BYTES", len(widget.get_state("data")["data"]) // 2)
-    widget._send_ahead()
+    widget.session.ahead.send_ahead()
     assert sent == [], "past AHEAD_BYTES a move waits for the kernel"
 
 
@@ -466,6 +466,8 @@ def test_the_sweep_button_streams_points_in_a_thread_and_cancel_stops_it_between
     reply, _ = widget._sweep({"budgets": [0.0, 0.5, 1.0, 0.2]}, [])
     assert reply == {"started": True, "error": ""} and widget.busy
     assert widget.start_sweep() is None, "one sweep at a time"
+    with pytest.raises(bw.BwdWidgetsError, match="^the sweep cannot start while the sweep runs in this widget"):
+        widget.run_sweep([0.0])  # nor one called here meanwhile
     while not drawn:
         threading.Event().wait(0.01)
     assert drawn == [[0.0]] and widget.sweep_progress == "1/4"
@@ -483,8 +485,31 @@ def test_the_sweep_button_streams_points_in_a_thread_and_cancel_stops_it_between
     fresh = widget.extraction.rerun("min_cut", 0.05)
     assert str(widget.extraction.backward.graph) == str(fresh.backward.graph)
     widget.memory_budget = 0.5  # the swept budget: the sweep's own partition, marked current
-    assert widget.extraction is widget._swept.points[1].extraction and widget.sweep_index == 1
+    assert widget.extraction is widget.session.sweep.points[1].extraction and widget.sweep_index == 1
     assert widget.cancel_sweep() is False, "nothing runs to cancel"
+
+
+@pytest.mark.parametrize("how", ["start_sweep", "run_sweep"])
+def test_a_failed_sweep_says_so_in_one_sentence_and_leaves_the_widget_free(monkeypatch, how):
+    """Whatever the job runner runs (jupyter/jobs.py), in its thread or here: an error is one sentence in the
+    widget, the progress line empties, the busy flag drops, and the next job may start."""
+    torch.manual_seed(0)
+    widget = bw.show(Transformer(width=32, depth=1), torch.randint(0, 64, (2, 8)))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the workers are gone\nand a second line")
+
+    monkeypatch.setattr("bwd_widgets.jupyter.session.sweep", broken)
+    if how == "start_sweep":
+        widget.start_sweep([0.0, 1.0]).join()
+    else:
+        assert widget.run_sweep([0.0, 1.0]) is None
+    assert widget.error == "the sweep failed: RuntimeError: the workers are gone"
+    assert widget.sweep_progress == "" and not widget.busy and widget.sweep_points == []
+    monkeypatch.undo()
+    assert widget.start_sweep([0.0, 1.0]) is not None, "the runner is free again"
+    _join("bwd-widgets-sweep")
+    assert widget.error == "" and [p["budget"] for p in widget.sweep_points] == [0.0, 1.0]
 
 
 ADVICE_TARGET = 300_000
@@ -508,7 +533,7 @@ def advised():
 def test_the_advisor_field_lists_the_plans_and_marks_the_cheapest_that_fits(advised):
     model, tokens, widget, steps = advised
     rows = widget.advice_rows
-    advice = widget._advice
+    advice = widget.session.advice
     assert widget.can_advise and not widget.busy and widget.error == ""
     assert [r["label"] for r in rows] == [p.label for p in advice.plans + advice.offload]
     best = [r for r in rows if r["best"]]
@@ -522,14 +547,14 @@ def test_the_advisor_field_lists_the_plans_and_marks_the_cheapest_that_fits(advi
 
 def test_picking_a_plan_shows_its_partition_and_marks_its_row(advised):
     _, _, widget, _ = advised
-    plans = widget._advice.plans
+    plans = widget.session.advice.plans
     index = next(i for i, p in enumerate(plans) if p.kind != "budget") if any(p.kind != "budget" for p in plans) else 0
     widget.advice_index = index
     assert widget.extraction is plans[index].extraction and widget.advice_index == index
     assert widget.payload["partition"]["saved_activation_bytes"] == plans[index].extraction.saved_activation_bytes
     best = next(i for i, r in enumerate(widget.advice_rows) if r["best"])
     widget.advice_index = best
-    assert widget.extraction is widget._advice.best.extraction
+    assert widget.extraction is widget.session.advice.best.extraction
     widget.partitioner = "default"  # another partition: no plan row is current
     assert widget.advice_index == -1
 
@@ -555,7 +580,7 @@ def test_cancel_stops_the_advisor_after_the_step_under_way():
     widget.observe(stop_after_the_trace, "advice_progress")
     thread = widget.start_advise(str(ADVICE_TARGET))
     thread.join()
-    advice = widget._advice
+    advice = widget.session.advice
     assert advice.interrupted and widget.advice_progress == "stopped" and not widget.busy
     assert widget.advice_summary.endswith(advice.target_means[1:]) and "stopped" in widget.advice_summary
 
@@ -599,7 +624,7 @@ def test_every_widget_of_a_live_models_extraction_offers_the_advisor():
     g = bw.show(model, tokens).extraction
     for later in (g, g.rerun("min_cut", 0.5), g.rerun("default")):
         widget = bw.show(later)
-        assert widget.can_advise and widget._source[0] is model
+        assert widget.can_advise and widget.session.source[0] is model
     assert not bw.show(bw.extract(Transformer(width=32, depth=1), tokens)).can_advise
     other = Transformer(width=32, depth=1)
     e = bw.extract(other, tokens)

@@ -2,39 +2,42 @@
 
 from __future__ import annotations
 
-import threading
-import time
+import functools
 import weakref
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast, get_origin, get_type_hints
 
 import anywidget
 import traitlets
 from anywidget.experimental import command
 
-from ..core.errors import BwdWidgetsError, one_line
+from ..core.errors import BwdWidgetsError
 from ..extraction.extract import extract
 from ..extraction.result import BackwardExtraction
 from ..studio.advisor import Advice
-from ..studio.compare import DEFAULT_BUDGETS, Comparison, Sweep, SweepPoint, sweep
+from ..studio.compare import Comparison, Sweep
 from ..views.html import STATIC as STATIC  # where the built front end lies
-from ..views.html import fallback_html, front_end
+from ..views.html import front_end
 from ..views.payload import (
     STATE_DEFAULTS,
     GraphData,
     WidgetState,
+    advice_rows,
+    advice_summary,
     comparison_rows,
     encode_payload,
-    graph_payload,
-    since,
     sweep_points,
 )
-from ..views.plot import timeline
-from ..views.static import Drawing, fallback_svg, first_view, headline
-from .advising import Advising, ModelSource, first_shown, model_source
-from .ahead import MadeAhead, same_trace
+from ..views.static import Drawing, fallback_svg
+from .advising import ModelSource, advice_plans, model_source, plan_extraction, unusable_target
+from .ahead import same_trace
+from .jobs import ADVISE, SWEEP, Job, JobRunner
+from .picture import FollowingPictures
 from .progress import extracting_status
+from .session import WidgetSession
 
 if TYPE_CHECKING:
+    import threading
     from collections.abc import Callable, Mapping
 
     from IPython.display import DisplayHandle
@@ -84,6 +87,16 @@ _KINDS: dict[object, type[traitlets.TraitType]] = {
 }
 
 
+@dataclass(eq=False)
+class _Wire:
+    """The `data` trait's bytes on the wire: the payload shown, its `encode_without_diff` when it was built
+    ahead, and its `encode_payload` once sent (ipywidgets may serialise it more than once)."""
+
+    shown: object
+    without_diff: bytes | None
+    encoded: bytes | None
+
+
 def _synced(name: str, help: str) -> traitlets.TraitType:
     """A synced trait as `views.payload.WidgetState` declares it (the one list of traits): its kind
     from the annotation (a TypedDict is a Dict), its default from `STATE_DEFAULTS`."""
@@ -93,9 +106,13 @@ def _synced(name: str, help: str) -> traitlets.TraitType:
     return trait.tag(sync=True)
 
 
-class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
+class BackwardGraphWidget(anywidget.AnyWidget):
     """Backward graph, saved tensors and code, linked; partitioner controls, comparisons
-    and memory-budget sweeps partition the same joint graph again."""
+    and memory-budget sweeps partition the same joint graph again.
+
+    The traits below are what the browser sees and sets; the commands (`_sweep`, `_advise`, and their
+    cancels) are its buttons. What the widget shows and keeps lies in `session` (jupyter/session.py); the work
+    it does in the background runs through one runner (jupyter/jobs.py)."""
 
     _esm, _css = (path.read_text() for path in front_end())  # FrontEndNotBuiltError where `npm run build` has not run
     """The front end as text, not as paths: anywidget turns a path into a `FileContents` whose change signal each
@@ -134,93 +151,76 @@ class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
         **kwargs: object,
     ) -> None:
         self._updating = True
-        self._sending: tuple[object, bytes | None, bytes | None] = (None, None, None)
-        """(the `data` shown, its `encode_without_diff` when built ahead, its `encode_payload` once sent);
-        set before the traits, which ipywidgets may send while they are made."""
+        self._wire = _Wire(None, None, None)  # before the traits, which ipywidgets may send while they are made
         super().__init__(**kwargs)
-        self._comparison = comparison
-        self._swept = sweep
-        self._start_advising(advice, source)
-        self._sweep_lock = threading.Lock()
-        self._sweeping = False
-        self._cancel = threading.Event()
-        self._start_ahead()
+        shown = WidgetSession.opened_on(extraction, comparison, sweep, advice)
+        self._jobs = JobRunner(on_error=functools.partial(setattr, self, "error"), on_busy=self._jobs_busy)
+        self.session = WidgetSession(
+            shown, comparison=comparison, sweep=sweep, advice=advice, source=source, send=self._to_browser,
+            jobs=self._jobs,
+        )  # fmt: skip
+        """What the widget shows and keeps: the extraction shown, the comparison, sweep and advice, the model
+        source, the partitions and payloads made ahead."""
+        self._pictures = FollowingPictures(
+            lambda: self.data, lambda: self.comm is not None, lambda: self.PICTURE_PAUSE_S, self._jobs
+        )
+        self.can_advise = self.session.source is not None
+        self.on_msg(self._on_browser_message)
         if comparison is not None:
             self.comparison_rows = comparison_rows(comparison)
             self.compare_index = 0
-            extraction = comparison.extractions[0]
         if sweep is not None:
-            if not sweep.points:
-                raise BwdWidgetsError("the sweep has no points to show: run it again and let it finish a budget.")
-            self._set_sweep(sweep, len(sweep.points) - 1)
-            extraction = extraction or sweep.points[-1].extraction
-        extraction = extraction or (first_shown(advice) if advice is not None else None)
-        if extraction is None:
-            raise BwdWidgetsError("nothing to show: pass an extraction, a comparison, a non-empty sweep or advice.")
-        self._adopt_source(extraction)
-        self.extraction = extraction
-        self._show(extraction)
+            self._set_sweep(sweep)
+        if advice is not None:
+            self._set_advice(advice)
+        self._show(shown)
+
+    @property
+    def extraction(self) -> BackwardExtraction:
+        """The extraction shown."""
+        return self.session.shown
+
+    @property
+    def payload(self) -> GraphData:
+        """The `data` trait as what it is: the GraphData of the partition shown."""
+        return cast("GraphData", self.data)
+
+    # what is shown -------------------------------------------------------------------------------------------
 
     def _show(self, extraction: BackwardExtraction, previous: BackwardExtraction | None = None) -> None:
+        session = self.session
         self._updating = True
         try:
             with self.hold_sync():  # one message: the panes see the new partition and its traits together
-                if getattr(self, "extraction", None) is not None and not same_trace(self.extraction, extraction):
-                    self._forget_ahead()  # another model's partitions: the browser's are not for it
+                if not same_trace(session.shown, extraction):
+                    session.ahead.forget()  # another model's partitions: the browser's are not for it
                 if previous is not None:
                     shown = self.payload["partition"]
                     self.previous = {"saved": shown["saved"], "saved_activation_bytes": shown["saved_activation_bytes"]}
-                self.extraction = extraction
+                session.shown = extraction
                 self.partitioner = extraction.partitioner
                 if extraction.memory_budget is not None:
                     self.memory_budget = extraction.memory_budget
-                self.graph_index = min(self.graph_index, len(extraction.partitions) - 1)
-                self.sweep_index = self._sweep_point_of(extraction)
-                self.advice_index = self._advice_row_of(extraction)
-                data, without_diff = self._payload(extraction, previous)
+                self.graph_index = session.graph_index = min(self.graph_index, len(extraction.partitions) - 1)
+                self.sweep_index = session.sweep_point_of(extraction)
+                self.advice_index = session.advice_row_of(extraction)
+                data, without_diff = session.ahead.payload(extraction, session.graph_index, previous)
                 if self.selected and self.selected not in {n["id"] for n in data["nodes"]}:
                     self.selected = ""
                 sent = dict(data)
-                self._sending = (sent, without_diff, None)
+                self._wire = _Wire(sent, without_diff, None)
                 self.data = sent
         finally:
             self._updating = False
 
-    def _payload(
-        self, extraction: BackwardExtraction, previous: BackwardExtraction | None
-    ) -> tuple[GraphData, bytes | None]:
-        """`graph_payload` for the graph shown, with the diff against `previous`: the one `_prepare` built
-        ahead when it still holds (same graph, same measurement), with its encoding without the diff."""
-        with self._building:
-            kept = self._prepared.get(id(extraction))
-            if (
-                kept is not None
-                and kept[0] is extraction
-                and kept[1] == self.graph_index
-                and kept[2] is extraction.measured
-            ):
-                return since(kept[3], extraction, previous), kept[4]
-            return graph_payload(extraction, self.graph_index, previous), None
-
     def _data_to_json(self, value: object) -> memoryview:
         """The `data` trait on the wire: `encode_payload`, from the encoding made ahead when there is one."""
-        shown, without_diff, encoded = self._sending
-        if shown is not value:
+        wire = self._wire
+        if wire.shown is not value:
             return memoryview(encode_payload(cast("GraphData", value)))
-        if encoded is None:
-            encoded = encode_payload(cast("GraphData", value), without_diff)
-            self._sending = (shown, without_diff, encoded)
-        return memoryview(encoded)
-
-    def _sweep_point_of(self, extraction: BackwardExtraction) -> int:
-        """The sweep point the shown partition is (min-cut at that point's budget), or -1: the chart's
-        "current" marker follows the slider instead of staying where it was last clicked."""
-        points = self._swept.points if self._swept is not None else []
-        for index, point in enumerate(points):
-            same_plan = extraction.partitioner == "min_cut" and extraction.memory_budget == point.budget
-            if point.extraction_made is extraction or same_plan:
-                return index
-        return -1
+        if wire.encoded is None:
+            wire.encoded = encode_payload(cast("GraphData", value), wire.without_diff)
+        return memoryview(wire.encoded)
 
     def measure(self) -> MeasuredMemory:
         """Measure the partition shown (`BackwardExtraction.measure`: it runs the model, so only when
@@ -228,14 +228,9 @@ class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
         error in percent. `g.measure()` on an extraction already shown needs this, or a new `bw.show(g)`."""
         measured = self.extraction.measure()
         self._show(self.extraction)
-        self._forget_ahead()
-        self._send_ahead()  # all but the one measured, whose payload built ahead no longer holds
+        self.session.ahead.forget()
+        self.session.ahead.send_ahead()  # all but the one measured, whose payload built ahead no longer holds
         return measured
-
-    @property
-    def payload(self) -> GraphData:
-        """The `data` trait as what it is: the GraphData of the partition shown."""
-        return cast("GraphData", self.data)
 
     def _switch(self, make: Callable[[], BackwardExtraction]) -> None:
         """Show another partition, with the busy flag up and errors as one line."""
@@ -246,9 +241,19 @@ class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
         except BwdWidgetsError as error:
             self.error = str(error)
         finally:
-            self.busy = self._sweeping or self._advising
+            self.busy = self._jobs.busy
         if not self.error and self.extraction.partitioner == "min_cut" and self.memory_budget is not None:
             self._partition_neighbours(self.extraction)
+
+    def _partitioned(self, partitioner: str, budget: float | None) -> BackwardExtraction:
+        """The extraction a move to (partitioner, budget) shows (`WidgetSession.partitioned`)."""
+        return self.session.partitioned(partitioner, budget)
+
+    def _partition_neighbours(self, shown: BackwardExtraction) -> threading.Thread | None:
+        """The slider's two neighbouring budgets of `shown`, partitioned ahead (`MadeAhead.partition_neighbours`)."""
+        return self.session.ahead.partition_neighbours(shown, self.session.swept_budgets())
+
+    # the controls ----------------------------------------------------------------------------------------------
 
     @traitlets.observe("partitioner", "memory_budget")
     def _rerun(self, change: traitlets.Bunch) -> None:
@@ -258,37 +263,36 @@ class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
         budget = self.memory_budget if takes_budget.get(self.partitioner) else None
         self._switch(lambda: self._partitioned(self.partitioner, budget))
 
-    def _partitioned(self, partitioner: str, budget: float | None) -> BackwardExtraction:
-        """The extraction under (partitioner, budget): a swept budget's own partition when the sweep has it,
-        or one made ahead beside the last move, else partitioned again from the kept joint graph
-        (partitions do not change once built)."""
-        if partitioner == "min_cut" and budget is not None:
-            swept = [p.extraction for p in self._swept.points if p.budget == budget] if self._swept else []
-            for kept in [*swept, self._neighbours.get(round(budget, 4))]:
-                if kept is not None and same_trace(kept, self.extraction):
-                    return kept
-        return self.extraction.rerun(partitioner, budget)
-
     @traitlets.observe("compare_index")
     def _pick_comparison(self, change: traitlets.Bunch) -> None:
-        comparison, index = self._comparison, change["new"]
+        comparison, index = self.session.comparison, change["new"]
         if not self._updating and comparison is not None and 0 <= index < len(comparison.extractions):
             self._switch(lambda: comparison.extractions[index])
 
     @traitlets.observe("sweep_index")
     def _pick_sweep_point(self, change: traitlets.Bunch) -> None:
-        swept, index = self._swept, change["new"]
-        if self._updating or index == self._sweep_point_of(self.extraction):
+        swept, index = self.session.sweep, change["new"]
+        if self._updating or index == self.session.sweep_point_of(self.extraction):
             return  # the plan shown already (a sweep point arriving marks it current)
         if swept is not None and 0 <= index < len(swept.points):
             extraction = swept.points[index].extraction
             if extraction is not None:
                 self._switch(lambda: extraction)
 
+    @traitlets.observe("advice_index")
+    def _pick_plan(self, change: traitlets.Bunch) -> None:
+        plans, index = advice_plans(self.session.advice), change["new"]
+        if self._updating or not 0 <= index < len(plans) or plans[index].kind == "offload":
+            return
+        plan = plans[index]
+        self._switch(lambda: plan_extraction(plan))
+
     @traitlets.observe("graph_index")
     def _switch_graph(self, change: traitlets.Bunch) -> None:
         if not self._updating:
             self._show(self.extraction)
+
+    # the sweep -------------------------------------------------------------------------------------------------
 
     @command
     def _sweep(self, message: dict, buffers: list) -> tuple[dict, list]:
@@ -305,77 +309,98 @@ class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
         return {"cancelled": self.cancel_sweep()}, []
 
     def start_sweep(self, budgets: list[float] | None = None) -> threading.Thread | None:
-        """`run_sweep` in a thread of its own (None when a sweep already runs): the busy flag is up before
-        this returns."""
-        with self._sweep_lock:
-            if self._sweeping or self._advising:
-                return None
-            self._sweeping, self.busy = True, True
-        thread = threading.Thread(target=self.run_sweep, args=(budgets,), name="bwd-widgets-sweep", daemon=True)
-        thread.start()
-        return thread
+        """`run_sweep` in a thread of its own (None when a sweep or the advisor already runs): the busy flag is up
+        before this returns."""
+        return self._jobs.start(SWEEP, lambda job: self.run_sweep(budgets))
 
     def cancel_sweep(self) -> bool:
         """Stop the running sweep before its next budget; the points done stay. False when none runs."""
-        if not self._sweeping:
-            return False
-        self._cancel.set()
-        return True
+        return self._jobs.cancel(SWEEP)
 
     def run_sweep(self, budgets: list[float] | None = None) -> Sweep | None:
         """Sweep min-cut's memory budget from this extraction's joint graph; each point is drawn as it comes."""
-        self._sweeping, self.busy = True, True
-        self._cancel.clear()
+        shown_as = functools.partial(setattr, self, "sweep_progress")
+        return self._jobs.run(SWEEP, lambda job: self._swept_in(job, budgets), shown_as)
+
+    def _swept_in(self, job: Job, budgets: list[float] | None) -> Sweep:
         self.error = ""
-        listed = DEFAULT_BUDGETS if budgets is None else budgets if isinstance(budgets, (list, tuple)) else ()
-        self.sweep_progress = f"0/{len(listed)}"  # the Cancel button shows from now on
-        done: list = []
-        order = {budget: index for index, budget in reversed(list(enumerate(listed)))}
-
-        def progress(point: SweepPoint, count: int, total: int) -> None:
-            done.append(point)
-            done.sort(key=lambda p: order.get(p.budget, len(order)))  # workers' points come out of order
-            self.sweep_progress = f"{count}/{total}"  # before the point: a chart of n points reads n/total
-            self._set_sweep(Sweep(list(done)))
-
-        try:
-            result = sweep(
-                self.extraction, budgets=budgets, progress=False, on_point=progress, should_stop=self._cancel.is_set
-            )
-        except BwdWidgetsError as error:
-            self.error, self.sweep_progress = str(error), ""
-            return None
-        except Exception as error:  # noqa: BLE001 - in the sweep's thread nothing else would say it
-            self.error, self.sweep_progress = f"the sweep failed: {one_line(error)}", ""
-            return None
-        finally:
-            self._sweeping = False
-            self.busy = self._advising
-        if result.interrupted:
-            self.sweep_progress += " (cancelled)" if self._cancel.is_set() else " (interrupted)"
+        result = self.session.swept(job, budgets, self._set_sweep)
         if result.points:
             self._set_sweep(result)
-            self._prepare(result.points)
+            self.session.ahead.prepare(result.points)
         return result
 
-    def _set_sweep(self, result: Sweep, index: int | None = None) -> None:
-        """Show `result` in the chart, its current point the partition shown (or `index`)."""
-        self._swept = result
+    def _set_sweep(self, result: Sweep) -> None:
+        """Show `result` in the chart, its current point the partition shown."""
+        self.session.sweep = result
         self.sweep_points = sweep_points(result)
-        self.sweep_index = self._sweep_point_of(self.extraction) if index is None else index
+        self.sweep_index = self.session.sweep_point_of(self.extraction)
+
+    # the advisor -----------------------------------------------------------------------------------------------
+
+    @command
+    def _advise(self, message: dict, buffers: list) -> tuple[dict, list]:
+        """The front end's Advise button: `{"target": "24GB", "time": bool}` starts `bw.advise` in a thread and
+        answers at once (`{"started": bool, "error": str}`); the steps arrive as `advice_progress`, the plans as
+        `advice_rows`. `time` also times each Pareto plan's step here (the step time column)."""
+        target = message.get("target", "") if isinstance(message, dict) else ""
+        timed = bool(message.get("time", False)) if isinstance(message, dict) else False
+        started = self.start_advise(str(target), measure_time=timed)
+        return {"started": started is not None, "error": self.error}, []
+
+    @command
+    def _cancel_advise(self, message: dict, buffers: list) -> tuple[dict, list]:
+        """The front end's Cancel button for the advisor: it stops after the step under way (`{"cancelled": bool}`)."""
+        return {"cancelled": self._jobs.cancel(ADVISE)}, []
+
+    def start_advise(self, target: str, measure_time: bool = False) -> threading.Thread | None:
+        """`run_advise(target)` in a thread (None, with `error` set, for a bad target, timing asked of a fake-mode
+        widget, a widget without its model; None while a sweep or another advice runs)."""
+        self.error = unusable_target(target, measure_time, self.extraction.mode, self.session.source)
+        if self.error:
+            return None
+        return self._jobs.start(ADVISE, lambda job: self.run_advise(target, measure_time))
+
+    def run_advise(self, target: int | str, measure_time: bool = False) -> Advice | None:
+        """`bw.advise` on the model this widget was opened with, for `target` bytes of activation memory (and
+        `measure_time`, as bw.advise takes it); each step is shown as it starts, the plans when it ends (a plan
+        row shows its partition)."""
+        self.session.needs_source()
+        shown_as = functools.partial(setattr, self, "advice_progress")
+        return self._jobs.run(ADVISE, lambda job: self._advised_in(job, target, measure_time), shown_as)
+
+    def _advised_in(self, job: Job, target: int | str, measure_time: bool) -> Advice:
+        advice = self.session.advised(job, target, measure_time)
+        self._set_advice(advice)
+        return advice
+
+    def _set_advice(self, advice: Advice) -> None:
+        """Show `advice`'s plans in the partitions tab, the plan shown marked when it is one of them."""
+        self.session.advice = advice
+        with self.hold_sync():
+            self.advice_rows = advice_rows(advice)
+            self.advice_summary = advice_summary(advice)
+            self.advice_index = self.session.advice_row_of(self.extraction)
+
+    # the browser -----------------------------------------------------------------------------------------------
+
+    def _jobs_busy(self, busy: bool) -> None:
+        self.busy = busy
+
+    def _to_browser(self, content: dict, buffers: list | None) -> None:
+        """A custom message to the browser (`send`, looked up at each call)."""
+        self.send(content, buffers=buffers)
+
+    def _on_browser_message(self, widget: object, content: object, buffers: list) -> None:
+        """`{"send_ahead": true}`: a view loaded afresh (a page reload) asks for the payloads made ahead."""
+        if isinstance(content, dict) and content.get("send_ahead"):
+            self.session.ahead.send_again()
+
+    # the static picture ----------------------------------------------------------------------------------------
 
     def first_view(self) -> Drawing | None:
         """The static drawing of the first view of the partition shown (laid out once per payload)."""
-        return self._drawing_of(self.data)
-
-    def _drawing_of(self, data: object) -> Drawing | None:
-        """`first_view` of payload `data` (the one shown, or one a thread took before the next move), kept for
-        the payload shown last."""
-        cached = getattr(self, "_first_view", None)
-        if cached is None or cached[0] is not data:
-            cached = (data, first_view(cast("GraphData", data)))
-            self._first_view = cached
-        return cached[1]
+        return self._pictures.drawing_of(self.data)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict]:
         """The widget, and beside it a static SVG (the first view and the headline numbers) that a
@@ -389,7 +414,7 @@ class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
         bundle = super()._repr_mimebundle_(**kwargs)
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
         data = {**(data or {}), "image/svg+xml": fallback_svg(self.payload, drawing=self.first_view()), "text/html": ""}
-        _note_drawn(self.extraction, self._comparison, self._swept)
+        _note_drawn(self.extraction, self.session.comparison, self.session.sweep)
         return data, metadata or {}
 
     def _ipython_display_(self) -> None:
@@ -415,14 +440,7 @@ class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
         """The static picture's output that follows the widget's: HTML, shown trusted or not (a style rule
         in it hides it beside a drawn widget), and as text `text` or the headline numbers. Of the partition
         shown, or of payload `data`."""
-        shown = cast("GraphData", self.data if data is None else data)
-        chart = timeline({shown["model"]: shown["run"]["memory"]["timeline"]}, title="Activation memory over time")
-        return {
-            "text/html": fallback_html(shown, self._drawing_of(shown), chart.svg),
-            "text/plain": text if text is not None else "\n".join(headline(shown)),
-        }
-
-    # the picture follows the partition shown ---------------------------------------------------------------------
+        return self._pictures.bundle(text, data)
 
     PICTURE_PAUSE_S = 0.6
     """How long the partition shown must stay before its picture is made: a slider dragged across ten budgets
@@ -430,69 +448,20 @@ class BackwardGraphWidget(Advising, MadeAhead, anywidget.AnyWidget):
 
     def follow_picture(self, handle: DisplayHandle, text: str | None = None) -> None:
         """Keep the picture published under `handle` (its text `text`, else the headline numbers) showing the
-        partition the widget shows: each change of the `data` trait redraws it, in a thread of its own once the
+        partition the widget shows: each change of the `data` trait redraws it, as the `picture` job once the
         widget has paused for PICTURE_PAUSE_S (the latest partition only), and sends it as an update of that
         display id, which the front end puts in place of the output (so a save keeps it). Every display of the
         widget follows; a closed widget stops."""
-        if getattr(self, "_pictures", None) is None:
-            self._picture_lock = threading.Condition()
-            self._picture_thread: threading.Thread | None = None
-            self._picture_wanted = 0  # changes of `data` since the widget was made: a new one restarts the pause
-            self._picture_due = 0.0
-            self._picture_sent: object = self.data
-            self._pictures: list[tuple[DisplayHandle, str | None]] = []
-        with self._picture_lock:
-            self._pictures.append((handle, text))
+        self._pictures.follow(handle, text)
 
     @traitlets.observe("data")
     def _picture_follows(self, change: traitlets.Bunch) -> None:
-        if not getattr(self, "_pictures", None) or self.comm is None:
-            return
-        with self._picture_lock:
-            self._picture_wanted += 1
-            self._picture_due = time.monotonic() + self.PICTURE_PAUSE_S
-            self._picture_lock.notify_all()
-            if self._picture_thread is None:
-                self._picture_thread = threading.Thread(
-                    target=self._redraw_pictures, name="bwd-widgets-picture", daemon=True
-                )
-                self._picture_thread.start()
-
-    def _redraw_pictures(self) -> None:
-        """The picture thread: wait for a pause, draw the partition shown, update every display of it; again
-        while the widget moved meanwhile; then end (no thread, so no reference to the widget, stays behind)."""
-        while True:
-            with self._picture_lock:
-                while (wait := self._picture_due - time.monotonic()) > 0:
-                    self._picture_lock.wait(wait)
-                wanted, data, pictures = self._picture_wanted, self.data, list(self._pictures)
-            if self.comm is not None and data is not self._picture_sent:  # a closed widget draws no more
-                try:
-                    bundles = {text: self.picture_bundle(text, data) for text in {text for _, text in pictures}}
-                    for handle, text in pictures:
-                        handle.update(bundles[text], raw=True)
-                    self._picture_sent = data
-                except Exception as error:  # noqa: BLE001 - in this thread nothing else would say it
-                    self.error = f"the static picture was not redrawn: {one_line(error)}"
-            with self._picture_lock:
-                if self._picture_wanted == wanted or self.comm is None:
-                    self._picture_thread = None
-                    return
+        self._pictures.shown_changed()
 
     def wait_for_picture(self, timeout: float | None = None, pause: bool = True) -> bool:
         """Wait until every picture shows the partition shown (True), or `timeout` seconds (False); with
         `pause=False`, draw it now instead of after the pause."""
-        if not pause and getattr(self, "_pictures", None) is not None:
-            with self._picture_lock:
-                self._picture_due = 0.0
-                self._picture_lock.notify_all()
-        thread = getattr(self, "_picture_thread", None)
-        while thread is not None:
-            thread.join(timeout)
-            if thread.is_alive():
-                return False
-            thread = self._picture_thread
-        return True
+        return self._pictures.wait(timeout, pause)
 
     def __repr__(self) -> str:
         shown = self.payload["partition"]

@@ -93,7 +93,7 @@ def test_the_sweep_streams_its_points_and_cancel_stops_it(sweep_page, artifacts)
 
 
 SHOWN = """from ipywidgets.widgets.widget import _instances
-shown = next(w for w in _instances.values() if type(w).__name__ == "BackwardGraphWidget" and w._swept is not None)
+shown = next(w for w in _instances.values() if type(w).__name__ == "BackwardGraphWidget" and w.session.sweep is not None)
 [t.join() for t in __import__("threading").enumerate() if t.name == "bwd-widgets-prepare"]"""
 # the kernel's answer to a move held back 10 s (its comm messages run beside a running cell in ipykernel 7)
 SLOW = """import time
@@ -112,7 +112,8 @@ def test_a_slider_move_to_a_swept_budget_repaints_before_the_kernel_answers(swee
     page.wait_for_function(f"({TITLE}).includes('min_cut')", timeout=120_000)
     page.wait_for_function(f"{KERNEL}.status === 'idle'", timeout=120_000)
     sent = run_in_kernel(
-        page, "print(sorted(p.budget for p in shown._swept.points if id(p.extraction_made) in shown._ahead_sent))"
+        page,
+        "print(sorted(p.budget for p in shown.session.sweep.points if id(p.extraction_made) in shown.session.ahead.sent))",
     )
     current = float(run_in_kernel(page, "print(shown.memory_budget)"))
     budget = f"{next(b for b in json.loads(sent) if b != current):g}"  # one the browser holds, not the one shown
