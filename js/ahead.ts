@@ -1,7 +1,7 @@
 /** Payloads the kernel made ahead (the swept budgets' after a sweep, a slider move's two neighbours), kept
  *  in the browser so that a slider move to one of them repaints without a kernel round trip; the kernel's
  *  own payload, with its diff, follows and replaces it. The kernel sends them as custom messages
- *  (bwd_widgets/jupyter/widget.py `_send_ahead`): `{ahead: {partitioner, memory_budget, graph_index}}`
+ *  (bwd_widgets/jupyter/ahead.py `MadeAhead.send_ahead`): `{ahead: {partitioner, memory_budget, graph_index}}`
  *  with the payload (the `data` trait's wire form) in one buffer, and `{forget_ahead: true}` when they no
  *  longer hold (another model shown, a measurement taken). */
 

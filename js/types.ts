@@ -173,6 +173,7 @@ export interface GraphData {
   partitioner: string;
   memory_budget: number | null;
   mode: string;
+  backend: string; // "aot_eager", or "inductor": the joint graph after Inductor's passes, as torch.compile(model) splits it
   graph_index: number;
   graph_count: number;
   partitioners: PartitionerOption[];
@@ -190,6 +191,7 @@ export interface GraphData {
 /** One row of `bw.compare(...).rows`. */
 export interface ComparisonRow {
   partition: string;
+  backend: string;
   partitioner: string;
   memory_budget: number | null;
   saved: number;
@@ -241,7 +243,7 @@ export interface AdvicePlanRow {
 type Exact<T, Keys extends readonly (keyof T)[]> = [Exclude<keyof T, Keys[number]>] extends [never] ? Keys : { missing_keys: Exclude<keyof T, Keys[number]> };
 
 export const GRAPH_DATA_KEYS = [
-  "model", "partitioner", "memory_budget", "mode", "graph_index", "graph_count", "partitioners", "nodes",
+  "model", "partitioner", "memory_budget", "mode", "backend", "graph_index", "graph_count", "partitioners", "nodes",
   "edges", "saved", "partition", "run", "views", "code", "notes", "diff",
 ] as const satisfies readonly (keyof GraphData)[];
 export const GRAPH_NODE_KEYS = [
@@ -263,7 +265,7 @@ export const CODE_LINES_KEYS = ["backward", "forward"] as const satisfies readon
 export const DIFF_KEYS = ["against", "recomputed_now", "recomputed_rows", "newly_saved"] as const satisfies readonly (keyof Diff)[];
 export const PARTITIONER_OPTION_KEYS = ["name", "takes_budget", "description"] as const satisfies readonly (keyof PartitionerOption)[];
 export const COMPARISON_ROW_KEYS = [
-  "partition", "partitioner", "memory_budget", "saved", "saved_activation_bytes", "recomputed", "recomputed_ops",
+  "partition", "backend", "partitioner", "memory_budget", "saved", "saved_activation_bytes", "recomputed", "recomputed_ops",
   "forward_nodes", "backward_nodes", "backward_flops", "recompute_flops", "torch_budget_ratio", "peak_activation_bytes",
 ] as const satisfies readonly (keyof ComparisonRow)[];
 export const SWEEP_POINT_KEYS = [

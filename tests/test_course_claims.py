@@ -11,6 +11,7 @@ import nbformat
 import pytest
 import torch
 import torch.utils.checkpoint
+from compiled_saves import counted_saves
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
 import bwd_widgets as bw
@@ -22,17 +23,7 @@ from models import Chain
 def eager_saved_bytes(model, *inputs) -> int:
     """What eager autograd saves in one forward pass beyond parameters and inputs, each storage once,
     counted by a saved_tensors_hooks pack hook (the notebooks' count)."""
-    existing = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers(), *inputs]}
-    kept = {}
-
-    def pack(t):
-        if t.untyped_storage().data_ptr() not in existing:
-            kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(*inputs)
-    return sum(kept.values())
+    return counted_saves(model, inputs, backend=None).bytes
 
 
 @pytest.fixture(scope="module")
@@ -322,39 +313,14 @@ def test_min_cut_bans_random_ops_and_a_budget_can_lift_the_ban():
 def test_which_backend_uses_which_partitioner(backend, saves_cos):
     """Inductor and aot_eager partition with min-cut (cos(x) recomputed), the default-partitioner backend keeps it."""
     x = torch.randn(64, 64, requires_grad=True)
-    torch._dynamo.reset()
-    compiled = torch.compile(lambda x: x.cos().cos(), backend=backend)
-    kept = {}
-
-    def pack(t):
-        if t.untyped_storage().data_ptr() != x.untyped_storage().data_ptr():
-            kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        y = compiled(x)
-    y.sum().backward()
-    torch._dynamo.reset()
-    assert sum(kept.values()) == (64 * 64 * 4 if saves_cos else 0)
+    saved = counted_saves(lambda x: x.cos().cos(), (x,), backend=backend, backward=True)
+    assert saved.bytes == (64 * 64 * 4 if saves_cos else 0)
 
 
 def _compiled_step(fn, backend, x):
     """Saved bytes beyond x (each storage once) and x's gradient, for one step of fn compiled by backend."""
     x = x.detach().requires_grad_()
-    torch._dynamo.reset()
-    compiled = torch.compile(fn, backend=backend)
-    kept = {}
-
-    def pack(t):
-        if t.untyped_storage().data_ptr() != x.untyped_storage().data_ptr():
-            kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        y = compiled(x)
-    y.sum().backward()
-    torch._dynamo.reset()
-    return sum(kept.values()), x.grad
+    return counted_saves(fn, (x,), backend=backend, backward=True).bytes, x.grad
 
 
 def test_notebook_4_times_each_compiler_with_both_plans():
@@ -755,39 +721,9 @@ def notebook_text(stem: str) -> str:
 
 def compiled_saved(model, inputs, backend="aot_eager", budget=1.0, events=None) -> int:
     """Bytes torch.compile's own partition saves in one step of `model` beyond its parameters and inputs (each
-    storage once), counted by a saved_tensors_hooks pack hook around the compiled call; `events` records "pack",
-    "unpack" and each parameter gradient ("grad") in order."""
-    existing = {t.untyped_storage().data_ptr() for t in [*model.parameters(), inputs]}
-    kept = {}
-
-    def pack(t):
-        if events is not None:
-            events.append("pack")
-        if t.untyped_storage().data_ptr() not in existing:
-            kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
-
-    def unpack(t):
-        if events is not None:
-            events.append("unpack")
-        return t
-
-    handles = (
-        [p.register_hook(lambda g: events.append("grad")) for p in model.parameters()] if events is not None else []
-    )
-    torch._dynamo.reset()
-    try:
-        with torch._functorch.config.patch(activation_memory_budget=budget):
-            compiled = torch.compile(model, backend=backend)
-            with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-                loss = compiled(inputs).sum()
-        loss.backward()
-    finally:
-        for handle in handles:
-            handle.remove()
-        model.zero_grad()
-        torch._dynamo.reset()
-    return sum(kept.values())
+    storage once), by the one pack-hook count (tests/compiled_saves.py); `events` records "pack", "unpack" and each
+    parameter gradient ("grad") in order."""
+    return counted_saves(model, (inputs,), backend=backend, budget=budget, backward=True, events=events).bytes
 
 
 class Region(torch.nn.Module):

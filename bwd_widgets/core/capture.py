@@ -27,6 +27,7 @@ from .compat import (
     dynamo_convert_frame,
     dynamo_frames,
     graph_text_skipped_unless_logged,
+    inductor_compile,
     make_boxed_func,
     mark_boxed,
     pytree,
@@ -36,7 +37,7 @@ from .compat import (
 from .decisions import Decisions
 from .errors import NotForFx
 from .fx_route import fake_values, fx_trace
-from .kinds import InputKind, InputSource, is_tangent
+from .kinds import Backend, InputKind, InputSource, is_tangent
 from .naming import TensorNames, data_key, nested_argument, parse_source_name, wrapper_argument
 from .outputs import picked_output
 from .partitioners import Partitioner
@@ -105,6 +106,9 @@ class CaptureSession:
     """On the torch.fx route, how many primals are the module's own parameters and buffers (they come first)."""
     notes: list[str] = field(default_factory=list)
     """What the captured graphs do that the model does not (a copy of an output aliasing an input)."""
+    backend: Backend = "aot_eager"
+    """Whose partition each region shows: on "inductor", Inductor's own compile runs (`compat.inductor_compile`) and
+    the compilers below record the joint graph its passes made and the graphs its split gave."""
 
     def compilers(self) -> tuple[Callable, Callable, Callable]:
         """The fw/bw compilers and partition_fn that record what AOT Autograd hands them.
@@ -157,6 +161,7 @@ class CaptureSession:
             joint_inputs=joint_inputs,
             partition_kwargs=partition_kwargs,
             inputs=self._inputs,
+            backend=self.backend,
         )
         split = trace.split(self.partitioner)
         self._current = _Region(trace, *split)
@@ -233,6 +238,13 @@ class CaptureSession:
         self._copy_outputs(gm, aliasing_outputs(gm, {n: n.meta.get("example_value") for n in gm.graph.nodes}))
         fw_compiler, bw_compiler, partition_fn = self.compilers()
         with graph_text_skipped_unless_logged():
+            if self.backend == "inductor":
+
+                def compile_graph(graph: torch.fx.GraphModule, inputs: list, is_backward: bool) -> Callable:
+                    compiled: Callable = (bw_compiler if is_backward else fw_compiler)(graph, inputs)
+                    return compiled
+
+                return inductor_compile(gm, example_inputs, compile_graph, partition_fn)
             return aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn)(
                 gm, example_inputs
             )

@@ -287,6 +287,51 @@ def keyless_pytree_node(value: object) -> bool:
     return node is not None and node.flatten_with_keys_fn is None
 
 
+def inductor_compile(
+    gm: torch.fx.GraphModule,
+    example_inputs: list,
+    compile_graph: Callable[[torch.fx.GraphModule, list, bool], Callable[..., Any]],
+    partition_fn: Callable[..., Any],
+) -> Callable[..., Any]:
+    """Inductor's own compile of one Dynamo graph (`torch._inductor.compile_fx.compile_fx`: its pre-grad passes, its
+    decompositions, AOT Autograd, its joint-graph passes, min-cut), with two steps handed to the caller: the split of
+    the joint graph Inductor's joint passes made (Inductor's module-level `partition_fn` runs its passes, then a
+    `partitioner_fn_override` where one is given) and the compilation of the forward and backward graphs that split
+    gives (`inner_compile`, which receives them before Inductor's post-grad passes and code generation: no C++ is
+    compiled). `compile_graph(gm, example_inputs, is_backward)`. AOT Autograd's cache is off for the call: a cached
+    compile would skip both steps. Only this thread's compile is redirected (2.13.0, 2.14.1, 2.15.0)."""
+    from torch._inductor import compile_fx as inductor_module
+
+    inductor: Any = inductor_module  # its globals are replaced for the call, which its own types do not allow
+    original = inductor.partition_fn
+    owner = threading.get_ident()
+
+    def partition(joint: torch.fx.GraphModule, joint_inputs: list, **kwargs: Any) -> Any:
+        if threading.get_ident() != owner:  # another thread's own torch.compile: Inductor's split, untouched
+            return original(joint, joint_inputs, **kwargs)
+        return original(joint, joint_inputs, partitioner_fn_override=partition_fn, **kwargs)
+
+    def inner_compile(graph: torch.fx.GraphModule, inputs: list, **options: Any) -> Callable[..., Any]:
+        return compile_graph(graph, inputs, bool(options.get("is_backward")))
+
+    inductor.partition_fn = partition
+    try:
+        with functorch_config.patch(enable_autograd_cache=False):
+            compiled: Callable[..., Any] = inductor.compile_fx(gm, example_inputs, inner_compile=inner_compile)
+            return compiled
+    finally:
+        inductor.partition_fn = original
+
+
+def inductor_lays_out_channels_last(forward: torch.fx.GraphModule) -> bool:
+    """Whether Inductor's code generation lays this training forward graph's convolutions out channels_last
+    (`GraphLowering.decide_layout_opt`, its `layout_optimization` heuristic, read from torch; 2.13.0, 2.14.1,
+    2.15.0): the forward inputs such a convolution reads are then copied, and the copy is what autograd keeps."""
+    from torch._inductor.graph import GraphLowering
+
+    return bool(GraphLowering.decide_layout_opt(forward, is_inference=False))
+
+
 def dynamo_setting(name: str) -> bool:
     """Whether this torch's Dynamo has the setting `torch._dynamo.config.<name>` (a capture may set it for itself)."""
     return isinstance(getattr(dynamo_config, name, None), bool)
@@ -328,6 +373,8 @@ __all__ = [
     "graph_break_reasons",
     "min_cut_solver",
     "graph_text_skipped_unless_logged",
+    "inductor_compile",
+    "inductor_lays_out_channels_last",
     "child_modules",
     "dynamo_cache_entries",
     "global_module_hooks",

@@ -12,6 +12,13 @@ Mode = Literal["real", "fake"]
 """real: forward and backward run, real values kept; fake: shapes only, under FakeTensorMode."""
 MODES: tuple[Mode, ...] = get_args(Mode)
 
+Backend = Literal["aot_eager", "inductor"]
+"""Whose partition a capture shows. aot_eager: AOT Autograd's joint graph as it traces it, split by the partitioner
+chosen (what `torch.compile(model, backend="aot_eager")` does with min-cut). inductor: the joint graph after
+Inductor's pre-grad passes, decompositions and joint-graph passes, split by min-cut, as `torch.compile(model)`
+(Inductor, the default backend) partitions it."""
+BACKENDS: tuple[Backend, ...] = get_args(Backend)
+
 InputKind = Literal["parameter", "buffer", "input"]
 """What a forward primal is."""
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import PartitionerError
+from .kinds import BACKENDS, Backend
 
 PartitionFn = Callable[..., Any]
 """`partition_fn(joint_gm, joint_inputs, *, num_fwd_outputs, **kwargs) -> (forward_gm, backward_gm)`."""
@@ -130,6 +131,43 @@ def resolve_partitioner(partitioner: object = "default", memory_budget: float | 
         budgeted = " or ".join(repr(e.name) for e in _REGISTRY.values() if e.takes_budget)
         raise PartitionerError(f"a memory budget needs a partitioner that takes one: pass partitioner={budgeted}.")
     return Partitioner(found.name, found.load(), memory_budget, found.why_saved)
+
+
+INDUCTOR_SPLITS_WITH = "min_cut"
+"""Inductor's `partition_fn` runs its joint-graph passes, then `min_cut_rematerialization_partition` (torch offers
+no other split without a `custom_partitioner_fn` of one's own): a capture by backend="inductor" is split by min-cut,
+at any memory budget, and by nothing else."""
+
+
+def allowed_on(backend: Backend, partitioner: Partitioner | RegisteredPartitioner) -> bool:
+    """Whether a capture by `backend` may be split with `partitioner` and still be that backend's partition."""
+    if backend == "aot_eager":
+        return True
+    if partitioner.name == INDUCTOR_SPLITS_WITH:
+        return True
+    return isinstance(partitioner, Partitioner) and partitioner.partition_fn is _REGISTRY[INDUCTOR_SPLITS_WITH].load()
+
+
+def check_allowed_on(backend: Backend, partitioner: Partitioner) -> None:
+    """One sentence where `partitioner` is not one `backend` splits with (`allowed_on`)."""
+    if not allowed_on(backend, partitioner):
+        raise PartitionerError(
+            f"this is Inductor's joint graph (backend='inductor'), which torch.compile splits with min-cut only, so "
+            f"the {partitioner.name} partitioner would show a partition torch never makes: choose 'min_cut' or a "
+            "memory budget, or extract with backend='aot_eager' to compare other partitioners."
+        )
+
+
+def resolve_for_backend(partitioner: object, memory_budget: float | None, backend: Backend) -> Partitioner:
+    """`resolve_partitioner`, where a capture by `backend` may be split with it; None is the backend's own
+    default ("default" after aot_eager, min-cut after Inductor)."""
+    if backend not in BACKENDS:
+        raise PartitionerError(f"unknown backend {backend!r}: use {' or '.join(map(repr, BACKENDS))}.")
+    if partitioner is None and backend == "inductor":
+        partitioner = INDUCTOR_SPLITS_WITH
+    resolved = resolve_partitioner(partitioner, memory_budget)
+    check_allowed_on(backend, resolved)
+    return resolved
 
 
 def _default_partition() -> PartitionFn:

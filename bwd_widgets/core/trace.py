@@ -19,14 +19,21 @@ import torch.fx
 
 from . import analysis
 from .codegen import copy_graph_module, graphnet_code, without_none_outputs
-from .compat import TracingContext, _use_lazy_graph_module, detect_fake_mode, tensor_version, tracing
+from .compat import (
+    TracingContext,
+    _use_lazy_graph_module,
+    detect_fake_mode,
+    inductor_lays_out_channels_last,
+    tensor_version,
+    tracing,
+)
 from .decisions import Decisions, recording
 from .errors import PartitionerError, describe_failure
 from .interrupts import interrupts_held
-from .kinds import InputSource
+from .kinds import Backend, InputSource
 from .memory import MemoryProfile, profile
 from .nodes import BackwardNode, backward_nodes
-from .partitioners import Partitioner, resolve_partitioner
+from .partitioners import Partitioner, check_allowed_on, resolve_for_backend
 from .reuse import MinCuts, counted_flops, cse_once
 from .units import format_bytes
 
@@ -111,6 +118,9 @@ class Trace:
     """`num_fwd_outputs` and whatever else torch passed the partitioner."""
     inputs: list[InputSource]
     """One per forward primal."""
+    backend: Backend = "aot_eager"
+    """Whose joint graph this is: AOT Autograd's as traced, or Inductor's after its passes (`core/kinds.py`); it
+    decides which partitioners may split it (`partitioners.allowed_on`)."""
     real: RealValues | None = None
     """Real mode: what the real run used (set once, by `record`, when the capture ends)."""
     notes: tuple[str, ...] = ()
@@ -144,10 +154,10 @@ class Trace:
     def rng_state(self) -> torch.Tensor | None:
         return self.real.rng_state if self.real is not None else None
 
-    def partition(self, partitioner: Partitioner | str | float = "default") -> Partition:
-        """Split the joint graph with `partitioner`. Real mode: the backward's real inputs are replayed when
-        first read (`Partition.backward_inputs`), not here."""
-        resolved = resolve_partitioner(partitioner)
+    def partition(self, partitioner: Partitioner | str | float | None = None) -> Partition:
+        """Split the joint graph with `partitioner` (None: the backend's own default). Real mode: the backward's
+        real inputs are replayed when first read (`Partition.backward_inputs`), not here."""
+        resolved = resolve_for_backend(partitioner, None, self.backend)
         with interrupts_held():
             split = self.split(resolved)
         if self.real is not None and self.real.tangent_values is not None and self.inputs_changed():
@@ -171,6 +181,7 @@ class Trace:
         partition. If the structure changed, the working copy is dropped and the next split copies
         the untouched joint again. The cuts of flow graphs an earlier split built alike are shared.
         """
+        check_allowed_on(self.backend, resolved)
         with TORCH_WORK:
             return self._split(resolved)
 
@@ -335,6 +346,16 @@ class Partition:
                 "(choose_saved_values_set: max_act_size <= min_act_size) and every budget above 0 saves what "
                 "budget 1 saves."
             )
+        copies = self.layout_copies
+        if copies:
+            names = ", ".join(s.source or s.name for s in copies[:4]) + (", ..." if len(copies) > 4 else "")
+            notes.append(
+                "Inductor's code generation lays this graph's convolutions out channels_last (torch decides by "
+                "torch._inductor.config.layout_optimization) and may keep a channels_last copy of a forward input a "
+                f"convolution reads where this partition keeps the tensor itself: up to {len(copies)} ({names}; "
+                f"{format_bytes(sum(s.bytes for s in copies))}), which a pack hook around the compiled call counts "
+                "too; with layout_optimization=False torch.compile(model) saves exactly this partition."
+            )
         random = self.recomputed_random_ops
         if random:
             notes.append(
@@ -342,6 +363,23 @@ class Partition:
                 "draws new random numbers, so its gradients differ from eager autograd's."
             )
         return tuple(notes)
+
+    @cached_property
+    def layout_copies(self) -> list[analysis.SavedTensor]:
+        """Saved forward inputs a convolution reads, of which Inductor's code generation may keep channels_last copies
+        where it lays the graph out so (its decision read from torch; which ones its lowering copies is not known
+        before it runs): what `torch.compile(model)` may keep beyond this partition, Inductor's split before its
+        code generation. Empty on aot_eager."""
+        if self.trace.backend != "inductor" or not inductor_lays_out_channels_last(self.forward):
+            return []
+        convolution = torch.ops.aten.convolution.default
+        read = {
+            arg.name
+            for node in self.forward.graph.find_nodes(op="call_function", target=convolution)
+            for arg in node.args[:2]
+            if isinstance(arg, torch.fx.Node) and arg.op == "placeholder"
+        }
+        return [s for s in self.saved_tensors if not s.is_activation and s.name in read]
 
     @property
     def index(self) -> int:

@@ -53,7 +53,7 @@ from .result import BackwardExtraction
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from ..core.kinds import Mode
+    from ..core.kinds import Backend, Mode
     from ..core.trace import Partition
 
 TRACE_CACHE_SIZE = 2
@@ -118,6 +118,7 @@ def trace_key(
     mode: Mode,
     capture_scalars: bool,
     from_loss: dict[str, bool] | None = None,
+    backend: Backend = "aot_eager",
 ) -> TraceKey | None:
     """Where a call's trace is kept; None for what is never kept. `example_inputs` is (positional inputs,
     keyword inputs, output choice); `decided`, which tensors get a gradient, and `from_loss`, the training rule's
@@ -136,8 +137,10 @@ def trace_key(
         capture_scalars,
         output,
         str(pytree.tree_flatten(list(args))[1]),
+        backend,
     )
-    fx_possible = not kwargs and output is None and capture_scalars and fx_eligible(model, list(args))
+    fx_possible = backend == "aot_eager" and not kwargs and output is None and capture_scalars
+    fx_possible = fx_possible and fx_eligible(model, list(args))
     return TraceKey(slot, model, args, kwargs, mode == "real", capture_scalars, fx_possible)
 
 

@@ -47,7 +47,7 @@ from ..core.errors import (
 from ..core.fake import faked
 from ..core.fx_route import fx_eligible
 from ..core.interrupts import interrupts_held
-from ..core.kinds import MODES, InputKind, Mode
+from ..core.kinds import MODES, Backend, InputKind, Mode
 from ..core.model_libraries import settle
 from ..core.model_state import left_as_it_was
 from ..core.naming import signature_names
@@ -60,7 +60,7 @@ from ..core.outputs import (
     selecting,
     starts_from_loss,
 )
-from ..core.partitioners import Partitioner, resolve_partitioner
+from ..core.partitioners import Partitioner, resolve_for_backend
 from ..core.trace import TORCH_WORK
 from ..graphnet.sample import GraphNetSample
 from .cache import clear_trace_cache, keep, kept_extraction, rng_digest, trace_key
@@ -85,9 +85,10 @@ __all__ = ["MODES", "RequiresGrad", "clear_trace_cache", "default_requires_grad"
 def extract(
     model: Callable | GraphNetSample,
     *example_inputs: object,
-    partitioner: object = "default",
+    partitioner: object = None,
     memory_budget: float | None = None,
     mode: Mode = "real",
+    backend: Backend = "aot_eager",
     requires_grad: RequiresGrad = None,
     name: str | None = None,
     capture_scalars: bool = True,
@@ -101,17 +102,17 @@ def extract(
     Keyword arguments this function does not take go to the model, as a transformers model is called:
     `extract(model, input_ids=ids, labels=labels)`; `model_kwargs={...}` passes one whose name is taken here.
 
-    partitioner: a registered name ("default", "min_cut"), a memory budget in [0, 1]
-        (min-cut), or a partition_fn(joint_gm, joint_inputs, *, num_fwd_outputs, ...).
+    partitioner: a registered name ("default", "min_cut"), a memory budget in [0, 1] (min-cut), or a
+        partition_fn(joint_gm, joint_inputs, *, num_fwd_outputs, ...); None: "default", min-cut on Inductor.
     memory_budget: with "min_cut", torch's activation_memory_budget for this call.
-    mode: "real" runs forward and backward (real values are kept); "fake" runs
-        nothing: shapes only, under FakeTensorMode, for models of any size.
+    mode: "real" runs forward and backward (real values are kept); "fake" runs nothing: shapes only.
+    backend: "aot_eager" splits AOT Autograd's joint graph as traced; "inductor", the partition torch.compile(model)
+        makes: Inductor's compile up to its code generation (its passes and decompositions), through Dynamo.
     requires_grad: None: where the backward starts from a loss, inputs as you made them ("training": a
         data batch gets none), else every floating-point input ("floating"); parameters as they are.
         A rule by name; a bool for all; {name: bool} (the rest by default); or callable(name, tensor).
-    capture_scalars: keep `.item()` inside the graph (Dynamo's capture_scalar_outputs)
-        instead of breaking it there; GraphNet samples pass scalar settings such as
-        batch-norm momentum as tensors, and one graph beats thirty.
+    capture_scalars: keep `.item()` inside the graph (Dynamo's capture_scalar_outputs) instead of breaking
+        it there; GraphNet samples pass scalar settings such as batch-norm momentum as tensors.
     output: which part of the model's output the backward starts from: by default its loss when it
         holds one (a transformers ModelOutput given labels=), else every differentiable output; a key,
         attribute or index (`output="logits"`), or callable(output). The result's notes say which.
@@ -125,12 +126,13 @@ def extract(
     interrupt midway would leave broken (every module returning a Proxy).
     """
     keywords = dict(model_kwargs or {}, **keyword_inputs)
-    call = _prepare(model, example_inputs, keywords, output, mode, requires_grad, name)
-    resolved = resolve_partitioner(partitioner, memory_budget)
+    call = _prepare(model, example_inputs, keywords, output, mode, requires_grad, name, backend)
+    resolved = resolve_for_backend(partitioner, memory_budget, backend)
     key = None
     if cache and (output is None or isinstance(output, (str, int))):
         example = (call.inputs, call.keywords, output)
-        key = trace_key(call.model, example, call.requires_grad, mode, capture_scalars, call.requires_grad_from_loss)
+        rule = call.requires_grad_from_loss
+        key = trace_key(call.model, example, call.requires_grad, mode, capture_scalars, rule, backend)
     kept = kept_extraction(key)
     if kept is not None:
         return dataclasses.replace(kept.rerun(resolved), model_name=call.name)
@@ -172,6 +174,8 @@ class _Call:
     input_names: dict[str, tuple[InputKind, str]]
     """For GraphNet samples: argument name -> (kind, the name GraphNet's sample gives it)."""
     notes: list[str]
+    backend: Backend
+    """Whose partition the capture shows (`core/kinds.py`)."""
 
 
 def _prepare(
@@ -182,6 +186,7 @@ def _prepare(
     mode: Mode,
     requires_grad: RequiresGrad,
     name: str | None,
+    backend: Backend = "aot_eager",
 ) -> _Call:
     if mode not in MODES:
         raise BwdWidgetsError(f"unknown mode {mode!r}: use 'real' or 'fake'.")
@@ -224,7 +229,7 @@ def _prepare(
         raise _nothing_requires_grad()
     return _Call(
         model, inputs, keywords, output, name, signature, arg_names, parameters, decided, from_loss, ruled,
-        graphnet_rule, requires_grad, input_names, notes,
+        graphnet_rule, requires_grad, input_names, notes, backend,
     )  # fmt: skip
 
 
@@ -234,7 +239,8 @@ def prepared_call(model: Callable | GraphNetSample, inputs: tuple, options: dict
     given = {k: v for k, v in options.items() if k not in _EXTRACT_OPTIONS}
     keywords = dict(options.get("model_kwargs") or {}, **given)  # type: ignore[call-overload]  # as extract merges
     output, requires_grad, name = options.get("output"), options.get("requires_grad"), options.get("name")
-    return _prepare(model, inputs, keywords, output, mode, requires_grad, name)  # type: ignore[arg-type]
+    backend = options.get("backend", "aot_eager")
+    return _prepare(model, inputs, keywords, output, mode, requires_grad, name, backend)  # type: ignore[arg-type]
 
 
 def _capture(
@@ -358,7 +364,8 @@ def _capture_by_route(
 ) -> _Capture:
     """torch.fx where it keeps the model's meaning, else (or when it fails) Dynamo; on Dynamo, again with the
     settings torch's own hints name where they are safe for a capture (`_SWITCHES`)."""
-    plain = not inputs.kwargs and call.output is None
+    # Inductor's pre-grad passes run on Dynamo's graph, as torch.compile(model) makes it: no torch.fx for it
+    plain = not inputs.kwargs and call.output is None and call.backend == "aot_eager"
     routes = ["fx", "dynamo"] if plain and capture_scalars and fx_eligible(call.model, inputs.args) else ["dynamo"]
     for route in routes:
         try:
@@ -530,7 +537,9 @@ def _session(call: _Call, inputs: _Inputs, resolved: Partitioner, mode: Mode) ->
     for tensor in list(call.parameters.values()) + inputs.args + list(inputs.kwargs.values()):
         if isinstance(tensor, torch.Tensor):
             tensor.grad = None
-    return CaptureSession(resolved, mode == "real", call.input_names, call.signature, module=module)
+    return CaptureSession(
+        resolved, mode == "real", call.input_names, call.signature, module=module, backend=call.backend
+    )
 
 
 def _traced_into_skipped(

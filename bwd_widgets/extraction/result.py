@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..core import memory
-from ..core.kinds import Mode
+from ..core.kinds import Backend, Mode
 from ..core.measure import MeasuredMemory
 from ..core.measure import measure as measure_partitions
-from ..core.partitioners import resolve_partitioner
+from ..core.partitioners import resolve_for_backend
 from ..core.trace import TORCH_WORK, Partition
 from ..graphnet.writer import Layout, save_extraction
 from .display_hook import RichDisplay
@@ -48,9 +48,11 @@ class BackwardExtraction(RichDisplay):
     measured: MeasuredMemory | None = field(default=None, init=False, repr=False)
     """The last `measure()` (None until then; `rerun` starts unmeasured): `bw.show` draws it over the prediction."""
 
-    def rerun(self, partitioner: object = "default", memory_budget: float | None = None) -> BackwardExtraction:
-        """The same model and inputs under another partitioner: each trace is partitioned again, not traced."""
-        resolved = resolve_partitioner(partitioner, memory_budget)
+    def rerun(self, partitioner: object = None, memory_budget: float | None = None) -> BackwardExtraction:
+        """The same model and inputs under another partitioner: each trace is partitioned again, not traced. None:
+        the backend's own default ("default" after aot_eager, min-cut after Inductor); a partitioner the backend
+        never splits with is refused in one sentence (`core.partitioners.allowed_on`)."""
+        resolved = resolve_for_backend(partitioner, memory_budget, self.backend)
         started = time.perf_counter()
         with TORCH_WORK:  # a partition made in a thread waits for a capture, and the other way round
             partitions = [p.trace.partition(resolved) for p in self.partitions]
@@ -59,6 +61,12 @@ class BackwardExtraction(RichDisplay):
     @property
     def partitioner(self) -> str:
         return self.partitions[0].partitioner.name
+
+    @property
+    def backend(self) -> Backend:
+        """Whose partition this is: "aot_eager" (AOT Autograd's joint graph as traced) or "inductor" (the joint
+        graph after Inductor's passes, as `torch.compile(model)` partitions it)."""
+        return self.partitions[0].trace.backend
 
     @property
     def memory_budget(self) -> float | None:

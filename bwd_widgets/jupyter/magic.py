@@ -23,7 +23,8 @@ from IPython.core.magic import Magics, magics_class
 from IPython.core.magic_arguments import parse_argstring
 
 from ..core.errors import BwdWidgetsError, one_line
-from ..core.partitioners import partitioner_choices, resolve_partitioner
+from ..core.kinds import BACKENDS
+from ..core.partitioners import partitioner_choices, resolve_for_backend
 from ..extraction.extract import extract
 from ..extraction.requires_grad import RULES, RequiresGrad
 from .advising import model_source
@@ -60,9 +61,20 @@ else:
 class BwdMagics(Magics):
     @magic_arguments()
     @argument("call", nargs="*", help="the forward call, e.g. model(x, y) (line magic only)")
-    @argument("--partitioner", default="default", help=f"one of {partitioner_choices()} (default: default)")
+    @argument(
+        "--partitioner",
+        default=None,
+        help=f"one of {partitioner_choices()} (default: default; min_cut with --budget or --backend inductor)",
+    )
     @argument("--budget", type=float, default=None, help="activation memory budget in [0, 1]; implies min_cut")
     @argument("--fake", action="store_true", help="fake mode: trace shapes only, run nothing")
+    @argument(
+        "--backend",
+        default="aot_eager",
+        choices=BACKENDS,
+        help="aot_eager (default): AOT Autograd's joint graph as traced; inductor: the partition torch.compile(model) "
+        "makes, after Inductor's decompositions and joint-graph passes (min-cut only)",
+    )
     @argument("--save", metavar="DIR", help="also write train_forward/ and train_backward/ GraphNet samples under DIR")
     @argument("--name", help="name of the extraction and of the saved samples (default: the called name)")
     @argument("--no-display", action="store_true", help="return the extraction without showing the widget")
@@ -99,6 +111,7 @@ class BwdMagics(Magics):
             %load_ext bwd_widgets
             g = %bwd_extract model(x)
             %bwd_extract --partitioner min_cut --budget 0.3 model(x)
+            %bwd_extract --backend inductor model(x)   (the partition torch.compile(model) makes)
             %bwd_extract --fake lm(input_ids=ids, labels=ids)   (keyword inputs, as transformers models take)
             %bwd_extract --output logits lm(**batch)
             %bwd_extract model(x) --fake --save out/ --name my_model   (options before or after the call)
@@ -130,6 +143,7 @@ class BwdMagics(Magics):
         mode: Mode = "fake" if args.fake else "real"
         output = args.output if cell is None else None
         options = {"model_kwargs": keywords, "output": output, "requires_grad": _requires_grad(args, cell and model)}
+        options["backend"] = args.backend  # the advisor (--fit, the widget's) extracts its plans as this was
         try:
             with extracting_status(model, mode, args.name):
                 extraction = extract(
@@ -213,7 +227,7 @@ def _ran_once(shell: InteractiveShell, cell: str, sandbox: _Sandbox, fake: bool)
         shell.ex(cell)
 
 
-def _read_options(magic: object, line: str, cell: str | None) -> tuple[str, argparse.Namespace, str]:
+def _read_options(magic: object, line: str, cell: str | None) -> tuple[str, argparse.Namespace, str | None]:
     """The forward call (line magic), the parsed options and the partitioner they name; bad options are
     one UsageError sentence."""
     call, options = _split_call(line, _options_with_values(magic)) if cell is None else ("", line)
@@ -230,9 +244,9 @@ def _read_options(magic: object, line: str, cell: str | None) -> tuple[str, argp
     if args.call:
         where = "write one forward call, e.g. %bwd_extract --fake model(x)" if cell is None else "put it in the cell"
         raise UsageError(f"unexpected {' '.join(args.call)!r}: {where}")
-    partitioner = "min_cut" if args.budget is not None and args.partitioner == "default" else args.partitioner
+    partitioner = "min_cut" if args.budget is not None and args.partitioner is None else args.partitioner
     try:
-        resolve_partitioner(partitioner, args.budget)
+        resolve_for_backend(partitioner, args.budget, args.backend)
     except BwdWidgetsError as error:
         raise UsageError(str(error)) from None
     if cell is None and not call:

@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..core.errors import BwdWidgetsError
-from ..core.partitioners import resolve_partitioner
+from ..core.kinds import BACKENDS
+from ..core.partitioners import allowed_on, resolve_partitioner
 from ..core.trace import TORCH_WORK
 from ..extraction.display_hook import RichDisplay
 from ..extraction.extract import extract
@@ -44,8 +45,10 @@ def _spec(entry: PartitionerSpec) -> tuple:
 def row(extraction: BackwardExtraction) -> dict:
     """Plain numbers for one partition."""
     recomputed = extraction.recomputed
+    backend = extraction.backend
     return {
-        "partition": extraction.label,
+        "partition": extraction.label if backend == "aot_eager" else f"{backend} {extraction.label}",
+        "backend": backend,
         "partitioner": extraction.partitioner,
         "memory_budget": extraction.memory_budget,
         "saved": len(extraction.saved_tensors),
@@ -88,18 +91,51 @@ def _base(model_or_extraction: object, inputs: tuple, extract_kwargs: dict) -> B
     )
 
 
+COMPARED = ("default", "min_cut", 0.5, 0.0)
+"""What `compare` sets side by side unless told: of these, each backend's own (Inductor splits with min-cut only)."""
+
+
 def compare(
     model_or_extraction: object,
     *inputs: object,
-    partitioners: Sequence[PartitionerSpec] = ("default", "min_cut", 0.5, 0.0),
+    partitioners: Sequence[PartitionerSpec] | None = None,
+    backends: Sequence[str] | None = None,
     **extract_kwargs: object,
 ) -> Comparison:
-    """Trace once, then one row per partitioner: saved count and bytes, recomputed ops,
-    node counts, estimated backward FLOPs."""
-    partitioners = listed(partitioners, "partitioners", "('default', 'min_cut', 0.5)")
-    base = _base(model_or_extraction, inputs, extract_kwargs)
-    extractions = [base.rerun(*_spec(entry)) for entry in partitioners]
+    """Trace once per backend, then one row per partitioner: saved count and bytes, recomputed ops, node counts,
+    estimated backward FLOPs. backends: ("aot_eager", "inductor") sets AOT Autograd's partitions beside Inductor's,
+    each traced once (a model and its inputs, not an extraction, which holds one backend's joint graph); None: the
+    extraction's, or `backend=` among the extract options. partitioners: None compares `COMPARED`, those each
+    backend splits with."""
+    if partitioners is not None:
+        partitioners = listed(partitioners, "partitioners", "('default', 'min_cut', 0.5)")
+    bases = _bases(model_or_extraction, inputs, extract_kwargs, backends)
+    extractions = [
+        base.rerun(*_spec(entry))
+        for base in bases
+        for entry in (partitioners or [e for e in COMPARED if allowed_on(base.backend, resolve_partitioner(e))])
+    ]
     return Comparison(extractions, [row(e) for e in extractions])
+
+
+def _bases(
+    model_or_extraction: object, inputs: tuple, extract_kwargs: dict, backends: Sequence[str] | None
+) -> list[BackwardExtraction]:
+    """One extraction per backend compared: the one given, or the model traced by each."""
+    if backends is None:
+        return [_base(model_or_extraction, inputs, extract_kwargs)]
+    backends = listed(backends, "backends", "('aot_eager', 'inductor')")
+    unknown = [b for b in backends if b not in BACKENDS]
+    if unknown:
+        raise BwdWidgetsError(f"unknown backend {unknown[0]!r}: compare takes {' and '.join(map(repr, BACKENDS))}.")
+    if isinstance(model_or_extraction, BackwardExtraction):
+        if set(backends) != {model_or_extraction.backend}:
+            raise BwdWidgetsError(
+                f"this extraction holds {model_or_extraction.backend}'s joint graph only: to compare backends, pass "
+                "the model and its inputs (bw.compare(model, x, backends=[...]))."
+            )
+        return [model_or_extraction]
+    return [_base(model_or_extraction, inputs, {**extract_kwargs, "backend": b}) for b in backends]
 
 
 def diff(a: BackwardExtraction, b: BackwardExtraction) -> dict[str, list[str]]:

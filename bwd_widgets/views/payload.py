@@ -10,9 +10,9 @@ import json
 from typing import TYPE_CHECKING, TypedDict, cast
 
 from ..core.errors import BwdWidgetsError
-from ..core.kinds import Mode, NodeKind
+from ..core.kinds import Backend, Mode, NodeKind
 from ..core.nodes import BackwardNode, definition_lines
-from ..core.partitioners import registered_partitioners
+from ..core.partitioners import allowed_on, registered_partitioners
 from ..core.units import format_seconds
 from ..studio.compare import Comparison, Sweep, diff
 from .grouping import Views, view_rules
@@ -130,6 +130,9 @@ class GraphData(TypedDict):
     partitioner: str
     memory_budget: float | None
     mode: Mode
+    backend: Backend
+    """Whose partition this is ("aot_eager", or "inductor": the joint graph after Inductor's passes); the header
+    names it, and `partitioners` lists only those the backend splits with."""
     graph_index: int
     graph_count: int
     partitioners: list[PartitionerOption]
@@ -146,6 +149,7 @@ class GraphData(TypedDict):
 
 class ComparisonRow(TypedDict):
     partition: str
+    backend: Backend
     partitioner: str
     memory_budget: float | None
     saved: int
@@ -257,10 +261,12 @@ STATE_DEFAULTS = TraitDefaults(
 NO_DIFF: Diff = {"against": "", "recomputed_now": [], "recomputed_rows": [], "newly_saved": []}
 
 
-def partitioner_options() -> list[PartitionerOption]:
+def partitioner_options(backend: Backend = "aot_eager") -> list[PartitionerOption]:
+    """The registered partitioners a partition by `backend` may be switched to (`core.partitioners.allowed_on`)."""
     return [
         PartitionerOption(name=p.name, takes_budget=p.takes_budget, description=p.description)
         for p in registered_partitioners()
+        if allowed_on(backend, p)
     ]
 
 
@@ -314,9 +320,10 @@ def graph_payload(
         partitioner=extraction.partitioner,
         memory_budget=extraction.memory_budget,
         mode=extraction.mode,
+        backend=extraction.backend,
         graph_index=graph_index,
         graph_count=len(extraction.partitions),
-        partitioners=partitioner_options(),
+        partitioners=partitioner_options(extraction.backend),
         nodes=nodes,
         edges=edges,
         saved=saved_rows,

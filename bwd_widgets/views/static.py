@@ -112,7 +112,7 @@ def headline(data: GraphData) -> list[str]:
     where = f" in {peak['module']}" if peak["module"] else ""
     region = f"graph {data['graph_index'] + 1} of {data['graph_count']}"
     return [
-        f"{data['model']} \u00b7 {data['partitioner']}{budget} \u00b7 {data['mode']}",
+        f"{data['model']} \u00b7 {data['partitioner']}{budget} \u00b7 {data['mode']} \u00b7 {data['backend']}",
         f"this compiled region ({region}): {part['backward_nodes']} backward nodes \u00b7 saved {part['saved']} values "
         f"\u00b7 activations {format_bytes(part['saved_activation_bytes'])} \u00b7 "
         f"parameters/inputs {format_bytes(part['saved_input_bytes'])} \u00b7 recomputed {part['recomputed']}",

@@ -10,7 +10,7 @@ import type { Pane } from "./pane";
 
 function titleText(data: GraphData): string {
   const budget = data.memory_budget != null ? ` (budget ${data.memory_budget})` : "";
-  return `${data.model} \u00B7 ${data.partitioner}${budget} \u00B7 ${data.mode}`;
+  return `${data.model} \u00B7 ${data.partitioner}${budget} \u00B7 ${data.mode} \u00B7 ${data.backend}`;
 }
 
 function diffText(data: GraphData): string {

@@ -55,7 +55,7 @@ export function transformerData(blocks = 4, opsPerModule = 10): GraphData {
   nodes.push(node("grad_embed", "embed", "gradient", { grad_of: ["embed.weight"] }));
   edges.push([previous, "grad_embed"]);
   return withViews({
-    model: "T", partitioner: "default", memory_budget: null, mode: "real", graph_index: 0, graph_count: 1,
+    model: "T", partitioner: "default", memory_budget: null, mode: "real", backend: "aot_eager", graph_index: 0, graph_count: 1,
     nodes, edges, saved: [], code: { backward: "", forward: "", lines: { backward: {}, forward: {} } }, notes: [],
     diff: { against: "", recomputed_now: [], recomputed_rows: [], newly_saved: [] },
     partition: { saved: 0, saved_activation_bytes: 0, saved_input_bytes: 0, recomputed: 0, backward_nodes: nodes.length, torch_budget_ratio: null },
