@@ -40,6 +40,7 @@ from .core.trace import Partition, Trace
 from .extraction import extract as extractor
 from .extraction.display_hook import set_provider
 from .extraction.extract import clear_trace_cache, default_requires_grad
+from .extraction.loaded_trace import TraceLoad, TraceRegion, load_trace
 from .extraction.result import BackwardExtraction
 from .graphnet.sample import GraphNetSample, TensorMeta, load_graphnet_sample
 from .graphnet.validate import Validation, graph_hash, validate_sample
@@ -87,6 +88,8 @@ __all__ = [
     "TensorInfo",
     "TensorMeta",
     "Trace",
+    "TraceLoad",
+    "TraceRegion",
     "UntestedTorchWarning",
     "Validation",
     "ValidationError",
@@ -99,6 +102,7 @@ __all__ = [
     "extract_many",
     "graph_hash",
     "load_graphnet_sample",
+    "load_trace",
     "partitioner_names",
     "plot",
     "register_partitioner",

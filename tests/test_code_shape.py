@@ -53,7 +53,11 @@ def _calls(name: str) -> list[str]:
 
 def test_one_factory_builds_every_partition():
     assert _calls("Partition") == ["core/trace.py:build_partition"]
-    assert set(_calls("build_partition")) == {"core/capture.py:build", "core/trace.py:partition"}
+    assert set(_calls("build_partition")) == {
+        "core/capture.py:build",
+        "core/trace.py:partition",
+        "extraction/loaded_trace.py:region_extraction",
+    }
 
 
 def test_partitions_cannot_change_once_built():

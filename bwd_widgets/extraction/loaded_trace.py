@@ -1,0 +1,245 @@
+"""A TORCH_TRACE's compiled regions as extractions: `load_trace(path)`.
+
+Each region the run compiled (per rank and compile id) becomes a `TraceRegion`, a `BackwardExtraction` whose
+one partition is the one the run used: the forward and backward graphs torch logged, rebuilt from their text
+(`core/torch_trace.py`, which runs nothing of it), with fake tensors of the recorded dtype, shape, stride and
+device. Saved values are the backward's placeholders between the primals and the tangents, as torch's
+partition hands them over, so the saved table, the memory timeline and `bw.show` work with nothing of the
+model present. What needs the model or the run's values (partitioning again, measuring, writing GraphNet
+samples) says so in one sentence.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NoReturn
+
+import torch
+import torch.fx
+
+from ..core.compat import FakeTensorMode
+from ..core.decisions import UNREACHABLE
+from ..core.errors import MeasureNeedsRealModeError, OutputError, PartitionerError, SampleError
+from ..core.kinds import Backend, InputKind, InputSource, is_tangent
+from ..core.partitioners import Partitioner
+from ..core.text import visible
+from ..core.torch_trace import GraphBuilder, Refused, RegionText, graph_input_names, read_regions, trace_files
+from ..core.trace import Split, Trace, build_partition
+from .result import BackwardExtraction
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from ..core.measure import MeasuredMemory
+    from ..graphnet.writer import Layout
+
+_NOT_AGAIN = (
+    "a region loaded from a TORCH_TRACE keeps the partition the run made; partitioning it again needs the "
+    "joint graph's metadata (checkpoint tags, the partitioner's inputs) that the trace's text does not hold."
+)
+
+
+def _recorded_partition(*_: object, **__: object) -> NoReturn:
+    raise PartitionerError(_NOT_AGAIN)
+
+
+@dataclass(eq=False, repr=False)
+class LoadedTrace(Trace):
+    """A region's joint graph as the trace printed it: shown, never split again (`split` says why)."""
+
+    def split(self, resolved: Partitioner) -> Split:
+        raise PartitionerError(_NOT_AGAIN)
+
+
+@dataclass(eq=False, repr=False)
+class TraceRegion(BackwardExtraction):
+    """One compiled region of a TORCH_TRACE run, as an extraction (fake mode: shapes and bytes, no values)."""
+
+    rank: int | None = None
+    """The process's rank in a distributed run (None where the trace names none)."""
+    compile_id: str = ""
+    """Dynamo's `frame/compile` id (`_attempt` after a restart), as tlparse names it."""
+    trace_file: str = ""
+    load_notes: list[str] = field(default_factory=list)
+
+    @property
+    def notes(self) -> list[str]:
+        return self.load_notes + super().notes
+
+    def rerun(self, partitioner: object = "default", memory_budget: float | None = None) -> BackwardExtraction:
+        raise PartitionerError(_NOT_AGAIN)
+
+    def measure(self) -> MeasuredMemory:
+        raise MeasureNeedsRealModeError(
+            "a region loaded from a TORCH_TRACE holds the run's shapes, not its values: nothing here can run to be "
+            "measured (record a memory snapshot during the run instead)."
+        )
+
+    def save_graphnet(
+        self, out_dir: str | Path, name: str | None = None, *, layout: Layout = "graphnet", validate: bool = False
+    ) -> dict[str, Path]:
+        raise OutputError(
+            "GraphNet samples are not written from a loaded TORCH_TRACE yet: its graphs carry no weights' values "
+            "and their devices are the run's."
+        )
+
+
+@dataclass
+class TraceLoad:
+    """What `load_trace` read: the regions it could build, and one sentence for each it could not."""
+
+    regions: list[TraceRegion]
+    refused: list[str]
+    seconds: float
+
+    def __iter__(self) -> Iterator[TraceRegion]:
+        return iter(self.regions)
+
+    def __len__(self) -> int:
+        return len(self.regions)
+
+    def __getitem__(self, index: int) -> TraceRegion:
+        return self.regions[index]
+
+    def __repr__(self) -> str:
+        names = ", ".join(f"rank {r.rank} {r.compile_id}" if r.rank is not None else r.compile_id for r in self)
+        return f"TraceLoad({len(self.regions)} regions: {names}; {len(self.refused)} refused)"
+
+
+def load_trace(path: str | Path) -> TraceLoad:
+    """The compiled regions of a TORCH_TRACE folder (or one of its logs), in the order the run compiled them."""
+    started = time.perf_counter()
+    try:
+        files = trace_files(path)
+    except FileNotFoundError as error:
+        raise SampleError(visible(f"{error}: give the folder TORCH_TRACE named, or one log in it.")) from None
+    if not files:
+        raise SampleError(visible(f"{path} holds no TORCH_TRACE log (*.log): give the folder TORCH_TRACE named."))
+    regions, refused = [], []
+    for text in read_regions(path):
+        where = visible(f"{text.file.name} region {text.compile_id}")
+        if not text.complete:
+            refused.append(f"{where}: the trace holds no AOT forward and backward graphs for it, skipped.")
+            continue
+        try:
+            regions.append(region_extraction(text))
+        except Refused as why:
+            refused.append(f"{where}: refused, nothing of it run: {visible(why)}.")
+    return TraceLoad(regions, refused, time.perf_counter() - started)
+
+
+def region_extraction(text: RegionText) -> TraceRegion:
+    """One region's graphs, rebuilt from the trace's text, as the partition the run used."""
+    device_map, device_note = _devices(text)
+    fake_mode = FakeTensorMode()
+    forward = GraphBuilder(fake_mode, device_map).build(text.graphs["aot_forward_graph"])
+    backward = GraphBuilder(fake_mode, device_map).build(text.graphs["aot_backward_graph"])
+    joint_text = text.graphs.get("aot_joint_graph")
+    joint = GraphBuilder(fake_mode, device_map).build(joint_text) if joint_text else _no_joint()
+    dynamo_inputs = graph_input_names(text.graphs.get("dynamo_output_graph", ""))
+    inputs = [_input_source(node, dynamo_inputs) for node in forward.graph.find_nodes(op="placeholder")]
+    if joint_text:
+        _tag_recomputed(joint, backward, len(inputs))
+    budget = (text.functorch_config or {}).get("activation_memory_budget")
+    partitioner = Partitioner(
+        "torch.compile", _recorded_partition, float(budget) if isinstance(budget, (int, float)) else None
+    )
+    backend: Backend = "inductor" if text.inductor else "aot_eager"
+    trace = LoadedTrace(index=0, joint=joint, joint_inputs=[], partition_kwargs={}, inputs=inputs, backend=backend)
+    trace.record(None, [])
+    notes = [_reasons_note(text)] + ([device_note] if device_note else [])
+    if not joint_text:
+        notes.append("the trace holds no joint graph for this region: the joint view is empty.")
+    partition = build_partition(trace, partitioner, Split(forward, backward, UNREACHABLE))
+    return TraceRegion(
+        partitions=[partition],
+        mode="fake",
+        model_name=f"{text.file.stem} {text.compile_id}",
+        rank=text.rank,
+        compile_id=text.compile_id,
+        trace_file=str(text.file),
+        load_notes=notes,
+    )
+
+
+def _reasons_note(text: RegionText) -> str:
+    budget = (text.functorch_config or {}).get("activation_memory_budget")
+    said = f"the run's activation_memory_budget was {budget}" if budget is not None else "the trace records no budget"
+    if text.min_cut_information is None:
+        return (
+            f"{said}; the trace holds no min_cut_information for this region, so why each value was saved is not "
+            "in it (torch writes it with torch._functorch.config.debug_partitioner)."
+        )
+    return f"{said}; its min_cut_information is kept but not read into reasons yet."
+
+
+def _devices(text: RegionText) -> tuple[dict[str, str], str | None]:
+    """A CPU build of torch cannot make tensors on `cuda`, fake ones included (it aborts the process): the
+    run's CUDA values are then held on the CPU, with a note; a CUDA build makes them where the run had them."""
+    if torch.backends.cuda.is_built():
+        return {}, None
+    devices = {d for t in text.graphs.values() for d in _cuda_devices(t)}
+    if not devices:
+        return {}, None
+    note = (
+        f"the run's values on {', '.join(sorted(devices))} are held here on the CPU (this torch has no CUDA "
+        "build, and cannot make even fake CUDA tensors): shapes, dtypes and bytes are the run's."
+    )
+    return dict.fromkeys(devices, "cpu"), note
+
+
+def _cuda_devices(graph_text: str) -> set[str]:
+    return set(re.findall(r'\]\[[^\]]*\](cuda(?::\d+)?)"', graph_text))
+
+
+def _no_joint() -> torch.fx.GraphModule:
+    graph = torch.fx.Graph()
+    graph.output(())
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+def _input_source(node: torch.fx.Node, dynamo_inputs: list[str]) -> InputSource:
+    """What the trace says a forward primal is: AOT Autograd's description of it (`ParamAOTInput(target='fc.weight')`
+    where AOT Autograd knew the name; through Dynamo `PlainAOTInput(idx=i)`, Dynamo's graph input i, named as
+    Dynamo named it, `L_x_` or `L_self_modules_fc_parameters_weight_`). Which of Dynamo's inputs are parameters
+    is not read from the trace yet: they stay inputs."""
+    desc = str(node.meta.get("desc_text", ""))
+    for prefix, kind in (("ParamAOTInput(target=", "parameter"), ("BufferAOTInput(target=", "buffer")):
+        if desc.startswith(prefix):
+            name = desc[len(prefix) :].rstrip(")").strip("'\"")
+            found: InputKind = "parameter" if kind == "parameter" else "buffer"
+            return InputSource(found, name, name)
+    plain = re.fullmatch(r"PlainAOTInput\(idx=(\d+)\)", desc)
+    if plain is not None and int(plain.group(1)) < len(dynamo_inputs):
+        name = dynamo_inputs[int(plain.group(1))]
+        return InputSource("input", name, name)
+    return InputSource("input", node.name, node.name)
+
+
+def _tag_recomputed(joint: torch.fx.GraphModule, backward: torch.fx.GraphModule, primals: int) -> None:
+    """Mark the backward's recomputed forward ops as torch's partitioner does (`partitioner_tag`): a forward
+    node of the joint graph is one its forward outputs need (torch's `classify_nodes`); the joint returns its
+    forward outputs, then one gradient per primal."""
+    outputs = joint.graph.output_node().args[0]
+    assert isinstance(outputs, (tuple, list))
+    pending = [n for n in outputs[: len(outputs) - primals] if isinstance(n, torch.fx.Node)]
+    forward_nodes: set[str] = set()
+    while pending:
+        node = pending.pop()
+        if node.name not in forward_nodes and not is_tangent(node.name):
+            forward_nodes.add(node.name)
+            pending.extend(node.all_input_nodes)
+    for node in backward.graph.nodes:
+        if node.op == "call_function" and node.name in forward_nodes:
+            node.meta["partitioner_tag"] = "is_forward"
+
+
+def regions_by_rank(load: TraceLoad) -> dict[int | None, list[TraceRegion]]:
+    """The regions of each rank, in compile order."""
+    ranks: dict[int | None, list[TraceRegion]] = {}
+    for region in load:
+        ranks.setdefault(region.rank, []).append(region)
+    return ranks

@@ -1,0 +1,274 @@
+"""`bw.load_trace`: a TORCH_TRACE that a real `torch.compile` run wrote, read back as extractions.
+
+Each trace is made here by a real run in a fresh Python process (`TORCH_TRACE=<dir>`), the course's models
+compiled with aot_eager and with Inductor (its C++ code compiled on this CPU), at budgets 1 and below, with and
+without a graph break. What the loaded region shows as saved is held against two independent counts: `bw.extract`
+of the same model and budget, and the pack-hook count of the very run that wrote the trace
+(`tests/compiled_saves.py`, run inside that process). A trace whose graph text would run code if executed is
+refused, region by region, and nothing of it runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import bwd_widgets as bw
+from bwd_widgets.core.errors import BwdWidgetsError
+from bwd_widgets.core.kinds import BACKENDS
+from bwd_widgets.examples import Transformer
+
+TESTS = Path(__file__).resolve().parent
+
+RUN = """
+import json, sys, torch
+import torch._dynamo
+from compiled_saves import counted_saves
+from bwd_widgets.examples import MLP, Transformer
+
+class Broken(torch.nn.Module):
+    '''The course's MLP with a graph break between its halves: Dynamo compiles two regions.'''
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = MLP(width=32, depth=2, out=32), MLP(width=32, depth=2, out=4)
+    def forward(self, x):
+        h = self.first(x)
+        torch._dynamo.graph_break()
+        return self.second(h)
+
+name, backend, budget = sys.argv[1], sys.argv[2], float(sys.argv[3])
+torch.manual_seed(0)
+if name == "transformer":
+    model, x = Transformer(), torch.randint(0, 64, (2, 8))
+else:
+    model, x = Broken(), torch.randn(4, 32, requires_grad=True)
+saves = counted_saves(model, (x,), backend=backend, budget=budget)
+print(json.dumps({"bytes": saves.bytes, "tensors": saves.tensors}))
+"""
+
+
+def _made(name: str) -> tuple[torch.nn.Module, torch.Tensor]:
+    """The model and input the traced run made, made again the same way (the same seed, the same order)."""
+    torch.manual_seed(0)
+    if name == "transformer":
+        return Transformer(), torch.randint(0, 64, (2, 8))
+    raise AssertionError(name)
+
+
+def _traced_run(folder: Path, name: str, backend: str, budget: float) -> dict:
+    """Run the model once under torch.compile in a fresh process with TORCH_TRACE set; its pack-hook count."""
+    env = {"TORCH_TRACE": str(folder), "PYTHONPATH": str(TESTS), "PATH": "/usr/bin:/bin", "HOME": str(folder.parent)}
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, name, backend, str(budget)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=TESTS.parent,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    counted: dict = json.loads(done.stdout.strip().splitlines()[-1])
+    return counted
+
+
+def _saved(extraction: bw.BackwardExtraction) -> list[tuple[str, tuple, int]]:
+    return [(s.name, s.shape, s.activation_bytes) for s in extraction.saved_tensors if s.kind == "activation"]
+
+
+def _slow_for_inductor(*cases: tuple) -> list:
+    """Inductor compiles C++ in the traced run (a minute on a loaded machine): those cases go to the slow tier."""
+    return [pytest.param(*case, marks=[pytest.mark.slow] if "inductor" in case else []) for case in cases]
+
+
+@pytest.mark.parametrize(("backend", "budget"), _slow_for_inductor(*itertools.product(BACKENDS, [1.0, 0.5])))
+def test_a_loaded_region_saves_what_the_run_saved(tmp_path: Path, backend: str, budget: float) -> None:
+    counted = _traced_run(tmp_path / "trace", "transformer", backend, budget)
+    load = bw.load_trace(tmp_path / "trace")
+    assert not load.refused and len(load) == 1
+    (region,) = load
+    model, tokens = _made("transformer")
+    extracted = bw.extract(
+        model, tokens, backend=backend, partitioner="min_cut", memory_budget=budget, cache=False, mode="fake"
+    )
+    assert _saved(region) == _saved(extracted)
+    assert region.saved_activation_bytes == extracted.saved_activation_bytes == counted["bytes"]
+    assert sum(1 for s in region.saved_tensors if s.activation_bytes) == counted["tensors"]
+    assert region.memory_budget == budget and region.compile_id == "0/0" and region.rank is None
+    assert region.backend == extracted.backend == backend
+    assert [s.name for s in region.saved_tensors] == [
+        n.name for n in region.backward.graph.find_nodes(op="placeholder") if not n.name.startswith("tangents_")
+    ]
+    assert region.peak_activation_bytes > 0 and region.memory_timeline()
+
+
+@pytest.mark.slow
+def test_the_two_budgets_differ_on_the_course_transformer(tmp_path: Path) -> None:
+    """The budget test above would hold trivially if torch saved the same at both: it does not."""
+    whole, half = (_traced_run(tmp_path / f"t{b}", "transformer", "aot_eager", b) for b in (1.0, 0.5))
+    assert half["bytes"] < whole["bytes"]
+
+
+@pytest.mark.parametrize("backend", _slow_for_inductor(*((b,) for b in BACKENDS)))
+def test_a_graph_break_gives_two_regions_each_showable(tmp_path: Path, backend: str) -> None:
+    counted = _traced_run(tmp_path / "trace", "broken", backend, 0.5)
+    load = bw.load_trace(tmp_path / "trace")
+    assert not load.refused
+    assert [r.compile_id for r in load] == ["0/0_1", "1/0"]
+    # The second region's input `h` is the first's output: to that region's graphs a forward input kept alive
+    # (the trace sees a graph input), to the pack hook a value saved that neither the model nor the caller holds.
+    (crossing,) = [s for s in load[1].saved_tensors if s.source == "L_h_"]
+    assert crossing.kind == "input" and crossing.shape == (4, 32)
+    assert sum(r.saved_activation_bytes for r in load) + crossing.bytes == counted["bytes"]
+    for region in load:
+        rows = bw.show(region).data["saved"]
+        assert [(r["name"], tuple(r["shape"]), r["bytes"]) for r in rows] == [
+            (s.name, s.shape, s.bytes) for s in region.saved_tensors
+        ]
+        assert any("min_cut_information" in note for note in region.notes)
+
+
+RANKS = """
+import os, sys, torch, torch.distributed as dist
+import torch.multiprocessing as mp
+from bwd_widgets.examples import MLP
+
+def run(rank, port):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    torch.manual_seed(0)
+    model = MLP(width=16, depth=2, out=2)
+    torch.compile(model, backend="aot_eager")(torch.randn(4, 16)).sum().backward()
+    dist.barrier()
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    mp.spawn(run, args=(sys.argv[1],), nprocs=2)
+"""
+
+
+def test_two_ranks_give_a_region_each(tmp_path: Path) -> None:
+    """Two processes of one gloo job on this machine: a log per rank, each region named by its rank."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = str(free.getsockname()[1])
+    script = tmp_path / "ranks.py"
+    script.write_text(RANKS)
+    folder = tmp_path / "trace"
+    env = {"TORCH_TRACE": str(folder), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(TESTS.parent)}
+    done = subprocess.run([sys.executable, str(script), port], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    load = bw.load_trace(folder)
+    assert [(r.rank, r.compile_id) for r in load] == [(0, "0/0"), (1, "0/0")] and not load.refused
+    assert sorted(p.name.split("_")[5] for p in folder.iterdir()) == ["0", "1"]  # torch's `..._rank_<r>_` names
+    assert (
+        _saved(load[0]) == _saved(load[1]) and repr(load) == "TraceLoad(2 regions: rank 0 0/0, rank 1 0/0; 0 refused)"
+    )
+
+
+def test_one_log_of_the_folder_loads_alone(tmp_path: Path) -> None:
+    _traced_run(tmp_path / "trace", "broken", "aot_eager", 1.0)
+    (log,) = (tmp_path / "trace").iterdir()
+    assert [r.compile_id for r in bw.load_trace(log)] == ["0/0_1", "1/0"]
+
+
+def test_what_a_loaded_region_cannot_do_says_so_in_one_sentence(tmp_path: Path) -> None:
+    _traced_run(tmp_path / "trace", "transformer", "aot_eager", 1.0)
+    (region,) = bw.load_trace(tmp_path / "trace")
+    for attempt in (
+        lambda: region.rerun("min_cut", 0.3),
+        region.measure,
+        lambda: region.save_graphnet(tmp_path / "out"),
+        lambda: bw.compare(region, ["default", 0.5]),
+    ):
+        with pytest.raises(BwdWidgetsError) as error:
+            attempt()
+        assert "\n" not in str(error.value) and "TORCH_TRACE" in str(error.value)
+    assert not (tmp_path / "out").exists()
+
+
+EVIL = {
+    "a call of a builtin": "__import__('os').system('touch {marker}')",
+    "an attribute chain off a builtin": "().__class__.__base__.__subclasses__()[0]('{marker}')",
+    "a lambda": "(lambda: open('{marker}', 'w'))()",
+    "an op off a private torch namespace": "torch.ops._private.x.default(primals_1)",
+    "a method of a value": "primals_1.__class__('{marker}')",
+    "a dunder op name": "torch.ops.aten.__class__.__call__(primals_1)",
+    "a public torch function": "torch.ops.aten.relu.default(torch.load('{marker}'))",
+    "nesting past the parser's depth": "torch.ops.aten.relu.default(" + "[" * 400 + "]" * 400 + ")",
+}
+
+
+def _evil_trace(folder: Path, expression: str) -> None:
+    """A trace whose forward graph would run `expression` if it were executed."""
+    forward = (
+        "class GraphModule(torch.nn.Module):\n"
+        '    def forward(self, primals_1: "f32[4][1]cpu"):\n'
+        f'        relu: "f32[4][1]cpu" = {expression}\n'
+        "        return (relu, primals_1)\n"
+    )
+    backward = (
+        "class GraphModule(torch.nn.Module):\n"
+        '    def forward(self, primals_1: "f32[4][1]cpu", tangents_1: "f32[4][1]cpu"):\n'
+        '        mul: "f32[4][1]cpu" = torch.ops.aten.mul.Tensor(tangents_1, primals_1)\n'
+        "        return (mul,)\n"
+    )
+    lines = []
+    for entry, text in (("aot_forward_graph", forward), ("aot_backward_graph", backward)):
+        header = {entry: {}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0, "has_payload": "0"}
+        lines.append(
+            f"V1205 16:44:56.599000 1 torch/_functorch/_aot_autograd/graph_compile.py:1886] {json.dumps(header)}"
+        )
+        lines += ["\t" + line for line in text.splitlines()]
+    folder.mkdir()
+    (folder / "dedicated_log_torch_trace_evil.log").write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("what", sorted(EVIL))
+def test_a_trace_whose_graph_would_run_code_is_refused_and_nothing_runs(tmp_path: Path, what: str) -> None:
+    marker = tmp_path / "ran"
+    _evil_trace(tmp_path / "trace", EVIL[what].format(marker=marker))
+    load = bw.load_trace(tmp_path / "trace")
+    assert not marker.exists()
+    assert len(load) == 0
+    (sentence,) = load.refused
+    assert "refused, nothing of it run" in sentence and "\n" not in sentence and "line 3" in sentence
+
+
+def test_the_safe_twin_of_the_refused_trace_loads(tmp_path: Path) -> None:
+    """The refusal test's trace with an op call in place of the code: it loads, so the refusals are the code's."""
+    _evil_trace(tmp_path / "trace", "torch.ops.aten.relu.default(primals_1)")
+    (region,) = bw.load_trace(tmp_path / "trace")
+    assert [s.name for s in region.saved_tensors] == ["primals_1"]
+
+
+def test_a_cuda_trace_loads_where_this_torch_can_hold_it(tmp_path: Path) -> None:
+    """The same run's text with its values on `cuda:0`: a CUDA build makes fake CUDA tensors (no GPU needed); a
+    CPU build holds them on the CPU and says so."""
+    _traced_run(tmp_path / "trace", "transformer", "aot_eager", 1.0)
+    (log,) = (tmp_path / "trace").iterdir()
+    cuda = tmp_path / "cuda" / log.name
+    cuda.parent.mkdir()
+    cuda.write_text(log.read_text().replace(']cpu"', ']cuda:0"'))
+    (on_cpu,) = bw.load_trace(tmp_path / "trace")
+    (region,) = bw.load_trace(cuda)
+    assert _saved(region) == _saved(on_cpu)
+    device = next(iter(region.saved_tensors)).name
+    value = next(n for n in region.backward.graph.nodes if n.name == device).meta["val"]
+    if torch.backends.cuda.is_built():
+        assert value.device.type == "cuda" and not any("held here on the CPU" in n for n in region.notes)
+    else:
+        assert value.device.type == "cpu" and any("held here on the CPU" in n for n in region.notes)
+
+
+def test_a_path_without_a_trace_says_so(tmp_path: Path) -> None:
+    for path in (tmp_path / "missing", tmp_path):
+        with pytest.raises(BwdWidgetsError) as error:
+            bw.load_trace(path)
+        assert "TORCH_TRACE" in str(error.value) and "\n" not in str(error.value)
