@@ -96,13 +96,15 @@ def pytest_sessionstart(session):
 EOF
 # The reference, extraction, correctness and corpus tests, torch's reasons, the advisor and measured memory, keyword
 # inputs and tied weights, the trace cache, what users type first, the widget's background work unseen by the
-# kernel's thread, torch.compile's own saved set at every budget, a training step's gradients, and the model zoo
+# kernel's thread, torch.compile's own saved set at every budget, a training step's gradients, the claims of the
+# course's notebook 8 (tests/test_course_lessons.py), and the model zoo
 # (its timm and torchvision models with BWD_ZOO=all, where they load).
 # tests/conftest.py marks these files newest_torch, reading this list.
 TESTS=(tests/test_torch_version.py tests/test_reference.py tests/test_extract.py tests/test_correctness.py
     tests/test_corpus.py tests/test_torch_reasons.py tests/test_advisor.py tests/test_measure.py
     tests/test_keyword_inputs.py tests/test_tied.py tests/test_trace_cache.py tests/test_first_steps.py tests/test_zoo.py
-    tests/test_background_invisible.py tests/test_torch_partition.py tests/test_training_step.py)
+    tests/test_background_invisible.py tests/test_torch_partition.py tests/test_training_step.py
+    tests/test_course_lessons.py)
 BWD_ZOO="$ZOO" BWD_WIDGETS_SITE="$SITE" PYTHONPATH="$WORK" "$VENV/bin/pytest" -p newest_torch_check -p no:logging \
     --durations=10 "${TESTS[@]}" "$@"
 assert_torch "the tests"

@@ -22,6 +22,7 @@ SLOW_FILES = {
     "test_background_invisible.py",
     "test_batch.py",
     "test_batch_output_lock.py",
+    "test_capstone.py",
     "test_cli.py",
     "test_corpus.py",
     "test_correctness.py",

@@ -84,7 +84,41 @@ COURSE = {
         "memory_viz",
         "Inductor",
     ],
-    "08_appendix_graphnet_samples": ["load_graphnet_sample", "save_graphnet", '"-m", "bwd_widgets"'],
+    "08_what_you_choose_to_save": [
+        "_version",
+        "detect_anomaly",
+        "torch.autograd.Function",
+        "save_for_backward",
+        "once_differentiable",
+        "gradcheck",
+        "saved_tensors_hooks",
+        "float8_e4m3fn",
+        "set_logs(aot_graphs=True)",
+        "TORCH_LOGS=aot_graphs",
+        '"inductor"',
+        "ban_recompute_materialized_backward",
+        "region_activation_memory_budget",
+        "MUST_CPU_OFFLOAD",
+        "PREFER_CPU_OFFLOAD",
+        "hasattr(",
+    ],
+    "09_an_oom_end_to_end": [
+        "DefaultCPUAllocator",
+        "RLIMIT_AS",
+        "profile_memory=True",
+        "export_memory_timeline",
+        "torch.autocast",
+        "scaled_dot_product_attention",
+        "create_selective_checkpoint_contexts",
+        "activation_memory_budget",
+        "save_on_cpu",
+        "micro_batches",
+        "register_post_accumulate_grad_hook",
+        "fully_shard",
+        "expandable_segments",
+        "bw.extract",
+    ],
+    "10_appendix_graphnet_samples": ["load_graphnet_sample", "save_graphnet", '"-m", "bwd_widgets"'],
 }
 """Each notebook in order, with what it must teach (text its cells must contain)."""
 
@@ -94,7 +128,7 @@ def cells(path: Path, kind: str | None = None) -> list:
     return [c for c in notebook.cells if kind is None or c.cell_type == kind]
 
 
-def test_the_course_is_seven_notebooks_then_the_appendix():
+def test_the_course_is_its_notebooks_in_order_then_the_appendix():
     assert [p.stem for p in NOTEBOOKS] == list(COURSE)
     assert cells(NOTEBOOKS[-1], "markdown")[0].source.startswith("# Appendix")
 
@@ -290,7 +324,16 @@ PREDICTIONS = {
         ({0.2, 0.4}, [r"budget 0\.\d+:[^\n]*B peak", r"Sweep\(\d+ points\)", r"peak activation memory against"]),
         ("min-cut budget 0.5", [r"min-cut budget 0\.5", r"min-cut budget 0\.2", r"best plan recomputes"]),
     ],
-    "08_appendix_graphnet_samples": [(None, [r"bars \(The backward sample's arguments"])],
+    "08_what_you_choose_to_save": [
+        (False, [r"add_ on its result then backward fails: (True|False)"]),
+        ("saving output", [r"saving (input|output)\s+keeps\s+\d+ B", r"torch\.sigmoid\s+keeps"]),
+        ("fewer", [r"\d+ B in [\d.]+ s:", r"le: b8\["]),
+    ],
+    "09_an_oom_end_to_end": [
+        ("none", [r"gradients\s+0 B at the peak", r"lines \(One training step of the plain model"]),
+        ("nothing", [r"\+ offload\s+peak", r"lowered the peak by"]),
+    ],
+    "10_appendix_graphnet_samples": [(None, [r"bars \(The backward sample's arguments"])],
 }
 """Each prediction of each notebook, in order: its answer (what `check` accepts; None where it depends on the sample),
 and what would give it away if a saved output, a stored plot (its SVG, its title) or a plot's title in a cell's
