@@ -9,12 +9,14 @@ import logging
 
 import pytest
 import torch
+from compiled_saves import counted_saves
 
 import bwd_widgets as bw
 import bwd_widgets.studio.advisor as advisor
 from bwd_widgets.core import memory
 from bwd_widgets.core.eager_memory import eager_step_memory
 from bwd_widgets.examples import MLP, ConvBN, Transformer, big_transformer_on_meta
+from bwd_widgets.studio.advisor import HOOKS_UNDER_COMPILE
 from bwd_widgets.studio.advisor import gap as peak_gap
 from bwd_widgets.studio.advisor.code import find_blocks
 from bwd_widgets.studio.advisor.plans import parse_bytes
@@ -166,6 +168,44 @@ def test_the_offload_plan_is_verified_by_running_its_pasted_hooks_around_an_eage
     assert not plan.fits and "the hooks move nothing (CPU to CPU)" in plan.note  # this model is on the CPU
     assert plan is not advice.best and plan not in advice.plans and advice.unverified == []
     assert f"offload: {plan.label}" in repr(advice) and "verified" in plan.note
+
+
+def test_what_the_offload_plan_says_of_its_hooks_under_torch_compile_is_what_torch_does(course):
+    """The offload plan's note says its hooks, around a torch.compile call, wrap the compiled forward's saved set
+    (min-cut's) and all unpack as backward starts, so they do not lower a compiled step's peak. Held here against
+    torch with the pasted hooks themselves: every unpack before the first parameter's gradient when compiled, some
+    after it when eager; what the compiled call packs is min-cut's saved set."""
+    model, tokens, _, _, advice = course
+    (plan,) = advice.offload
+    assert HOOKS_UNDER_COMPILE in plan.note
+    namespace = {"model": copy.deepcopy(model)}
+    exec(plan.code, namespace)  # what a user pastes after building the model
+    pasted, pasted_model = namespace["offload"], namespace["model"]
+
+    def order_of_events(call):
+        events = []
+        handles = [p.register_hook(lambda g: events.append("grad")) for p in pasted_model.parameters()]
+        with torch.autograd.graph.saved_tensors_hooks(
+            lambda t: events.append("pack") or pasted.pack_hook(t),
+            lambda packed: events.append("unpack") or pasted.unpack_hook(packed),
+        ):
+            loss = call(tokens).sum()
+        loss.backward()
+        for handle in handles:
+            handle.remove()
+        pasted_model.zero_grad(set_to_none=True)
+        return events
+
+    torch._dynamo.reset()
+    compiled = order_of_events(torch.compile(pasted_model, backend="aot_eager"))
+    torch._dynamo.reset()
+    eager = order_of_events(pasted_model)
+    first_grad = compiled.index("grad")
+    assert "pack" in compiled and "unpack" not in compiled[first_grad:], "all unpacked as backward starts"
+    assert compiled[:first_grad].count("unpack") == compiled.count("pack")
+    assert "unpack" in eager[eager.index("grad") :], "eagerly, the hooks unpack between gradients"
+    min_cut = bw.extract(model, tokens, partitioner="min_cut").saved_activation_bytes
+    assert counted_saves(model, (tokens,)).bytes == min_cut  # the compiled call's pack hook sees min-cut's set
 
 
 def _off_the_cpu():

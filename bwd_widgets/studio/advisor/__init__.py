@@ -142,6 +142,14 @@ def _steps_at_most(budgets: tuple, specs: list, offload: bool) -> int:
 
 StepCallback = Callable[[str, int, int], None]
 
+HOOKS_UNDER_COMPILE = (
+    "under torch.compile the same hooks wrap what the compiled forward saves (min-cut's set), packed as the forward "
+    "ends and all unpacked as backward starts, so they do not lower a compiled step's peak: use them with an eager "
+    "step"
+)
+"""What an offload plan says of its hooks around a compiled call, as torch runs them (`tests/test_advisor.py` holds
+it on every tested torch: every unpack comes before the first parameter's gradient)."""
+
 
 def _budget_plans(run: _Run, budgets: tuple, bar: _Steps) -> list[Plan]:
     assert run.base is not None
@@ -237,7 +245,8 @@ def _offload_plan(run: _Run, chosen: int | None = None) -> Plan | None:
         step_bytes=run.step,
         note="predicted: min-cut 1.0's activation-only peak less the saved bytes moved off the device, plus the "
         "largest one back at a time in backward. saved_tensors_hooks run around the compiled graphs, not in "
-        "them, so the plan has no partition of its own: it is verified as the code runs, eagerly (copies cost transfer time, not FLOPs)"
+        "them, so the plan has no partition of its own: it is verified as the code runs, eagerly (copies cost transfer time, not FLOPs); "
+        + HOOKS_UNDER_COMPILE
         + (CPU_CAVEAT if run.on_cpu else ""),
     )
 
