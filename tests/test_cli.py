@@ -176,15 +176,18 @@ def _done(out: Path) -> int:
     return len(summary_of(out)["samples"]) if (out / "summary.json").exists() else 0
 
 
-def _stop_mid_batch(command: list[str], out: Path, how: signal.Signals) -> subprocess.CompletedProcess:
-    """Run a batch in its own process group and send `how` to the group once it has done a sample more."""
+def _stop_mid_batch(command: list[str], out: Path, gate: Path, how: signal.Signals) -> subprocess.CompletedProcess:
+    """Run a batch in its own process group, open `gate` (the next sample may start), and send `how` to the group
+    once it has done a sample more: it is then waiting on a gate the test has not opened, so it cannot finish
+    first, however slowly this machine runs the test's polling."""
     before = _done(out)
     batch = subprocess.Popen(
         command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, start_new_session=True
     )
     try:
+        gate.touch()
         while batch.poll() is None and _done(out) <= before:
-            time.sleep(0.1)
+            time.sleep(0.05)
         if batch.poll() is None:
             os.killpg(batch.pid, how)
         _, err = batch.communicate(timeout=120)
@@ -196,26 +199,32 @@ def _stop_mid_batch(command: list[str], out: Path, how: signal.Signals) -> subpr
 
 
 def test_interrupted_or_killed_batch_keeps_its_summary_and_resume_finishes_it(tmp_path):
-    # ten samples of a second each: room for the batch's start on a loaded machine (CI once saw a batch of six
-    # finish before the summary showed its first sample, so no Ctrl-C was sent)
-    names = [f"slow_{i}" for i in range(10)]
-    for name in names:
-        tiny_sample(tmp_path / "samples" / name, prelude="import time\ntime.sleep(1)")
+    # each sample waits, as its model.py is imported, for its gate: a file the test makes when that sample may
+    # run (CI saw a batch of one-second samples finish before the test's polling saw the first one done, on a
+    # loaded machine, so no Ctrl-C was sent)
+    names = [f"slow_{i}" for i in range(4)]
+    gates = [tmp_path / "gates" / name for name in names]
+    gates[0].parent.mkdir()
+    for name, gate in zip(names, gates):
+        waits = f"import pathlib, time\nwhile not pathlib.Path({str(gate)!r}).exists():\n    time.sleep(0.02)"
+        tiny_sample(tmp_path / "samples" / name, prelude=waits)
     out = tmp_path / "out"
     command = [sys.executable, "-m", "bwd_widgets", *(str(tmp_path / "samples" / n) for n in names), "--out", str(out)]
     command += ["--workers", "1"]
 
-    interrupted = _stop_mid_batch(command, out, signal.SIGINT)  # Ctrl-C
+    interrupted = _stop_mid_batch(command, out, gates[0], signal.SIGINT)  # Ctrl-C, waiting on the second gate
     assert interrupted.returncode == 130 and "rerun with --resume" in interrupted.stderr
     assert "Traceback" not in interrupted.stderr
     first = {r["name"]: r for r in summary_of(out)["samples"]}
-    assert 1 <= len(first) < len(names) and all(r["status"] == "ok" for r in first.values())
+    assert list(first) == ["slow_0"] and first["slow_0"]["status"] == "ok"
 
-    killed = _stop_mid_batch([*command, "--resume"], out, signal.SIGKILL)  # as an out-of-memory kill would
+    killed = _stop_mid_batch([*command, "--resume"], out, gates[1], signal.SIGKILL)  # as an out-of-memory kill would
     assert killed.returncode == -signal.SIGKILL
     second = {r["name"]: r for r in summary_of(out)["samples"]}
-    assert set(first) < set(second), "the killed run kept what it did, and what the first one did"
+    assert set(second) == {"slow_0", "slow_1"}, "the killed run kept what it did, and what the first one did"
 
+    for gate in gates:
+        gate.touch()
     resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
     records = {r["name"]: r for r in summary_of(out)["samples"]}
