@@ -41,6 +41,18 @@ def test_a_frame_inside_torch_fx_tracing_is_that_stage():
     assert stage_of(sys._getframe()) == OTHER  # pytest's frames and this test's: no stage of ours
 
 
+def test_dynamos_bookkeeping_outside_a_capture_is_not_tracing_the_forward():
+    """CI once saw one sample of "Dynamo tracing" in a torch.fx-route extraction: a Dynamo frame outside any
+    capture (here Dynamo's disable wrapper calling back; in the wild a cleanup callback the garbage collector runs
+    when an earlier call's compiled code dies) takes the stage of the frames around it; inside a Dynamo capture
+    it is that capture's tracing."""
+    frames = []
+    torch._dynamo.disable(lambda: frames.append(sys._getframe()))()
+    assert stage_of(frames[0]) == OTHER
+    assert stage_of(frames[0], "dynamo") == dict(STAGES)["torch._dynamo"]
+    assert stage_of(frames[0], "fx") == dict(STAGES)["torch.fx"]  # the torch.fx route's capture is at work
+
+
 def test_a_ticker_rewrites_the_placeholder_while_the_thread_works():
     handle = Handle()
     ticker = Ticker(handle, "Extracting Looks (fake mode)")

@@ -53,7 +53,11 @@ def _stage(module: str) -> str | None:
 
 def stage_of(frame: object, route: str | None = None) -> str:
     """The stage a thread whose innermost frame is `frame` is in: the innermost frame of a module listed; for a
-    tracer's frame, the stage of a caller outside it (`CALLERS`), else the tracer of the capture's `route`."""
+    tracer's frame, the stage of a caller outside it (`CALLERS`), else the tracer of the capture's `route`.
+
+    A Dynamo frame with neither, outside any capture, is Dynamo's own bookkeeping (a cleanup callback the garbage
+    collector runs when compiled code of an earlier call dies, wherever the thread is), not tracing the forward:
+    the frames around it say the stage. (A torch.fx frame outside a capture is a trace of the user's own.)"""
     modules = []
     while frame is not None:
         modules.append(getattr(frame, "f_globals", {}).get("__name__", ""))
@@ -66,7 +70,11 @@ def stage_of(frame: object, route: str | None = None) -> str:
             return stage
         caller = next((_stage(m) for m in modules[index + 1 :] if any(_within(m, c) for c in CALLERS)), None)
         by_route = next((_stage(t) for t, r in TRACERS.items() if r == route), None)
-        return caller or by_route or stage
+        if caller or by_route:
+            return caller or by_route or stage
+        if route is None and _within(module, "torch._dynamo"):
+            continue
+        return stage
     return OTHER
 
 
