@@ -182,3 +182,27 @@ def test_bwd_widgets_names_attention_probabilities_as_the_largest_saved_tensors(
     seq = batch.shape[1] - 1
     assert all(s.module.endswith(".attn") and list(s.shape[-2:]) == [seq, seq] for s in largest), largest
     assert {s.module for s in largest} == {f"blocks.{i}.attn" for i in range(len(nb["GPT"]().blocks))}
+
+
+def test_fsdp2_divides_the_static_bill_across_ranks_as_the_notebook_shows():
+    """The notebook's `fully_shard` step (data/09_fsdp2_step.py), run again by torchrun as two processes: each rank
+    holds half the parameters, half the gradients and half of AdamW's two moments, and the notebook's stored output
+    shows the same bytes."""
+    script = NOTEBOOK.parent / "data" / "09_fsdp2_step.py"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", script.name]
+    run = subprocess.run(command, cwd=script.parent, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    reports = json.loads(next(line for line in run.stdout.splitlines() if line.startswith("[")))
+    assert sorted(r["rank"] for r in reports) == [0, 1]
+    for r in reports:
+        assert r["parameters"] * 2 == r["whole_parameters"] and r["gradients"] == r["parameters"]
+        assert r["optimizer_state"] == 2 * r["parameters"]  # AdamW's two moments of this rank's shard
+    (cell,) = [
+        c for c in nbformat.read(NOTEBOOK, as_version=4).cells if c.cell_type == "code" and "09_fsdp2_step" in c.source
+    ]
+    shown = "".join(output.get("text", "") for output in cell.outputs)
+    for r in reports:
+        assert (
+            f"rank {r['rank']} of 2: parameters {r['parameters']:,} B of the model's {r['whole_parameters']:,} B"
+            in shown
+        )
