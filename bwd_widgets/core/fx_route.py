@@ -28,6 +28,8 @@ from .naming import TensorNames
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from .kinds import Backend
+
 
 def fake_values(gm: torch.fx.GraphModule, inputs: list) -> dict[torch.fx.Node, object]:
     """Each node's value in fake mode: shapes, requires_grad and aliasing, no compute. Nodes past one fake mode
@@ -87,6 +89,16 @@ def _refuse(what: str) -> Callable:
         raise NotForFx(what)
 
     return refuse
+
+
+def fx_route_possible(
+    model: object, args: list, keywords: bool, output: object, capture_scalars: bool, backend: Backend
+) -> bool:
+    """Whether a capture may take the torch.fx route: aot_eager only (Inductor's pre-grad passes run on Dynamo's
+    graph), positional inputs, no output chosen, `.item()` kept in the graph, and a module torch.fx keeps the
+    meaning of (`fx_eligible`). The capture's routes and the trace cache's guard check read this one rule."""
+    plain = backend == "aot_eager" and not keywords and output is None and capture_scalars
+    return plain and fx_eligible(model, args)
 
 
 def fx_eligible(model: object, inputs: list) -> bool:

@@ -45,7 +45,7 @@ from ..core.compat import (
     pytree,
     tensor_version,
 )
-from ..core.fx_route import fx_eligible
+from ..core.fx_route import fx_route_possible
 from ..core.interrupts import interrupts_held
 from ..core.trace import TORCH_WORK
 from .result import BackwardExtraction
@@ -139,8 +139,7 @@ def trace_key(
         str(pytree.tree_flatten(list(args))[1]),
         backend,
     )
-    fx_possible = backend == "aot_eager" and not kwargs and output is None and capture_scalars
-    fx_possible = fx_possible and fx_eligible(model, list(args))
+    fx_possible = fx_route_possible(model, list(args), bool(kwargs), output, capture_scalars, backend)
     return TraceKey(slot, model, args, kwargs, mode == "real", capture_scalars, fx_possible)
 
 

@@ -45,7 +45,7 @@ from ..core.errors import (
     raised_by_us,
 )
 from ..core.fake import faked
-from ..core.fx_route import fx_eligible
+from ..core.fx_route import fx_route_possible
 from ..core.interrupts import interrupts_held
 from ..core.kinds import MODES, Backend, InputKind, Mode
 from ..core.model_libraries import settle
@@ -364,9 +364,8 @@ def _capture_by_route(
 ) -> _Capture:
     """torch.fx where it keeps the model's meaning, else (or when it fails) Dynamo; on Dynamo, again with the
     settings torch's own hints name where they are safe for a capture (`_SWITCHES`)."""
-    # Inductor's pre-grad passes run on Dynamo's graph, as torch.compile(model) makes it: no torch.fx for it
-    plain = not inputs.kwargs and call.output is None and call.backend == "aot_eager"
-    routes = ["fx", "dynamo"] if plain and capture_scalars and fx_eligible(call.model, inputs.args) else ["dynamo"]
+    fx = fx_route_possible(call.model, inputs.args, bool(inputs.kwargs), call.output, capture_scalars, call.backend)
+    routes = ["fx", "dynamo"] if fx else ["dynamo"]
     for route in routes:
         try:
             captured = _attempt(route, call, inputs, resolved, mode, capture_scalars, {})
@@ -664,6 +663,6 @@ def _told(picked: Picked, output: OutputChoice) -> list[str]:
 
 def _compiled(session: CaptureSession, route: str, call: _Call, args: list) -> Callable:
     if route == "fx":
-        assert isinstance(call.model, torch.nn.Module)  # fx_eligible admits modules only
+        assert isinstance(call.model, torch.nn.Module)  # fx_route_possible admits modules only
         return session.compile_fx(call.model, args)
     return session.compile_dynamo(selecting(call.model, call.output))
