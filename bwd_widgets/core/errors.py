@@ -52,6 +52,10 @@ class OutputError(BwdWidgetsError, ValueError):
     """An output name or folder that would escape the output folder or touch what bwd_widgets did not write."""
 
 
+class TraceError(BwdWidgetsError, ValueError):
+    """A path that holds no TORCH_TRACE log, or what a loaded trace cannot give (`bw.load_trace`)."""
+
+
 class ValidationError(BwdWidgetsError, RuntimeError):
     """A written sample that GraphNet's validation steps reject."""
 

@@ -21,7 +21,7 @@ import torch.fx
 
 from ..core.compat import FakeTensorMode
 from ..core.decisions import UNREACHABLE
-from ..core.errors import MeasureNeedsRealModeError, OutputError, PartitionerError, SampleError
+from ..core.errors import MeasureNeedsRealModeError, PartitionerError, TraceError
 from ..core.kinds import Backend, InputKind, InputSource, is_tangent
 from ..core.partitioners import Partitioner
 from ..core.text import visible
@@ -81,7 +81,7 @@ class TraceRegion(BackwardExtraction):
     def save_graphnet(
         self, out_dir: str | Path, name: str | None = None, *, layout: Layout = "graphnet", validate: bool = False
     ) -> dict[str, Path]:
-        raise OutputError(
+        raise TraceError(
             "GraphNet samples are not written from a loaded TORCH_TRACE yet: its graphs carry no weights' values "
             "and their devices are the run's."
         )
@@ -115,9 +115,9 @@ def load_trace(path: str | Path) -> TraceLoad:
     try:
         files = trace_files(path)
     except FileNotFoundError as error:
-        raise SampleError(visible(f"{error}: give the folder TORCH_TRACE named, or one log in it.")) from None
+        raise TraceError(visible(f"{error}: give the folder TORCH_TRACE named, or one log in it.")) from None
     if not files:
-        raise SampleError(visible(f"{path} holds no TORCH_TRACE log (*.log): give the folder TORCH_TRACE named."))
+        raise TraceError(visible(f"{path} holds no TORCH_TRACE log (*.log): give the folder TORCH_TRACE named."))
     regions, refused = [], []
     for text in read_regions(path):
         where = visible(f"{text.file.name} region {text.compile_id}")
