@@ -32,6 +32,7 @@ from .core.errors import (
     PartitionerError,
     SampleError,
     SamplePassError,
+    TraceError,
     ValidationError,
 )
 from .core.kinds import InputSource
@@ -88,6 +89,7 @@ __all__ = [
     "TensorInfo",
     "TensorMeta",
     "Trace",
+    "TraceError",
     "TraceLoad",
     "TraceRegion",
     "UntestedTorchWarning",
