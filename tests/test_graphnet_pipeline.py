@@ -288,3 +288,34 @@ def test_save_graphnet_validates_or_writes_nothing(conv_bn_dir, tmp_path):
 
 def _raise(model, inputs):
     raise RuntimeError("boom")
+
+
+def _token_models() -> dict[str, tuple[torch.nn.Module, torch.Tensor]]:
+    """Models whose input is integer token ids, indexing an embedding table: the course's Transformer and
+    transformers' GPT-2 (a small config), called as their docs call them."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from bwd_widgets.examples import Transformer
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=2, n_head=2, bos_token_id=1, eos_token_id=2)
+    return {
+        "course Transformer": (Transformer(), torch.randint(0, 64, (2, 8))),
+        "GPT-2": (GPT2LMHeadModel(config).eval(), torch.randint(0, 64, (2, 8))),
+    }
+
+
+@pytest.mark.parametrize("model_name", ["course Transformer", "GPT-2"])
+def test_fake_mode_samples_of_token_models_run_under_graphnets_validator(model_name, peer_dir, tmp_path):
+    """Fake mode holds no values: an integer input's meta gives a range (the embedding table it indexes where it
+    is passed straight to one, else 0), without which GraphNet's loaders draw it as floats and its runner fails."""
+    model, tokens = _token_models()[model_name]
+    written = bw.extract(model, tokens, mode="fake").save_graphnet(tmp_path / "out", "tokens")
+    for split, sample in written.items():
+        metas = (sample / "weight_meta.py").read_text()
+        assert "max_val = 63" in metas or (
+            model_name == "GPT-2" and split == "train_forward" and "max_val = 0" in metas
+        )
+        arguments = ["--model-path", str(sample), "--no-check-redundancy", "--workspace", str(tmp_path / split)]
+        run = _graphnet(peer_dir, "-m", "graph_net.torch.validate", *arguments)
+        assert run.returncode == 0 and "Validation success" in run.stdout, run.stdout[-800:] + run.stderr[-800:]

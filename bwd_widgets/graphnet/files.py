@@ -22,6 +22,7 @@ import torch
 
 from ..core.codegen import copy_graph_module
 from ..core.compat import op_schema, pytree
+from .sample import embedding_rows
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -50,8 +51,23 @@ def _list_literal(values: Iterable[object]) -> str:
     return "[" + ", ".join(_literal(v) for v in values) + "]"
 
 
-def meta_class(name: str, value: object, original_name: str | None = None) -> str:
-    """One `Program_weight_tensor_meta_<name>` class for a real or fake value."""
+FAKE_INDEX_NOTE = (
+    "    # fake mode holds no values: GraphNet's loaders draw integers in [min_val, max_val], here the rows of the "
+    "embedding table it indexes"
+)
+FAKE_ZERO_NOTE = (
+    "    # fake mode holds no values: GraphNet's loaders draw integers in [min_val, max_val], here 0, an index "
+    "valid wherever it indexes"
+)
+
+
+_DRAWN_INTEGERS = (torch.int8, torch.int16, torch.int32, torch.int64)
+"""The dtypes GraphNet's loaders draw inside `min_val`/`max_val` (and as floats without them)."""
+
+
+def meta_class(name: str, value: object, original_name: str | None = None, rows: int | None = None) -> str:
+    """One `Program_weight_tensor_meta_<name>` class for a real or fake value. A fake integer tensor gets a range
+    (GraphNet's loaders draw integers without one as floats): the `rows` of the embedding table it indexes, else 0."""
     lines = [f"class Program_weight_tensor_meta_{name}:", f'    name = "{name}"']
     if original_name and original_name != name:
         lines.append(f"    original_name = {original_name!r}")
@@ -81,6 +97,12 @@ def meta_class(name: str, value: object, original_name: str | None = None) -> st
                 if flat.numel() <= INLINE_DATA_LIMIT:
                     data = flat.tolist()
                 extra = [f"    min_val = {_literal(flat.min().item())}", f"    max_val = {_literal(flat.max().item())}"]
+        if flat is None and value.dtype in _DRAWN_INTEGERS:
+            extra = [
+                FAKE_INDEX_NOTE if rows else FAKE_ZERO_NOTE,
+                "    min_val = 0",
+                f"    max_val = {max(rows or 1, 1) - 1}",
+            ]
         lines += [f"    mean = {_literal(mean)}", f"    std = {_literal(std)}"]
         lines.append(f"    data = {_list_literal(data) if data is not None else None}")
         lines += extra
@@ -108,7 +130,9 @@ def sample_files(code: str, names: list, values: list, original_names: dict) -> 
     As GraphNet's extractor writes them: every graph input in `weight_meta.py`, an empty `input_meta.py`
     and an empty `input_tensor_constraints.py` (static shapes have no constraints).
     """
-    metas = "\n\n".join(meta_class(n, v, original_names.get(n)) for n, v in zip(names, values))
+    shapes = {n: list(v.shape) for n, v in zip(names, values) if isinstance(v, torch.Tensor)}
+    rows = embedding_rows(code, shapes)
+    metas = "\n\n".join(meta_class(n, v, original_names.get(n), rows.get(n)) for n, v in zip(names, values))
     return {"model.py": code, "weight_meta.py": metas, "input_meta.py": "", "input_tensor_constraints.py": ""}
 
 

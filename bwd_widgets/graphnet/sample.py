@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import torch
 
@@ -24,11 +24,23 @@ from ..core.errors import SampleError, SampleMemoryError, TensorTooLargeError
 from ..core.kinds import InputKind
 from ..core.naming import parse_flat_name
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
 _CUDA = re.compile(
     r"""(?P<call>device\(type=(?P<q>['"])cuda(?P=q)(?:,\s*index=\d+)?\))|(?P<quote>['"])cuda(?::\d+)?(?P=quote)"""
 )
 """`device(type='cuda', index=0)`, or a `'cuda'` / `'cuda:0'` string: one pass, so a rewritten call is not read again."""
-_EMBEDDING_CALL = re.compile(r"embedding\(\s*(\w+)\s*,\s*(\w+)")
+_EMBEDDING_CALLS = (
+    (re.compile(r"aten\.embedding(?:\.default)?\(\s*(?P<table>\w+)\s*,\s*(?P<ids>\w+)"), "aten"),
+    (re.compile(r"(?<!aten\.)embedding\(\s*(?P<ids>\w+)\s*,\s*(?P<table>\w+)"), "functional"),
+    (
+        re.compile(r"aten\.embedding_dense_backward(?:\.default)?\(\s*\w+\s*,\s*(?P<ids>\w+)\s*,\s*(?P<rows>\d+)"),
+        "rows",
+    ),
+)
+"""`torch.ops.aten.embedding.default(table, ids)` (an AOT graph), `torch.nn.functional.embedding(ids, table)`
+(Dynamo's graph, as GraphNet samples keep it), and `embedding_dense_backward(grad, ids, rows, ...)`."""
 
 
 @dataclass
@@ -345,17 +357,20 @@ def load_graphnet_sample(path: str | Path, device: str = "cpu", seed: int = 0) -
         seed=seed,
         notes=_grouped([n for n in notes if n.split(":")[1].split(" has ")[0].strip() in original_names]),
         symints=frozenset(p.name for p in parameters if p.annotation in (torch.SymInt, "torch.SymInt")),
-        index_limits=_embedding_limits(code, by_name),
+        index_limits=embedding_rows(code, {n: list(m.shape) for n, m in by_name.items()}),
     )
 
 
-def _embedding_limits(code: str, metas: dict[str, TensorMeta]) -> dict[str, int]:
-    """Arguments passed straight to `embedding(ids, table)` must stay below the table's rows."""
+def embedding_rows(code: str, shapes: Mapping[str, Sequence[int]]) -> dict[str, int]:
+    """Arguments passed straight to an embedding must stay below its table's rows: {ids: rows}."""
     limits: dict[str, int] = {}
-    for ids, table in _EMBEDDING_CALL.findall(code):
-        if ids in metas and table in metas and metas[table].shape:
-            rows = int(metas[table].shape[0])
-            limits[ids] = min(limits.get(ids, rows), rows)
+    for pattern, _ in _EMBEDDING_CALLS:
+        for found in pattern.finditer(code):
+            ids, named = found.group("ids"), found.groupdict()
+            table_shape = shapes.get(named.get("table") or "")
+            rows = int(named["rows"]) if named.get("rows") else int(table_shape[0]) if table_shape else None
+            if ids in shapes and rows:
+                limits[ids] = min(limits.get(ids, rows), rows)
     return limits
 
 
