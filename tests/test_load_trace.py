@@ -10,8 +10,10 @@ refused, region by region, and nothing of it runs.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -24,6 +26,9 @@ import bwd_widgets as bw
 from bwd_widgets.core.errors import BwdWidgetsError
 from bwd_widgets.core.kinds import BACKENDS
 from bwd_widgets.examples import Transformer
+from bwd_widgets.extraction.loaded_trace import NOT_IN_TRACE
+
+from shared_data import shared_path
 
 TESTS = Path(__file__).resolve().parent
 
@@ -62,9 +67,11 @@ def _made(name: str) -> tuple[torch.nn.Module, torch.Tensor]:
     raise AssertionError(name)
 
 
-def _traced_run(folder: Path, name: str, backend: str, budget: float) -> dict:
-    """Run the model once under torch.compile in a fresh process with TORCH_TRACE set; its pack-hook count."""
+def _traced_run(folder: Path, name: str, backend: str, budget: float, *, debug: bool = False) -> dict:
+    """Run the model once under torch.compile in a fresh process with TORCH_TRACE set; its pack-hook count.
+    `debug`: with AOT_PARTITIONER_DEBUG=1, torch's switch that writes min-cut's knapsack into the trace."""
     env = {"TORCH_TRACE": str(folder), "PYTHONPATH": str(TESTS), "PATH": "/usr/bin:/bin", "HOME": str(folder.parent)}
+    env.update({"AOT_PARTITIONER_DEBUG": "1"} if debug else {})
     done = subprocess.run(
         [sys.executable, "-c", RUN, name, backend, str(budget)],
         env=env,
@@ -89,7 +96,7 @@ def _slow_for_inductor(*cases: tuple) -> list:
 
 @pytest.mark.parametrize(("backend", "budget"), _slow_for_inductor(*itertools.product(BACKENDS, [1.0, 0.5])))
 def test_a_loaded_region_saves_what_the_run_saved(tmp_path: Path, backend: str, budget: float) -> None:
-    counted = _traced_run(tmp_path / "trace", "transformer", backend, budget)
+    counted = _traced_run(tmp_path / "trace", "transformer", backend, budget, debug=True)
     load = bw.load_trace(tmp_path / "trace")
     assert not load.refused and len(load) == 1
     (region,) = load
@@ -106,6 +113,17 @@ def test_a_loaded_region_saves_what_the_run_saved(tmp_path: Path, backend: str, 
         n.name for n in region.backward.graph.find_nodes(op="placeholder") if not n.name.startswith("tangents_")
     ]
     assert region.peak_activation_bytes > 0 and region.memory_timeline()
+    # The inputs are named as the model names them, read from the names Dynamo gave its graph's inputs.
+    assert sorted((s.kind, s.source) for s in region.saved_tensors if s.kind != "activation") == sorted(
+        (s.kind, s.source) for s in extracted.saved_tensors if s.kind != "activation"
+    )
+    # torch's reasons: below budget 1 its knapsack ran and wrote min_cut_information; at 1 nothing is written.
+    reasons = {s.name: s.torch_reason for s in region.saved_tensors if s.kind == "activation"}
+    if budget < 1:
+        assert reasons == {s.name: s.torch_reason for s in extracted.saved_tensors if s.kind == "activation"}
+        assert {"knapsack: saved", "min-cut: in the cut"} <= set(reasons.values())
+    else:
+        assert set(reasons.values()) == {NOT_IN_TRACE}
 
 
 @pytest.mark.slow
@@ -123,7 +141,7 @@ def test_a_graph_break_gives_two_regions_each_showable(tmp_path: Path, backend: 
     assert [r.compile_id for r in load] == ["0/0_1", "1/0"]
     # The second region's input `h` is the first's output: to that region's graphs a forward input kept alive
     # (the trace sees a graph input), to the pack hook a value saved that neither the model nor the caller holds.
-    (crossing,) = [s for s in load[1].saved_tensors if s.source == "L_h_"]
+    (crossing,) = [s for s in load[1].saved_tensors if s.source == "h"]
     assert crossing.kind == "input" and crossing.shape == (4, 32)
     assert sum(r.saved_activation_bytes for r in load) + crossing.bytes == counted["bytes"]
     for region in load:
@@ -132,6 +150,7 @@ def test_a_graph_break_gives_two_regions_each_showable(tmp_path: Path, backend: 
             (s.name, s.shape, s.bytes) for s in region.saved_tensors
         ]
         assert any("min_cut_information" in note for note in region.notes)
+        assert {s.torch_reason for s in region.saved_tensors if s.kind == "activation"} <= {NOT_IN_TRACE}
 
 
 RANKS = """
@@ -184,13 +203,74 @@ def test_what_a_loaded_region_cannot_do_says_so_in_one_sentence(tmp_path: Path) 
     for attempt in (
         lambda: region.rerun("min_cut", 0.3),
         region.measure,
-        lambda: region.save_graphnet(tmp_path / "out"),
         lambda: bw.compare(region, ["default", 0.5]),
     ):
         with pytest.raises(BwdWidgetsError) as error:
             attempt()
         assert "\n" not in str(error.value) and "TORCH_TRACE" in str(error.value)
-    assert not (tmp_path / "out").exists()
+
+
+def _graphnet(*arguments: str) -> subprocess.CompletedProcess:
+    """One of GraphNet's own tools, run as its README runs them: `python -m graph_net...` from its folder."""
+    peer = shared_path("peer")
+    return subprocess.run(
+        [sys.executable, *arguments], cwd=peer, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
+    )
+
+
+def _moved_to_cpu(out: Path, sample: Path, tmp_path: Path) -> Path:
+    """GraphNet's device pass (`DeviceRewriteSamplePass`, through its sample-pass driver) on one written sample."""
+    config = {"model_path_prefix": str(out), "output_dir": str(tmp_path / "on_cpu"), "device": "cpu"}
+    listing = tmp_path / "moved.txt"
+    listing.write_text(sample.relative_to(out).as_posix() + "\n")
+    run = _graphnet(
+        "-m",
+        "graph_net.apply_sample_pass",
+        "--sample-pass-file-path",
+        str(shared_path("peer") / "graph_net" / "torch" / "sample_pass" / "device_rewrite_sample_pass.py"),
+        "--sample-pass-class-name",
+        "DeviceRewriteSamplePass",
+        "--sample-pass-config",
+        base64.b64encode(json.dumps(config).encode()).decode(),
+        "--model-path-list",
+        str(listing),
+    )
+    assert run.returncode == 0 and "failed" not in run.stdout, run.stdout[-800:] + run.stderr[-800:]
+    return tmp_path / "on_cpu" / sample.relative_to(out)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda:0"])
+def test_samples_written_from_a_trace_pass_graphnets_validator(tmp_path: Path, device: str) -> None:
+    """A region's GraphNet samples, from a CPU run's trace and from the same text on `cuda:0`: on a CPU build
+    they hold the CPU (the region does), on a CUDA build the run's device, which GraphNet's own device pass
+    moves to the CPU; GraphNet's validator then runs each here."""
+    _traced_run(tmp_path / "trace", "transformer", "aot_eager", 0.5)
+    (log,) = (tmp_path / "trace").iterdir()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / log.name).write_text(log.read_text().replace(']cpu"', f']{device}"'))
+    (region,) = bw.load_trace(tmp_path / "run")
+    held_on_cpu = device == "cpu" or not torch.backends.cuda.is_built()
+    written = region.save_graphnet(tmp_path / "out", validate=held_on_cpu)  # our validation runs it: the CPU only
+    assert sorted(written) == ["train_backward", "train_forward"]
+    for split, sample in written.items():
+        assert sample == tmp_path / "out" / split / "region_0_0" / f"region_0_0_{split}"
+        metas = (sample / "weight_meta.py").read_text() + (sample / "input_meta.py").read_text()
+        assert "original_name = 'blocks.0.attn.qkv.weight'" in metas
+        assert ('"cuda' in metas) == (not held_on_cpu)
+        if not held_on_cpu:
+            sample = _moved_to_cpu(tmp_path / "out", sample, tmp_path / split)
+        copy = tmp_path / "validated" / split
+        shutil.copytree(sample, copy)
+        run = _graphnet(
+            "-m",
+            "graph_net.torch.validate",
+            "--model-path",
+            str(copy),
+            "--no-check-redundancy",
+            "--workspace",
+            str(tmp_path / "ws" / split),
+        )
+        assert run.returncode == 0 and "Validation success" in run.stdout, run.stdout[-800:] + run.stderr[-800:]
 
 
 EVIL = {

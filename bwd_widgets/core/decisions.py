@@ -81,6 +81,9 @@ class Decisions:
     """torch's `_size_of` summed over the values torch returned."""
     sized: bool = True
     """False where torch's `_size_of` could not size these nodes: no ratio then."""
+    unknown: str = ""
+    """Where a reason cannot be read, why not, in place of "reason unknown on this torch" (a loaded trace says
+    its reasons are not in the trace)."""
 
     @property
     def chosen(self) -> MinCutRun | None:
@@ -320,3 +323,44 @@ def recording() -> Iterator[_Recorder]:
             for name, original in originals.items():
                 setattr(torch_partitioners, name, original)
             _active = None
+
+
+def logged_decisions(information: dict[str, Any]) -> Decisions | None:
+    """The decisions torch's knapsack wrote into a trace (`min_cut_information`, what torch logs with
+    `AOT_PARTITIONER_DEBUG=1` each time its knapsack runs below budget 1), as `recording()` would have kept them
+    in the run: the budget, the knapsack's candidates and choice, and the cut of the min-cut run it fed. The
+    reasons on the flow graph's edges are not in it (they stay empty). None where the payload is not in the
+    form torch 2.13 to 2.15 write."""
+    try:
+        candidates = tuple(str(name) for name in information["Recomputable Banned Nodes Order"])
+        kept = {candidates[int(i)] for i in information["Knapsack Saved Nodes"]}
+        dropped = {candidates[int(i)] for i in information["Knapsack Recomputed Nodes"]}
+        budget = float(information["Memory Budget"])
+        knapsack = Knapsack(
+            budget,
+            candidates,
+            tuple(float(m) for m in information["Knapsack Input Memories"]),
+            tuple(float(r) for r in information["Knapsack Input Runtimes"]),
+            frozenset(kept),
+            frozenset(dropped),
+        )
+        cut = tuple(str(name) for name in information["Min Cut Solution Saved Values"])
+        sizes = [float(information[key]) for key in _LOGGED_SIZES]
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    run = MinCutRun({}, frozenset(dropped), {}, {}, frozenset(), {}, cut)
+    input_bytes, min_cut_bytes, saved_bytes = (round(gigabytes * 1e9) for gigabytes in sizes)
+    return Decisions(
+        budget=budget,
+        runs=(run,),
+        knapsack=knapsack,
+        route="knapsack",
+        input_bytes=input_bytes,
+        min_cut_bytes=min_cut_bytes,
+        saved_bytes=saved_bytes,
+    )
+
+
+_LOGGED_SIZES = ("Min Activation Size (GB)", "Max Activation Size (GB)", "Saved Values Activation Size (GB)")
+"""torch's `estimate_activations_size` of the inputs, of plain min-cut's plan and of the plan returned: `_size_of`
+summed and divided by 1e9."""

@@ -95,7 +95,8 @@ def _min_cut_saved(name: str, decisions: Decisions, run: MinCutRun, view_of: tup
         cost = f", weight {weight:,.0f}" if weight is not None else ""
         text = f"saving it is part of torch's minimum cut, cheaper than recomputing it from what is saved (torch: cut edge {name}_in \u2192 {name}_out{cost})"
         return Reason(text, "min-cut: in the cut")
-    return Reason(f"torch saved it outside its min-cut decision data: {UNKNOWN}", UNKNOWN)
+    unknown = decisions.unknown or UNKNOWN
+    return Reason(f"torch saved it outside its min-cut decision data: {unknown}", unknown)
 
 
 def why_saved(
@@ -124,7 +125,8 @@ def why_saved(
         text = f"{read}; the default partitioner saves every forward value backward reads, recomputing only what checkpoint tags ask for{policy}."
         return Reason(text, "")
     if not decisions.reachable:
-        return Reason(f"{read}; {UNKNOWN}{policy}.", UNKNOWN)
+        unknown = decisions.unknown or UNKNOWN
+        return Reason(f"{read}; {unknown}{policy}.", unknown)
     if decisions.route == "inputs":
         text = f"{read}; at budget {_budget(decisions)} torch saves only the forward inputs and values the checkpoint policy must save{policy}."
         return Reason(text, "budget 0: inputs only")
@@ -155,7 +157,7 @@ def why_recomputed(
             f"the checkpoint policy asks to recompute it ({tag})." if tag else "recomputed by the default partitioner."
         )
     if not decisions.reachable:
-        return f"{UNKNOWN}."
+        return f"{decisions.unknown or UNKNOWN}."
     knapsack = decisions.knapsack
     if decisions.route == "knapsack" and knapsack is not None and name in knapsack.recomputed:
         return f"below budget {_budget(decisions)} torch's knapsack chose to recompute it, freeing its memory for the least estimated runtime."

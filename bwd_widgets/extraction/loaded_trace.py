@@ -5,12 +5,14 @@ one partition is the one the run used: the forward and backward graphs torch log
 (`core/torch_trace.py`, which runs nothing of it), with fake tensors of the recorded dtype, shape, stride and
 device. Saved values are the backward's placeholders between the primals and the tangents, as torch's
 partition hands them over, so the saved table, the memory timeline and `bw.show` work with nothing of the
-model present. What needs the model or the run's values (partitioning again, measuring, writing GraphNet
-samples) says so in one sentence.
+model present, and `save_graphnet` writes the run's graphs as GraphNet samples. What needs the model or the
+run's values (partitioning again, measuring) says so in one sentence.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -20,12 +22,20 @@ import torch
 import torch.fx
 
 from ..core.compat import FakeTensorMode
-from ..core.decisions import UNREACHABLE
+from ..core.decisions import Decisions, logged_decisions
 from ..core.errors import MeasureNeedsRealModeError, PartitionerError, TraceError
 from ..core.kinds import Backend, InputKind, InputSource, is_tangent
+from ..core.naming import parse_flat_name
 from ..core.partitioners import Partitioner
 from ..core.text import visible
-from ..core.torch_trace import GraphBuilder, Refused, RegionText, graph_input_names, read_regions, trace_files
+from ..core.torch_trace import (
+    GraphBuilder,
+    Refused,
+    RegionText,
+    graph_input_names,
+    read_regions,
+    trace_files,
+)
 from ..core.trace import Split, Trace, build_partition
 from .result import BackwardExtraction
 
@@ -78,13 +88,20 @@ class TraceRegion(BackwardExtraction):
             "measured (record a memory snapshot during the run instead)."
         )
 
+    @property
+    def sample_name(self) -> str:
+        """The GraphNet sample name `save_graphnet` writes by default: `region_0_1`, `rank_1/region_0_1`."""
+        region = "region_" + self.compile_id.replace("/", "_")
+        return f"rank_{self.rank}/{region}" if self.rank is not None else region
+
     def save_graphnet(
         self, out_dir: str | Path, name: str | None = None, *, layout: Layout = "graphnet", validate: bool = False
     ) -> dict[str, Path]:
-        raise TraceError(
-            "GraphNet samples are not written from a loaded TORCH_TRACE yet: its graphs carry no weights' values "
-            "and their devices are the run's."
-        )
+        """The run's forward and backward graphs as GraphNet samples, as a fake-mode extraction writes them: a
+        trace holds no values, so each weight's and input's meta gives its shape, dtype and device only (GraphNet
+        draws values to run them). A value on a CUDA device is written on the device this region holds it on
+        (the CPU on a CPU build of torch: see `notes`); GraphNet's device pass moves such a sample elsewhere."""
+        return super().save_graphnet(out_dir, name or self.sample_name, layout=layout, validate=validate)
 
 
 @dataclass
@@ -150,10 +167,11 @@ def region_extraction(text: RegionText) -> TraceRegion:
     backend: Backend = "inductor" if text.inductor else "aot_eager"
     trace = LoadedTrace(index=0, joint=joint, joint_inputs=[], partition_kwargs={}, inputs=inputs, backend=backend)
     trace.record(None, [])
-    notes = [_reasons_note(text)] + ([device_note] if device_note else [])
+    decisions, reasons_note = _decisions(text)
+    notes = [reasons_note] + ([device_note] if device_note else [])
     if not joint_text:
         notes.append("the trace holds no joint graph for this region: the joint view is empty.")
-    partition = build_partition(trace, partitioner, Split(forward, backward, UNREACHABLE))
+    partition = build_partition(trace, partitioner, Split(forward, backward, decisions))
     return TraceRegion(
         partitions=[partition],
         mode="fake",
@@ -165,15 +183,38 @@ def region_extraction(text: RegionText) -> TraceRegion:
     )
 
 
-def _reasons_note(text: RegionText) -> str:
+NOT_IN_TRACE = "reason not in the trace"
+"""What a saved value's reason reads where the trace does not hold it (never guessed from our own rules)."""
+
+
+def _decisions(text: RegionText) -> tuple[Decisions, str]:
+    """What torch decided for the region, as far as the trace records it, and one note saying how far: torch
+    writes `min_cut_information` (its knapsack's choice and the cut it fed) only with `AOT_PARTITIONER_DEBUG=1`
+    and only where the knapsack ran (a budget below 1 that the cheaper plans did not meet); the reasons on
+    min-cut's flow graph (why a value could not be recomputed) are never in a trace."""
     budget = (text.functorch_config or {}).get("activation_memory_budget")
     said = f"the run's activation_memory_budget was {budget}" if budget is not None else "the trace records no budget"
+    unknown = Decisions(reachable=False, unknown=NOT_IN_TRACE)
     if text.min_cut_information is None:
-        return (
-            f"{said}; the trace holds no min_cut_information for this region, so why each value was saved is not "
-            "in it (torch writes it with torch._functorch.config.debug_partitioner)."
+        return unknown, (
+            f"{said}; the trace holds no min_cut_information for this region (torch writes it with "
+            "AOT_PARTITIONER_DEBUG=1, where its knapsack ran below budget 1), so why each value was saved is not "
+            "in it."
         )
-    return f"{said}; its min_cut_information is kept but not read into reasons yet."
+    try:
+        information = json.loads(text.min_cut_information)
+    except ValueError:
+        information = None
+    decisions = logged_decisions(information) if isinstance(information, dict) else None
+    if decisions is None:
+        return unknown, f"{said}; its min_cut_information is not in a form this version reads: no reasons read."
+    decisions = dataclasses.replace(decisions, unknown=NOT_IN_TRACE)
+    return decisions, (
+        f"{said}; reasons read from its min_cut_information (torch's knapsack at budget {decisions.budget:g}: "
+        f"{len(decisions.knapsack.saved) if decisions.knapsack else 0} banned values kept, "
+        f"{len(decisions.knapsack.recomputed) if decisions.knapsack else 0} let be recomputed); why min-cut "
+        "could not recompute a value is not in a trace."
+    )
 
 
 def _devices(text: RegionText) -> tuple[dict[str, str], str | None]:
@@ -203,9 +244,8 @@ def _no_joint() -> torch.fx.GraphModule:
 
 def _input_source(node: torch.fx.Node, dynamo_inputs: list[str]) -> InputSource:
     """What the trace says a forward primal is: AOT Autograd's description of it (`ParamAOTInput(target='fc.weight')`
-    where AOT Autograd knew the name; through Dynamo `PlainAOTInput(idx=i)`, Dynamo's graph input i, named as
-    Dynamo named it, `L_x_` or `L_self_modules_fc_parameters_weight_`). Which of Dynamo's inputs are parameters
-    is not read from the trace yet: they stay inputs."""
+    where AOT Autograd knew the name), or through Dynamo `PlainAOTInput(idx=i)`: Dynamo's graph input i, whose
+    name Dynamo made from its source (`L_self_modules_fc_parameters_weight_`: the parameter `fc.weight`)."""
     desc = str(node.meta.get("desc_text", ""))
     for prefix, kind in (("ParamAOTInput(target=", "parameter"), ("BufferAOTInput(target=", "buffer")):
         if desc.startswith(prefix):
@@ -214,8 +254,8 @@ def _input_source(node: torch.fx.Node, dynamo_inputs: list[str]) -> InputSource:
             return InputSource(found, name, name)
     plain = re.fullmatch(r"PlainAOTInput\(idx=(\d+)\)", desc)
     if plain is not None and int(plain.group(1)) < len(dynamo_inputs):
-        name = dynamo_inputs[int(plain.group(1))]
-        return InputSource("input", name, name)
+        flat_kind, name = parse_flat_name(dynamo_inputs[int(plain.group(1))])
+        return InputSource(flat_kind, name, name)
     return InputSource("input", node.name, node.name)
 
 
