@@ -1,7 +1,7 @@
-"""What notebook 8 (notebooks/08_what_you_choose_to_save.ipynb) teaches, held against torch itself: each claim its
-prose makes is run here on the installed torch (2.13 in .venv, 2.15 in the newer-torch venvs), so a torch that
-behaves otherwise fails a test instead of leaving the course wrong. The notebook's own numbers are measured by its
-cells and pinned by nbval; these tests hold the sentences around them."""
+"""What notebooks 8 (notebooks/08_what_you_choose_to_save.ipynb) and 10 (notebooks/10_the_whole_bill.ipynb) teach,
+held against torch itself: each claim their prose makes is run here on the installed torch (2.13 in .venv, 2.15 in
+the newer-torch venvs), so a torch that behaves otherwise fails a test instead of leaving the course wrong. The
+notebooks' own numbers are measured by their cells and pinned by nbval; these tests hold the sentences around them."""
 
 from __future__ import annotations
 
@@ -564,3 +564,241 @@ def test_the_notebook_states_no_number_of_these_claims_in_its_prose():
     cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
     markdown = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
     assert not re.search(r"\d{3,}[\d,]* B\b|\d{3,} bytes|\d[\d.]* ?[kKMG]i?B\b", markdown)
+
+
+# --- notebook 10 (notebooks/10_the_whole_bill.ipynb): precision and optimizer state, held against torch ---
+
+PRECISIONS = {
+    "float32": (torch.float32, False, (4, 4, 8)),
+    "autocast": (torch.float32, True, (4, 4, 8)),
+    "bfloat16 parameters": (torch.bfloat16, False, (2, 2, 4)),
+}
+"""Notebook 10's ways to train, and the bytes per parameter it says each keeps for the parameters, their gradients
+and AdamW's state."""
+
+ADAMW_IMPLEMENTATIONS = {"for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
+"""AdamW's three implementations, as notebook 10 selects them."""
+
+LESSON_TOKENS = torch.randint(0, 1024, (2, 97), generator=torch.Generator().manual_seed(0))
+
+
+def lesson_model(dtype=torch.float32, depth=2, lr=1e-3, **adamw_options):
+    """Notebook 10's language model (the course's Transformer) and its AdamW, seeded."""
+    from bwd_widgets.examples import Transformer
+
+    torch.manual_seed(0)
+    model = Transformer(width=128, depth=depth, heads=4, vocab=1024).to(dtype)
+    return model, torch.optim.AdamW(model.parameters(), lr=lr, **adamw_options)
+
+
+def lesson_forward_backward(model, autocast=False):
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        logits = model(LESSON_TOKENS[:, :-1])
+    torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), LESSON_TOKENS[:, 1:].flatten()).backward()
+
+
+def storage_bytes(tensors) -> int:
+    return sum(t.untyped_storage().nbytes() for t in tensors)
+
+
+def linear_weight_copies(model, run) -> list[torch.Tensor]:
+    """The saved tensors (by a pack hook) that are a Linear's weight cast to bfloat16 and transposed, each storage
+    once."""
+    linears = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    kept = {}
+
+    def pack(t):
+        cast = [w.detach().t().to(torch.bfloat16) for w in linears if w.t().shape == t.shape]
+        if t.dtype == torch.bfloat16 and any(torch.equal(t, c) for c in cast):
+            kept[t.untyped_storage().data_ptr()] = t
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        run()
+    return list(kept.values())
+
+
+@pytest.mark.parametrize("implementation", list(ADAMW_IMPLEMENTATIONS))
+@pytest.mark.parametrize("precision", list(PRECISIONS))
+def test_the_static_bill_per_parameter_is_what_notebook_11_says_for_each_precision_and_implementation(
+    precision, implementation
+):
+    """Autocast leaves parameters, gradients and AdamW's state in float32 (16 B per parameter, as float32);
+    bfloat16 parameters halve all three; no AdamW implementation changes the state."""
+    dtype, autocast, (parameters, gradients, state) = PRECISIONS[precision]
+    model, optimizer = lesson_model(dtype, **ADAMW_IMPLEMENTATIONS[implementation])
+    lesson_forward_backward(model, autocast)
+    optimizer.step()
+    count = sum(p.numel() for p in model.parameters())
+    moments = [s[name] for s in optimizer.state.values() for name in ("exp_avg", "exp_avg_sq")]
+    assert storage_bytes(model.parameters()) == parameters * count
+    assert storage_bytes(p.grad for p in model.parameters()) == gradients * count
+    assert storage_bytes(moments) == state * count
+    assert {t.dtype for t in moments} == {p.grad.dtype for p in model.parameters()} == {dtype}
+    steps = [s["step"] for s in optimizer.state.values()]
+    assert all(t.dim() == 0 for t in steps) and len(steps) == len(list(model.parameters()))
+
+
+@pytest.mark.parametrize("precision", list(PRECISIONS))
+def test_the_advisors_step_bytes_is_the_measured_static_bill(precision):
+    """Notebook 10: `bw.advise(..., optimizer="adamw")` adds parameters, gradients and two state tensors at the
+    parameter's element size: the measured bill (less AdamW's scalar `step`s) for float32 and bfloat16 models."""
+    from bwd_widgets.studio.advisor.plans import step_bytes
+
+    dtype, autocast, _ = PRECISIONS[precision]
+    model, optimizer = lesson_model(dtype)
+    lesson_forward_backward(model, autocast)
+    optimizer.step()
+    moments = [s[name] for s in optimizer.state.values() for name in ("exp_avg", "exp_avg_sq")]
+    measured = storage_bytes(model.parameters()) + storage_bytes(p.grad for p in model.parameters())
+    assert step_bytes(model, "adamw") == measured + storage_bytes(moments)
+
+
+def test_autocast_saves_a_bfloat16_copy_of_each_linear_weight_once_and_float32_saves_none():
+    """Notebook 10: under autocast the matmuls save a bfloat16 copy of every Linear's weight, 2 B per parameter in a
+    Linear; in float32 they save the parameter itself (no copy); a weight used twice in one region is cast once."""
+    model, _ = lesson_model()
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    for autocast, expected in ((False, 0), (True, 2 * sum(m.weight.numel() for m in linears))):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            copies = linear_weight_copies(model, lambda: model(LESSON_TOKENS[:, :-1]))
+        assert storage_bytes(copies) == expected
+    linear, inputs = torch.nn.Linear(8, 8), torch.randn(2, 8, requires_grad=True)  # the copy serves inputs' gradient
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        copies = linear_weight_copies(linear, lambda: linear(inputs) + linear(inputs.exp()))
+    assert len(copies) == 1
+
+
+def test_bw_extract_names_the_bfloat16_weight_copies_as_transposes_by_module():
+    """Notebook 10's bwd_widgets cell: under autocast, `bw.extract` lists each Linear's saved weight copy, produced
+    by `aten.t`, in bfloat16, at its module, as many bytes as the pack hook counted."""
+    import bwd_widgets as bw
+
+    model, _ = lesson_model()
+    linears = {name: m for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    shapes = {tuple(m.weight.t().shape) for m in linears.values()}
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        g = bw.extract(model, LESSON_TOKENS[:, :-1])
+    copies = [s for s in g.saved_tensors if s.dtype == str(torch.bfloat16) and tuple(s.shape) in shapes]
+    assert {s.producer for s in copies} == {"aten.t"}
+    assert sorted(s.module for s in copies) == sorted(linears)
+    assert sum(s.bytes for s in copies) == 2 * sum(m.weight.numel() for m in linears.values())
+
+
+def test_bfloat16_parameters_lose_small_updates_that_float32_keeps():
+    """Notebook 10: bfloat16 keeps 8 significant bits (spacing 1/128 near 1, so 1 + 1/256 rounds to 1); one AdamW
+    step at lr 1e-5 moves almost no bfloat16 weight but most float32 ones, and at lr 1e-3 most of both."""
+    assert torch.finfo(torch.bfloat16).eps == 1 / 128
+    assert (torch.tensor(1.0, dtype=torch.bfloat16) + 1 / 256).item() == 1.0
+
+    def moved(dtype, lr):
+        model, optimizer = lesson_model(dtype, lr=lr, weight_decay=0.0)
+        lesson_forward_backward(model)
+        before = [p.detach().clone() for p in model.parameters()]
+        optimizer.step()
+        changed = sum((p != b).sum().item() for p, b in zip(model.parameters(), before))
+        return changed / sum(p.numel() for p in model.parameters())
+
+    assert moved(torch.float32, 1e-5) > 0.5 and moved(torch.bfloat16, 1e-5) < 0.1
+    assert moved(torch.float32, 1e-3) > 0.5 and moved(torch.bfloat16, 1e-3) > 0.5
+
+
+def adamw_step_extra_bytes(depth: int, **adamw_options) -> int:
+    """The most bytes one AdamW `step()` holds beyond what exists when it starts, from the CPU profiler's memory
+    timeline (Notebook 10's measure), after a first step so the state exists."""
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile
+
+    model, optimizer = lesson_model(depth=depth, **adamw_options)
+    lesson_forward_backward(model)
+    optimizer.step()
+    lesson_forward_backward(model)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as p:
+        optimizer.step()
+    with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        p.export_memory_timeline(f"{folder}/step.json", device="cpu")
+        _, sizes = json.loads(Path(f"{folder}/step.json").read_text())
+    totals = [sum(row) for row in sizes]
+    return max(totals) - totals[0]
+
+
+@pytest.mark.parametrize("depth", [2, 4])
+def test_foreach_holds_a_copy_of_the_parameters_the_for_loop_its_largest_and_fused_nothing(depth):
+    """Notebook 10's third prediction and second exercise: during `step()`, foreach's intermediates exist for every
+    parameter at once (at least the parameters' bytes, growing with depth), the for-loop's for one parameter at a
+    time (at least the largest parameter, less than all of them, the same at any depth), fused's not at all."""
+    model, _ = lesson_model(depth=depth)
+    parameters, largest = storage_bytes(model.parameters()), max(storage_bytes([p]) for p in model.parameters())
+    extra = {name: adamw_step_extra_bytes(depth, **options) for name, options in ADAMW_IMPLEMENTATIONS.items()}
+    assert extra["foreach"] >= parameters
+    assert largest <= extra["for-loop"] < parameters and extra["for-loop"] <= 2 * largest + 1024
+    assert extra["fused"] < 1024
+    assert max(extra, key=extra.__getitem__) == "foreach"
+
+
+def test_fused_adamw_runs_on_the_cpu_and_steps_as_foreach_does():
+    """Notebook 10: `fused=True` works on CPU tensors and computes the same update as the default."""
+    results = []
+    for options in (ADAMW_IMPLEMENTATIONS["foreach"], ADAMW_IMPLEMENTATIONS["fused"]):
+        model, optimizer = lesson_model(**options)
+        lesson_forward_backward(model)
+        optimizer.step()
+        results.append([p.detach().clone() for p in model.parameters()])
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(*results))
+
+
+def test_linear_8bit_blockwise_state_is_about_two_bytes_and_zeroes_small_second_moments():
+    """Notebook 10's 8-bit section: int8 codes and a float32 absmax per 256 values store both moments in about
+    2 B per parameter, and the linear code rounds a share of exp_avg_sq to 0, so AdamW's update goes far off."""
+    model, optimizer = lesson_model()
+    for _ in range(3):
+        lesson_forward_backward(model)
+        optimizer.step()
+        optimizer.zero_grad()
+
+    def quantized(x, block=256):
+        flat = x.detach().flatten()
+        blocks = torch.nn.functional.pad(flat, (0, -flat.numel() % block)).view(-1, block)
+        absmax = blocks.abs().amax(1, keepdim=True)
+        codes = torch.round(blocks / absmax.clamp_min(torch.finfo(torch.float32).tiny) * 127).to(torch.int8)
+        return storage_bytes([codes, absmax]), (codes.float() * absmax / 127).flatten()[: flat.numel()].view_as(x)
+
+    stored = zeroed = nonzero = off = 0
+    for p in model.parameters():
+        (mean_bytes, mean), (square_bytes, square) = (
+            quantized(optimizer.state[p][n]) for n in ("exp_avg", "exp_avg_sq")
+        )
+        exact_square, exact_mean = optimizer.state[p]["exp_avg_sq"], optimizer.state[p]["exp_avg"]
+        stored += mean_bytes + square_bytes
+        zeroed += ((square == 0) & (exact_square > 0)).sum().item()
+        nonzero += (exact_square > 0).sum().item()
+        exact = exact_mean / (exact_square.sqrt() + 1e-8)
+        off += ((mean / (square.sqrt() + 1e-8) - exact).abs() > exact.abs())[exact_square > 0].sum().item()
+    count = sum(p.numel() for p in model.parameters())
+    assert 2 < stored / count < 2.1
+    assert zeroed / nonzero > 0.05 and off / nonzero > 0.05
+
+
+def test_the_7b_arithmetic_of_notebook_11():
+    """The meta model is 7 B-class (6.7 B parameters); at 16 B per parameter its static bill is about 107 GB: two
+    80 GB cards, 54 GB each, 26 GB left; at 8 (bfloat16 parameters) or 10 (8-bit state) it fits one."""
+    from bwd_widgets.examples import big_transformer_on_meta
+
+    count = sum(p.numel() for p in big_transformer_on_meta().parameters())
+    assert round(count / 1e9, 1) == 6.7
+    assert round(count * 16 / 1e9) == 107 and -(-count * 16 // 80e9) == 2
+    assert round(count * 16 / 2 / 1e9) == 54 and round(80 - count * 16 / 2 / 1e9) == 26
+    assert count * 10 <= 80e9 and count * 8 <= 80e9
+
+
+def test_adamw_defaults_to_the_for_loop_on_cpu_tensors_and_foreach_is_a_cuda_default():
+    """Notebook 10: "the default for CUDA tensors; for CPU tensors the default is the for-loop", as torch decides."""
+    from torch.optim.optimizer import _default_to_fused_or_foreach
+    from torch.utils._foreach_utils import _get_foreach_kernels_supported_devices
+
+    model, optimizer = lesson_model()
+    assert optimizer.defaults["foreach"] is None and optimizer.defaults["fused"] is None
+    assert _default_to_fused_or_foreach(list(model.parameters()), False, False) == (False, False)
+    assert "cuda" in _get_foreach_kernels_supported_devices() and "cpu" not in _get_foreach_kernels_supported_devices()

@@ -118,7 +118,22 @@ COURSE = {
         "expandable_segments",
         "bw.extract",
     ],
-    "10_appendix_graphnet_samples": ["load_graphnet_sample", "save_graphnet", '"-m", "bwd_widgets"'],
+    "10_the_whole_bill": [
+        "torch.autocast",
+        "torch.bfloat16",
+        "exp_avg_sq",
+        "foreach=False",
+        "fused=True",
+        "saved_tensors_hooks",
+        "profile_memory=True",
+        "export_memory_timeline",
+        "big_transformer_on_meta",
+        "int8",
+        "bitsandbytes",
+        "bw.extract",
+        'optimizer="adamw"',
+    ],
+    "11_appendix_graphnet_samples": ["load_graphnet_sample", "save_graphnet", '"-m", "bwd_widgets"'],
 }
 """Each notebook in order, with what it must teach (text its cells must contain)."""
 
@@ -333,7 +348,12 @@ PREDICTIONS = {
         ("none", [r"gradients\s+0 B at the peak", r"lines \(One training step of the plain model"]),
         ("nothing", [r"\+ offload\s+peak", r"lowered the peak by"]),
     ],
-    "10_appendix_graphnet_samples": [(None, [r"bars \(The backward sample's arguments"])],
+    "10_the_whole_bill": [
+        (16, [r"^dtypes: torch", r"autocast \(fp32 master\), AdamW\s+\d+ B/param"]),
+        (2, [r"80 GB cards: \d", r"[\d,]+ parameters; GB for"]),
+        ("foreach", [r"extra during step\(\)\s+[\d,]+ B", r"depth \d: for-loop [\d,]+ B"]),
+    ],
+    "11_appendix_graphnet_samples": [(None, [r"bars \(The backward sample's arguments"])],
 }
 """Each prediction of each notebook, in order: its answer (what `check` accepts; None where it depends on the sample),
 and what would give it away if a saved output, a stored plot (its SVG, its title) or a plot's title in a cell's

@@ -1,6 +1,6 @@
-"""Worked answers for 10_appendix_graphnet_samples.ipynb, one section per exercise.
+"""Worked answers for 11_appendix_graphnet_samples.ipynb, one section per exercise.
 
-They run in that notebook's namespace: its cell `worked_answer("answers/10_appendix_graphnet_samples.py", n)` runs section n there,
+They run in that notebook's namespace: its cell `worked_answer("answers/11_appendix_graphnet_samples.py", n)` runs section n there,
 after the imports above the first section, and shows its code in that cell. Try the exercise first.
 """
 
