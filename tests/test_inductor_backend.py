@@ -161,6 +161,7 @@ def test_the_header_and_the_selector_say_which_backend(inductor_mlp) -> None:
     for shown, backend in ((extraction, "inductor"), (bw.extract(model, x), "aot_eager")):
         data = graph_payload(shown)
         assert data["backend"] == backend and headline(data)[0].endswith(f"\u00b7 {backend}")
+        assert f"backend={backend!r}" in repr(shown)
         offered = [option["name"] for option in data["partitioners"]]
         everyone = [entry.name for entry in registered_partitioners()]
         assert offered == (["min_cut"] if backend == "inductor" else everyone)

@@ -235,8 +235,8 @@ class BackwardExtraction(RichDisplay):
 
     def __repr__(self) -> str:
         return (
-            f"BackwardExtraction(model={self.model_name!r}, partitioner={self.partitioner!r}, "
-            f"mode={self.mode!r}, graphs={len(self.partitions)}, fw_nodes={self.forward_node_count}, "
+            f"BackwardExtraction(model={self.model_name!r}, backend={self.backend!r}, "
+            f"partitioner={self.partitioner!r}, mode={self.mode!r}, graphs={len(self.partitions)}, fw_nodes={self.forward_node_count}, "
             f"bw_nodes={self.backward_node_count}, saved={len(self.saved_tensors)}, "
             f"saved_activation_bytes={self.saved_activation_bytes})"
         )
