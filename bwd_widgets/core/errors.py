@@ -56,6 +56,11 @@ class TraceError(BwdWidgetsError, ValueError):
     """A path that holds no TORCH_TRACE log, or what a loaded trace cannot give (`bw.load_trace`)."""
 
 
+class SnapshotError(BwdWidgetsError, ValueError):
+    """A file that is not a plain CUDA memory snapshot (`bw.load_memory_snapshot`): cut short, not a pickle
+    torch wrote, or one that names a global or builds an object, which could run code if unpickled."""
+
+
 class ValidationError(BwdWidgetsError, RuntimeError):
     """A written sample that GraphNet's validation steps reject."""
 
