@@ -32,10 +32,12 @@ from .core.errors import (
     PartitionerError,
     SampleError,
     SamplePassError,
+    SnapshotError,
     TraceError,
     ValidationError,
 )
 from .core.kinds import InputSource
+from .core.memory_snapshot import MemorySnapshot, iter_memory_snapshot, load_memory_snapshot
 from .core.partitioners import Partitioner, partitioner_names, register_partitioner
 from .core.trace import Partition, Trace
 from .extraction import extract as extractor
@@ -79,10 +81,12 @@ __all__ = [
     "Partition",
     "Partitioner",
     "MeasureNeedsRealModeError",
+    "MemorySnapshot",
     "PartitionerError",
     "Plan",
     "SampleError",
     "SamplePassError",
+    "SnapshotError",
     "SavedTensor",
     "Sweep",
     "SweepPoint",
@@ -103,7 +107,9 @@ __all__ = [
     "extract",
     "extract_many",
     "graph_hash",
+    "iter_memory_snapshot",
     "load_graphnet_sample",
+    "load_memory_snapshot",
     "load_trace",
     "partitioner_names",
     "plot",

@@ -315,9 +315,12 @@ def test_a_trace_whose_graph_would_run_code_is_refused_and_nothing_runs(tmp_path
     marker = tmp_path / "ran"
     _evil_trace(tmp_path / "trace", EVIL[what].format(marker=marker))
     load = bw.load_trace(tmp_path / "trace")
-    assert not marker.exists()
-    assert len(load) == 0
+    assert len(load) == 1 and not load.refused  # indexed: its text is read when the region is asked for
+    assert list(load) == [] and not marker.exists()
     (sentence,) = load.refused
+    with pytest.raises(BwdWidgetsError, match="refused, nothing of it run"):
+        load[0]
+    assert not marker.exists()
     assert "refused, nothing of it run" in sentence and "\n" not in sentence and "line 3" in sentence
 
 

@@ -90,21 +90,8 @@ def trace_files(path: str | Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_file() and p.suffix == ".log")
 
 
-def _entries(lines: Iterator[str]) -> Iterator[tuple[dict, list[str]]]:
-    """Each wanted entry's header (its JSON) and payload lines, as the lines stream by; other payloads are
-    skipped without being kept."""
-    header: dict | None = None
-    payload: list[str] = []
-    for line in lines:
-        if line.startswith("\t"):
-            if header is not None and header.get("keep_payload", True):
-                payload.append(line[1:].rstrip("\n"))
-            continue
-        if header is not None:
-            yield header, payload
-        header, payload = _wanted(line), []
-    if header is not None:
-        yield header, payload
+_MARKS = tuple(name.encode() for name in (*GRAPHS, *ARTIFACTS, INDUCTOR_MARK))
+"""Bytes a wanted header holds: any other header (most of a trace's) is passed over without being parsed."""
 
 
 def _wanted(line: str) -> dict | None:
@@ -120,10 +107,8 @@ def _wanted(line: str) -> dict | None:
     artifact = entry.get("artifact")
     if any(name in entry for name in GRAPHS):
         return entry
-    if isinstance(artifact, dict) and artifact.get("name") in ARTIFACTS:
+    if isinstance(artifact, dict) and artifact.get("name") in (*ARTIFACTS, INDUCTOR_MARK):
         return entry
-    if isinstance(artifact, dict) and artifact.get("name") == INDUCTOR_MARK:
-        return dict(entry, keep_payload=False)
     return None
 
 
@@ -135,32 +120,75 @@ def _compile_id(entry: dict) -> str | None:
     return f"{frame}/{compile_}" + (f"_{attempt}" if attempt else "")
 
 
-def read_regions(path: str | Path) -> Iterator[RegionText]:
-    """Each compiled region of each log, handed on once its backward graph is read (an inference-only region,
-    with no backward graph, is handed on at the end of its file)."""
+@dataclass
+class RegionIndex:
+    """Where one compiled region's entries lie in its log (byte spans of their payloads), not their text: a
+    2 GB trace is indexed in one pass holding next to nothing, and a region's text is read when it is asked for."""
+
+    file: Path
+    rank: int | None
+    compile_id: str
+    spans: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """By entry name (`GRAPHS`, `ARTIFACTS`): the payload's first byte and the byte after its last (the last
+    such entry of the region: torch writes min-cut's information again for each knapsack it runs)."""
+    inductor: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return "aot_forward_graph" in self.spans and "aot_backward_graph" in self.spans
+
+    def read(self) -> RegionText:
+        """The region's text, read back from its spans."""
+        region = RegionText(self.file, self.rank, self.compile_id, inductor=self.inductor)
+        with self.file.open("rb") as log:
+            for name, (start, end) in self.spans.items():
+                log.seek(start)
+                lines = log.read(end - start).decode("utf-8", errors="replace").splitlines()
+                _take(region, name, "\n".join(line[1:] for line in lines))
+        return region
+
+
+def index_regions(path: str | Path) -> Iterator[RegionIndex]:
+    """Each compiled region of each log, handed on once its backward graph is indexed (an inference-only region,
+    with no backward graph, is handed on at the end of its file). One pass over the bytes; a header is parsed
+    only where it names an entry wanted."""
     for file in trace_files(path):
-        open_regions: dict[str, RegionText] = {}
-        with file.open(encoding="utf-8", errors="replace") as lines:
-            for entry, payload in _entries(lines):
-                compile_id = _compile_id(entry)
-                if compile_id is None:
-                    continue
-                rank = entry.get("rank") if isinstance(entry.get("rank"), int) else None
-                region = open_regions.setdefault(compile_id, RegionText(file, rank, compile_id))
-                _take(region, entry, "\n".join(payload))
-                if region.complete:
-                    yield open_regions.pop(compile_id)
+        open_regions: dict[str, RegionIndex] = {}
+        with file.open("rb") as log:
+            offset, region, name, start = 0, None, "", 0
+            for line in log:
+                if line[:1] != b"\t":
+                    if region is not None and offset > start:
+                        region.spans[name] = (start, offset)
+                        if region.complete and region.compile_id in open_regions:
+                            yield open_regions.pop(region.compile_id)
+                    region, name = None, ""
+                    entry = _wanted(line.decode("utf-8", errors="replace")) if any(m in line for m in _MARKS) else None
+                    compile_id = _compile_id(entry) if entry is not None else None
+                    if entry is not None and compile_id is not None:
+                        rank = entry.get("rank") if isinstance(entry.get("rank"), int) else None
+                        found = open_regions.setdefault(compile_id, RegionIndex(file, rank, compile_id))
+                        name = next((g for g in GRAPHS if g in entry), None) or entry["artifact"]["name"]
+                        if name == INDUCTOR_MARK:
+                            found.inductor = True
+                        else:
+                            region = found
+                    start = offset + len(line)
+                offset += len(line)
+            if region is not None and offset > start:
+                region.spans[name] = (start, offset)
         yield from open_regions.values()
 
 
-def _take(region: RegionText, entry: dict, text: str) -> None:
-    for name in GRAPHS:
-        if name in entry:
-            region.graphs[name] = text
-            return
-    name = entry["artifact"]["name"]
-    if name == INDUCTOR_MARK:
-        region.inductor = True
+def read_regions(path: str | Path) -> Iterator[RegionText]:
+    """Each compiled region of each log, with its text (`index_regions`, each region read as it is handed on)."""
+    for index in index_regions(path):
+        yield index.read()
+
+
+def _take(region: RegionText, name: str, text: str) -> None:
+    if name in GRAPHS:
+        region.graphs[name] = text
         return
     if name == "min_cut_information":
         region.min_cut_information = text

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import re
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NoReturn
 
@@ -31,9 +32,10 @@ from ..core.text import visible
 from ..core.torch_trace import (
     GraphBuilder,
     Refused,
+    RegionIndex,
     RegionText,
     graph_input_names,
-    read_regions,
+    index_regions,
     trace_files,
 )
 from ..core.trace import Split, Trace, build_partition
@@ -104,30 +106,71 @@ class TraceRegion(BackwardExtraction):
         return super().save_graphnet(out_dir, name or self.sample_name, layout=layout, validate=validate)
 
 
-@dataclass
 class TraceLoad:
-    """What `load_trace` read: the regions it could build, and one sentence for each it could not."""
+    """What `load_trace` found: the run's compiled regions, in the order it compiled them, each built into a
+    `TraceRegion` when first asked for (`load[i]`, iterating), so a trace of any size opens in one pass over its
+    bytes and holds only the regions in use (the last `KEPT` built). A region whose text was refused, or that
+    holds no AOT graphs, is one sentence in `refused`; iterating skips it, and `load[i]` raises TraceError."""
 
-    regions: list[TraceRegion]
-    refused: list[str]
-    seconds: float
+    KEPT = 8
+    """Built regions kept for the next access (each holds its graphs and their fake values: megabytes)."""
 
-    def __iter__(self) -> Iterator[TraceRegion]:
-        return iter(self.regions)
+    def __init__(self, indexes: list[RegionIndex], refused: list[str], seconds: float) -> None:
+        self.indexes = indexes
+        """Where each complete region's entries lie in its log (`core/torch_trace.py`)."""
+        self._refused = refused
+        self._refused_at: dict[int, str] = {}
+        self._built: OrderedDict[int, TraceRegion] = OrderedDict()
+        self.seconds = seconds
+        """How long indexing the trace took (reading every byte once)."""
+
+    @property
+    def refused(self) -> list[str]:
+        """One sentence per region not read: those with no AOT graphs (known once indexed), and those whose text
+        was refused (known once built: `regions` builds every one)."""
+        return self._refused + [self._refused_at[i] for i in sorted(self._refused_at)]
+
+    @property
+    def regions(self) -> list[TraceRegion]:
+        """Every region that can be built, built (on a large trace: seconds per region, and their memory)."""
+        return list(self)
 
     def __len__(self) -> int:
-        return len(self.regions)
+        return len(self.indexes)
 
     def __getitem__(self, index: int) -> TraceRegion:
-        return self.regions[index]
+        index = range(len(self.indexes))[index]
+        if index in self._refused_at:
+            raise TraceError(self._refused_at[index])
+        if index not in self._built:
+            spans = self.indexes[index]
+            try:
+                region = region_extraction(spans.read())
+            except Refused as why:
+                where = visible(f"{spans.file.name} region {spans.compile_id}")
+                self._refused_at[index] = f"{where}: refused, nothing of it run: {visible(why)}."
+                raise TraceError(self._refused_at[index]) from None
+            self._built[index] = region
+            while len(self._built) > self.KEPT:
+                self._built.popitem(last=False)
+        self._built.move_to_end(index)
+        return self._built[index]
+
+    def __iter__(self) -> Iterator[TraceRegion]:
+        for index in range(len(self.indexes)):
+            try:
+                yield self[index]
+            except TraceError:
+                continue
 
     def __repr__(self) -> str:
-        names = ", ".join(f"rank {r.rank} {r.compile_id}" if r.rank is not None else r.compile_id for r in self)
-        return f"TraceLoad({len(self.regions)} regions: {names}; {len(self.refused)} refused)"
+        names = ", ".join(f"rank {i.rank} {i.compile_id}" if i.rank is not None else i.compile_id for i in self.indexes)
+        return f"TraceLoad({len(self)} regions: {names}; {len(self.refused)} refused)"
 
 
 def load_trace(path: str | Path) -> TraceLoad:
-    """The compiled regions of a TORCH_TRACE folder (or one of its logs), in the order the run compiled them."""
+    """The compiled regions of a TORCH_TRACE folder (or one of its logs), in the order the run compiled them:
+    indexed in one pass (a 2 GB trace in seconds), each region built when first used."""
     started = time.perf_counter()
     try:
         files = trace_files(path)
@@ -135,17 +178,14 @@ def load_trace(path: str | Path) -> TraceLoad:
         raise TraceError(visible(f"{error}: give the folder TORCH_TRACE named, or one log in it.")) from None
     if not files:
         raise TraceError(visible(f"{path} holds no TORCH_TRACE log (*.log): give the folder TORCH_TRACE named."))
-    regions, refused = [], []
-    for text in read_regions(path):
-        where = visible(f"{text.file.name} region {text.compile_id}")
-        if not text.complete:
+    indexes, refused = [], []
+    for index in index_regions(path):
+        if index.complete:
+            indexes.append(index)
+        else:
+            where = visible(f"{index.file.name} region {index.compile_id}")
             refused.append(f"{where}: the trace holds no AOT forward and backward graphs for it, skipped.")
-            continue
-        try:
-            regions.append(region_extraction(text))
-        except Refused as why:
-            refused.append(f"{where}: refused, nothing of it run: {visible(why)}.")
-    return TraceLoad(regions, refused, time.perf_counter() - started)
+    return TraceLoad(indexes, refused, time.perf_counter() - started)
 
 
 def region_extraction(text: RegionText) -> TraceRegion:
