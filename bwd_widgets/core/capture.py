@@ -6,6 +6,7 @@ No analysis happens here: this module only records what torch hands its compiler
 from __future__ import annotations
 
 import contextlib
+import logging
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -524,3 +525,26 @@ def _reorder_placeholders(gm: torch.fx.GraphModule, order: list[int]) -> None:
     for i in order:
         anchor.prepend(placeholders[i])
     gm.recompile()
+
+
+_TORCH_FAILURE_LOGS = ("torch._subclasses.fake_tensor", "torch._higher_order_ops.wrap")
+"""Loggers quiet while a capture runs: the one torch writes a failing op's whole traceback to (a shape mismatch:
+18 lines on stderr) before raising it, the failure itself reaching the user as one sentence; and the one that
+warns a torch.compile user that a `context_fn` checkpointed region must hold no in-place op, which every
+selective checkpoint plan of the advisor set off (issue 43, item 8): a capture explains, it compiles nothing
+the user runs."""
+
+
+@contextlib.contextmanager
+def torch_failure_logs_quiet() -> Iterator[None]:
+    """`_TORCH_FAILURE_LOGS` quiet for the block: around every compile a capture runs (its routes, and the trace
+    cache's guard capture, which meets the same failing op first)."""
+    loggers = [logging.getLogger(name) for name in _TORCH_FAILURE_LOGS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)

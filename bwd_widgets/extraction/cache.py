@@ -34,6 +34,7 @@ import torch
 from torch.nn.modules import module as module_tables
 
 from ..core.analysis import random_ops
+from ..core.capture import torch_failure_logs_quiet
 from ..core.compat import (
     TracingContext,
     dynamo,
@@ -238,7 +239,7 @@ def guard_capture(key: TraceKey) -> Guarded | None:
     compiled = torch.compile(entry, backend=backend, fullgraph=True, dynamic=False)
     if dynamo_backends.get(id(backend)) is backend:
         del dynamo_backends[id(backend)]  # kept for torch._dynamo.reset() only; would hold the guards forever
-    with TORCH_WORK, interrupts_held(), graph_text_skipped_unless_logged():  # as the capture's own tracing
+    with TORCH_WORK, interrupts_held(), graph_text_skipped_unless_logged(), torch_failure_logs_quiet():  # as a capture
         tensors = _graph_tensors(compiled, key, guarding=True)
     entries = _cache_entries(entry.__code__)
     if tensors is None or len(entries) != 1:

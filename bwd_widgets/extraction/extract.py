@@ -17,12 +17,12 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
-from ..core.capture import CaptureSession, own_dynamo_entries
+from ..core.capture import CaptureSession, own_dynamo_entries, torch_failure_logs_quiet
 from ..core.compat import (
     compiled_original,
     dynamo_config,
@@ -577,7 +577,7 @@ def _run(
         stack.enter_context(torch.random.fork_rng(devices=[]))
         stack.enter_context(functorch_config.patch(force_non_lazy_backward_lowering=True))
         stack.enter_context(dynamo_config.patch(capture_scalar_outputs=capture_scalars))
-        stack.enter_context(_quiet(_TORCH_FAILURE_LOGS))
+        stack.enter_context(torch_failure_logs_quiet())
         stack.enter_context(torch.inference_mode(False))  # extract called inside inference_mode still records
         stack.enter_context(torch.enable_grad())
         session.rng_state = torch.get_rng_state()
@@ -616,27 +616,6 @@ def _changeable(model: Callable, values: list) -> list[torch.Tensor]:
     model's buffers and the inputs that need no gradient (autograd forbids changing the others in place)."""
     buffers = list(model.buffers()) if isinstance(model, torch.nn.Module) else []
     return buffers + [v for v in values if isinstance(v, torch.Tensor) and not v.requires_grad]
-
-
-_TORCH_FAILURE_LOGS = ("torch._subclasses.fake_tensor", "torch._higher_order_ops.wrap")
-"""Loggers quiet while a capture runs: the one torch writes a failing op's whole traceback to (a shape mismatch:
-18 lines on stderr) before raising it, the failure itself reaching the user as one sentence; and the one that
-warns a torch.compile user that a `context_fn` checkpointed region must hold no in-place op, which every
-selective checkpoint plan of the advisor set off (issue 43, item 8): a capture explains, it compiles nothing
-the user runs."""
-
-
-@contextlib.contextmanager
-def _quiet(names: tuple[str, ...]) -> Iterator[None]:
-    loggers = [logging.getLogger(name) for name in names]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        for logger, level in zip(loggers, levels):
-            logger.setLevel(level)
 
 
 def _logging_methods() -> set[Callable]:
