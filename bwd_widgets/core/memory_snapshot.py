@@ -60,6 +60,13 @@ _DROPPED = object()
 """What the memo holds in place of a trace event and its frames list once they are summarised."""
 
 
+_BATCHES = frozenset((0x75, 0x73, 0x65, 0x61))
+_LENGTHS = frozenset((0x8C, 0x58, 0x8D, 0x8B, 0x95))
+_CONSTANTS = {0x4E: None, 0x88: True, 0x89: False, 0x29: ()}
+_TUPLES = {0x85: 1, 0x86: 2, 0x87: 3}
+"""Opcode groups `_rare` dispatches on (pickletools names them: SETITEMS..., strings, constants, TUPLE1-3)."""
+
+
 class _Refused(Exception):
     """Internal: the opcode at hand is not one a snapshot needs."""
 
@@ -398,19 +405,17 @@ class _SnapshotReader:
         else:
             self.at_end = True
 
-    def _run(self, budget: int) -> None:  # noqa: C901, PLR0912, PLR0915 (one dispatch loop is the fast form)
-        stack, marks, memo, take = self.stack, self.marks, self.memo, self._take
+    def _run(self, budget: int) -> None:
+        """The loop over opcodes: the ones a snapshot is made of (memo references, small ints, strings, dicts
+        and lists filled in batches) inline, the rest in `_rare`; any other opcode refuses the file."""
+        stack, memo = self.stack, self.memo
         buf, pos = self.buffer, self.pos
         end = len(buf) - 16
         for _ in range(budget):
             if pos >= end:
-                self.pos = pos
-                if not self.at_end:
-                    self._refill()
-                    buf, pos = self.buffer, self.pos
-                    end = len(buf) - 16
-                if self.at_end and (pos >= len(buf) or pos + 1 + _ARGUMENT.get(buf[pos], 0) > len(buf)):
-                    raise SnapshotError(_CUT_SHORT)  # the last opcode's argument runs past the end
+                self._at_buffer_end(pos)
+                buf, pos = self.buffer, self.pos
+                end = len(buf) - 16
             op = buf[pos]
             pos += 1
             if op == 0x68:  # h BINGET
@@ -433,124 +438,119 @@ class _SnapshotReader:
             elif op == 0x71:  # q BINPUT
                 self._put(buf[pos])
                 pos += 1
-            elif op == 0x72:  # r LONG_BINPUT
-                self._put(_U32(buf, pos)[0])
-                pos += 4
             elif op == 0x4B:  # K BININT1
                 stack.append(buf[pos])
                 pos += 1
-            elif op == 0x4D:  # M BININT2
-                stack.append(_U16(buf, pos)[0])
-                pos += 2
             elif op == 0x4A:  # J BININT
                 stack.append(_I32(buf, pos)[0])
                 pos += 4
-            elif op == 0x8A:  # LONG1
-                n = buf[pos]
-                if n <= 8:
-                    stack.append(int.from_bytes(buf[pos + 1 : pos + 1 + n], "little", signed=True))
-                    pos += 1 + n
-                else:
-                    self.pos = pos + 1
-                    stack.append(int.from_bytes(take(n), "little", signed=True))
-                    buf, pos = self.buffer, self.pos
-                    end = len(buf) - 16
             elif op == 0x7D:  # } EMPTY_DICT
                 stack.append({})
             elif op == 0x5D:  # ] EMPTY_LIST
                 stack.append([])
-            elif op == 0x28:  # ( MARK
-                marks.append(len(stack))
-                if len(stack) >= 2 and stack[-2] == "frames" and type(stack[-2]) is str:
-                    self.pos = pos
-                    if self._frames_run():
-                        buf, pos = self.buffer, self.pos
-                        end = len(buf) - 16
-            elif op == 0x75:  # u SETITEMS
-                start = marks.pop()
-                items = stack[start:]
-                del stack[start:]
-                target = stack[-1]
-                for i in range(0, len(items), 2):
-                    target[items[i]] = items[i + 1]
-                if "device_traces" in target or "segments" in target:
-                    self.top = target
-            elif op == 0x73:  # s SETITEM
-                value = stack.pop()
-                key = stack.pop()
-                stack[-1][key] = value
-            elif op == 0x65:  # e APPENDS
-                start = marks.pop()
-                items = stack[start:]
-                del stack[start:]
-                self._append(stack[-1], items)
-            elif op == 0x61:  # a APPEND
-                value = stack.pop()
-                self._append(stack[-1], [value])
-            elif op in (0x8C, 0x58, 0x8D, 0x8B, 0x95):  # strings, LONG4, FRAME: a length, then bytes
-                width = 1 if op == 0x8C else 8 if op in (0x8D, 0x95) else 4
+            else:
                 self.pos = pos
-                n = int.from_bytes(take(width), "little", signed=op == 0x8B)
-                if op == 0x8B:
-                    stack.append(int.from_bytes(take(n), "little", signed=True))
-                elif op != 0x95:  # FRAME's length is only a hint
-                    stack.append(str(take(n), "utf-8", "surrogatepass"))
+                if self._rare(op):
+                    return
                 buf, pos = self.buffer, self.pos
                 end = len(buf) - 16
-            elif op == 0x47:  # G BINFLOAT
-                stack.append(_F64(buf, pos)[0])
-                pos += 8
-            elif op == 0x4E:  # N NONE
-                stack.append(None)
-            elif op == 0x88:  # NEWTRUE
-                stack.append(True)
-            elif op == 0x89:  # NEWFALSE
-                stack.append(False)
-            elif op == 0x29:  # ) EMPTY_TUPLE
-                stack.append(())
-            elif op == 0x85:  # TUPLE1
-                stack[-1] = (stack[-1],)
-            elif op == 0x86:  # TUPLE2
-                stack[-2:] = [tuple(stack[-2:])]
-            elif op == 0x87:  # TUPLE3
-                stack[-3:] = [tuple(stack[-3:])]
-            elif op == 0x74:  # t TUPLE
-                start = marks.pop()
-                value = tuple(stack[start:])
-                del stack[start:]
-                stack.append(value)
-            elif op == 0x6C:  # l LIST
-                start = marks.pop()
-                value = stack[start:]
-                del stack[start:]
-                stack.append(value)
-            elif op == 0x64:  # d DICT
-                start = marks.pop()
-                items = stack[start:]
-                del stack[start:]
-                stack.append({items[i]: items[i + 1] for i in range(0, len(items), 2)})
-            elif op == 0x30:  # 0 POP
-                if marks and marks[-1] == len(stack):
-                    marks.pop()
-                else:
-                    stack.pop()
-            elif op == 0x31:  # 1 POP_MARK
-                del stack[marks.pop() :]
-            elif op == 0x32:  # 2 DUP
-                stack.append(stack[-1])
-            elif op == 0x80:  # PROTO
-                if buf[pos] > 5:
-                    self.pos = pos
-                    raise _Refused("a pickle protocol newer than 5")
-                pos += 1
-            elif op == 0x2E:  # . STOP
-                self.pos = pos
-                self._finish(stack.pop())
-                return
-            else:
-                self.pos = pos - 1
-                raise _Refused(_describe(op))
         self.pos = pos
+
+    def _at_buffer_end(self, pos: int) -> None:
+        """Near the buffer's end: read on, and refuse a last opcode whose argument runs past the file's end."""
+        self.pos = pos
+        if not self.at_end:
+            self._refill()
+        buf, pos = self.buffer, self.pos
+        if self.at_end and (pos >= len(buf) or pos + 1 + _ARGUMENT.get(buf[pos], 0) > len(buf)):
+            raise SnapshotError(_CUT_SHORT)
+
+    def _rare(self, op: int) -> bool:  # noqa: C901, PLR0912 (one dispatch over the opcodes left)
+        """Every other opcode a plain pickle holds, its argument read from `self.pos` on; True at STOP."""
+        stack, marks, buf, pos = self.stack, self.marks, self.buffer, self.pos
+        if op in _BATCHES:
+            self._batch(op)
+        elif op == 0x28:  # ( MARK
+            marks.append(len(stack))
+            if len(stack) >= 2 and stack[-2] == "frames" and type(stack[-2]) is str:
+                self._frames_run()
+        elif op in _LENGTHS:
+            self._with_length(op)
+        elif op == 0x72:  # r LONG_BINPUT
+            self._put(_U32(buf, pos)[0])
+            self.pos = pos + 4
+        elif op == 0x4D:  # M BININT2
+            stack.append(_U16(buf, pos)[0])
+            self.pos = pos + 2
+        elif op == 0x8A:  # LONG1
+            self.pos = pos + 1
+            stack.append(int.from_bytes(self._take(buf[pos]), "little", signed=True))
+        elif op == 0x47:  # G BINFLOAT
+            stack.append(_F64(buf, pos)[0])
+            self.pos = pos + 8
+        elif op in _CONSTANTS:
+            stack.append(_CONSTANTS[op])
+        elif op in _TUPLES:
+            count = _TUPLES[op]
+            stack[-count:] = [tuple(stack[-count:])]
+        elif op in (0x74, 0x6C, 0x64):  # t TUPLE, l LIST, d DICT
+            start = marks.pop()
+            items = stack[start:]
+            del stack[start:]
+            made = {items[i]: items[i + 1] for i in range(0, len(items), 2)} if op == 0x64 else items
+            stack.append(tuple(made) if op == 0x74 else made)
+        elif op in (0x30, 0x31, 0x32):  # 0 POP, 1 POP_MARK, 2 DUP
+            self._stack_op(op)
+        elif op == 0x80:  # PROTO
+            if buf[pos] > 5:
+                raise _Refused("a pickle protocol newer than 5")
+            self.pos = pos + 1
+        elif op == 0x2E:  # . STOP
+            self._finish(stack.pop())
+            return True
+        else:
+            self.pos = pos - 1
+            raise _Refused(_describe(op))
+        return False
+
+    def _batch(self, op: int) -> None:
+        """SETITEMS, SETITEM, APPENDS, APPEND: into the dict or list below."""
+        stack = self.stack
+        if op in (0x75, 0x65):  # u SETITEMS, e APPENDS
+            start = self.marks.pop()
+            items = stack[start:]
+            del stack[start:]
+        else:  # s SETITEM, a APPEND
+            items = stack[-2:] if op == 0x73 else stack[-1:]
+            del stack[-len(items) :]
+        target = stack[-1]
+        if op in (0x65, 0x61):
+            self._append(target, items)
+            return
+        for i in range(0, len(items), 2):
+            target[items[i]] = items[i + 1]
+        if "device_traces" in target or "segments" in target:
+            self.top = target
+
+    def _with_length(self, op: int) -> None:
+        """Strings (SHORT_BINUNICODE, BINUNICODE, BINUNICODE8), LONG4 and FRAME: a length, then its bytes."""
+        width = 1 if op == 0x8C else 8 if op in (0x8D, 0x95) else 4
+        n = int.from_bytes(self._take(width), "little", signed=op == 0x8B)
+        if op == 0x8B:
+            self.stack.append(int.from_bytes(self._take(n), "little", signed=True))
+        elif op != 0x95:  # FRAME's length is only a hint
+            self.stack.append(str(self._take(n), "utf-8", "surrogatepass"))
+
+    def _stack_op(self, op: int) -> None:
+        stack, marks = self.stack, self.marks
+        if op == 0x32:  # DUP
+            stack.append(stack[-1])
+        elif op == 0x31:  # POP_MARK
+            del stack[marks.pop() :]
+        elif marks and marks[-1] == len(stack):  # POP of a mark
+            marks.pop()
+        else:
+            stack.pop()
 
     def _put(self, index: int) -> None:
         memo = self.memo
