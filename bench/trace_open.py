@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from torch_trace_runs import copied_regions  # noqa: E402 - the tests' own copier, after its path
+
 MAKE = """
 import sys, torch
 sys.path.insert(0, sys.argv[1])
@@ -34,7 +36,6 @@ from bwd_widgets.examples import Transformer
 torch.manual_seed(0)
 counted_saves(Transformer(), (torch.randint(0, 64, (2, 8)),), backend="inductor", budget=0.5)
 """
-_HEADER = re.compile(r"^([VIWEC]\d{4} [\d:.]+ +\d+ [^\]]*\] )(\{.*\})\s*$")
 
 
 def real_trace(folder: Path) -> Path:
@@ -42,30 +43,6 @@ def real_trace(folder: Path) -> Path:
     subprocess.run([sys.executable, "-c", MAKE, str(ROOT / "tests")], env=env, check=True, capture_output=True)
     (log,) = folder.iterdir()
     return log
-
-
-def grown(log: Path, out: Path, size: float, ranks: int) -> int:
-    """Copies of the log's entries, each copy's compile ids under a new frame id, spread over `ranks` logs."""
-    lines = log.read_text().splitlines(keepends=True)
-    out.mkdir(parents=True)
-    files = [(out / f"dedicated_log_torch_trace_rank_{r}_bench.log").open("w") for r in range(ranks)]
-    written, copy = 0, 0
-    while written < size:
-        rank = copy % ranks
-        for line in lines:
-            match = _HEADER.match(line)
-            if match is not None:
-                entry = json.loads(match.group(2))
-                if isinstance(entry.get("frame_id"), int):
-                    entry["frame_id"] = copy // ranks
-                entry["rank"] = rank
-                line = match.group(1) + json.dumps(entry) + "\n"
-            files[rank].write(line)
-            written += len(line)
-        copy += 1
-    for file in files:
-        file.close()
-    return copy
 
 
 MEASURE = """
@@ -108,7 +85,7 @@ def main() -> None:
         base = args.keep or Path(scratch)
         started = time.perf_counter()
         log = real_trace(base / "real")
-        copies = grown(log, base / "big", args.size, args.ranks)
+        copies = copied_regions(log, base / "big", args.size, args.ranks)
         size = sum(p.stat().st_size for p in (base / "big").iterdir())
         print(
             f"made {size / 1e9:.2f} GB: {copies} copies of a {log.stat().st_size / 1e6:.2f} MB real Inductor trace "

@@ -1,8 +1,9 @@
-"""`bwd-extract`: batch backward extraction over GraphNet sample folders."""
+"""`bwd-extract`: batch backward extraction over GraphNet sample folders, or a TORCH_TRACE's regions read."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import threading
@@ -11,8 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .batch import DEFAULT_TIMEOUT, SampleRecord, TLSFiles, plan, run
-from .core.errors import BatchError, BwdWidgetsError
-from .core.kinds import MODES
+from .batch.records import DEFAULT_BACKEND
+from .core.errors import BatchError, BwdWidgetsError, TraceError
+from .core.kinds import BACKENDS, MODES
 from .core.partitioners import partitioner_choices
 from .core.text import visible
 from .core.units import format_bytes, format_seconds
@@ -22,10 +24,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from types import FrameType
 
+    from .extraction.loaded_trace import TraceLoad
+
 EXAMPLE = """examples:
   bwd-extract ../shared/graphnet_samples/torchvision/mobilenet_v2 --out out/
   bwd-extract --list ../shared/graphnet_samples/dev_list.txt --out out/ --workers 2 --resume --validate
   bwd-extract --list samples.txt --root ~/GraphNet/samples --out out/ --scheduler tcp://10.0.0.5:8786
+  bwd-extract --list samples.txt --out out/ --backend inductor --budget 0.5
+  bwd-extract --trace /tmp/run_trace    (a TORCH_TRACE folder or one of its logs: each compiled region, read)
   bwd-extract --list samples.txt --out out/ --scheduler tls://10.0.0.5:8786 --tls-ca-file ca.pem \\
       --tls-cert client.pem --tls-key client.key
 Writes out/eval_forward/REL (a copy of the input), out/train_forward/REL/NAME_train_forward and
@@ -36,7 +42,11 @@ A sample is code: its model.py runs (in a worker process), so extract only sampl
 Its weight_meta.py and input_meta.py are read as data, never run.
 One batch at a time writes an output folder: it holds OUT/.bwd_widgets.lock (naming its pid, host, start
 time and command) while it runs, and a second batch on the same --out is refused; a lock whose batch is
-gone (killed) is taken over, and what that batch left (staging and scratch folders) is removed."""
+gone (killed) is taken over, and what that batch left (staging and scratch folders) is removed.
+--trace reads what a torch.compile run wrote with TORCH_TRACE=DIR set: a line per compiled region (rank,
+compile id, backend, budget, saved values and bytes) and a sentence per region it could not read; nothing of
+the trace runs. With --out it writes OUT/trace_summary.json, and each region's GraphNet samples where that can
+be done (exit 1 where it cannot)."""
 
 
 def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
@@ -66,15 +76,31 @@ def _add_samples(parser: argparse.ArgumentParser) -> None:
         help="samples root that list entries and output names are relative to, as GraphNet's --model-path-prefix "
         "(default: the folder list entries are found in when it holds every sample, else the samples' common parent)",
     )
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
+    parser.add_argument("--out", type=Path, metavar="DIR", help="output folder (required, except with --trace)")
+    parser.add_argument(
+        "--trace",
+        type=Path,
+        metavar="PATH",
+        help="instead of samples: a TORCH_TRACE folder (or one of its *.log files) a torch.compile run wrote; "
+        "prints each compiled region's partition as the run made it (with --out, also writes what can be written)",
+    )
 
 
 def _add_settings(parser: argparse.ArgumentParser) -> None:
     """What makes an output (recorded in it and compared by --resume), and how it is laid out."""
     parser.add_argument(
-        "--partitioner", default="default", help=f"one of {partitioner_choices()} (default: %(default)s)"
+        "--partitioner",
+        help=f"one of {partitioner_choices()} (default: default; min_cut with --budget or --backend inductor)",
     )
     parser.add_argument("--budget", type=float, help="activation memory budget in [0, 1]; implies min_cut")
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=DEFAULT_BACKEND,
+        help="aot_eager (default): AOT Autograd's joint graph as traced; inductor: the partition torch.compile(model) "
+        "makes, after Inductor's decompositions and joint-graph passes (min-cut only); recorded in each output, "
+        "so --resume redoes outputs another backend made",
+    )
     parser.add_argument("--mode", choices=MODES, default="real", help="real runs the model; fake only traces shapes")
     parser.add_argument(
         "--validate",
@@ -169,9 +195,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_intermixed_args(argv)  # sample folders may follow options too
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.|copyreg")
+    if args.trace is not None:
+        return _read_trace(parser, args)
+    if args.out is None:
+        parser.error("the following arguments are required: --out")
     from tqdm import tqdm
 
-    partitioner = "min_cut" if args.budget is not None and args.partitioner == "default" else args.partitioner
+    partitioner = "min_cut" if args.budget is not None and args.partitioner is None else args.partitioner
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous_handler = signal.signal(signal.SIGTERM, _interrupt) if in_main_thread else None  # stop like Ctrl-C
     try:
@@ -188,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             resume=args.resume,
             layout=args.layout,
             validate=args.validate,
+            backend=args.backend,
         )
         summary = run(
             batch,
@@ -220,3 +251,94 @@ def main(argv: list[str] | None = None) -> int:
     summary_path = visible(args.out / "summary.json")
     print(f"{done - failed} of {done} samples ok{checked}; summary in {summary_path}", file=sys.stderr)
     return 1 if failed or validation["failed"] else 0
+
+
+_WRITING = ("layout", "validate")
+"""Options that say how samples are written: with --trace, they need --out."""
+
+
+def _refuse_with_trace(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """One sentence naming the options given with --trace that cannot apply to it: a trace holds the partition
+    its run made, on the run's device, so nothing chooses, re-partitions or runs samples."""
+    actions = parser._actions  # noqa: SLF001 - argparse lists its options nowhere public
+    named = {action.dest: action.option_strings[0] if action.option_strings else "sample folders" for action in actions}
+    given = [
+        dest
+        for dest in named
+        if dest not in ("help", "trace", "out")
+        and getattr(args, dest, None) not in (None, [])
+        and getattr(args, dest) != parser.get_default(dest)
+    ]
+    unusable = [dest for dest in given if dest not in _WRITING]
+    if unusable:
+        names = ", ".join(str(named[dest]) for dest in unusable)
+        raise TraceError(
+            f"--trace reads the partition its run made, so {names} cannot apply to it: drop "
+            f"{'it' if len(unusable) == 1 else 'them'}, or extract samples without --trace."
+        )
+    if given and args.out is None:
+        names = " and ".join(str(named[dest]) for dest in given)
+        verb = "says" if len(given) == 1 else "say"
+        raise TraceError(f"{names} {verb} how samples are written: add --out DIR, or drop {names}.")
+
+
+def _read_trace(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """`--trace PATH`: each region's line, each refused region's sentence; with --out, what can be written."""
+    from .extraction.loaded_trace import load_trace, region_line
+
+    try:
+        _refuse_with_trace(parser, args)
+        load = load_trace(args.trace)
+    except BwdWidgetsError as error:
+        print(f"bwd-extract: error: {visible(error)}", file=sys.stderr)
+        return 2
+    read = 0
+    for region in load:
+        print(visible(region_line(region)))
+        read += 1
+    for sentence in load.refused:
+        print(f"not read: {visible(sentence)}")
+    print(
+        f"{read} region{'' if read == 1 else 's'} read, {len(load.refused)} not, in {format_seconds(load.seconds)}",
+        file=sys.stderr,
+    )
+    if args.out is not None:
+        return _write_trace(load, args)
+    return 0 if read else 1
+
+
+def _write_trace(load: TraceLoad, args: argparse.Namespace) -> int:
+    """OUT/trace_summary.json (each region's figures and the refused sentences), then each region's GraphNet
+    samples, named as `save_graphnet` names a region's; a refusal to write them is one sentence, said once, and
+    exit 1: the user asked for them."""
+    out: Path = args.out
+    summary = {
+        "trace": str(args.trace),
+        "regions": [
+            {"rank": r.rank, "compile_id": r.compile_id, "backend": r.backend, **r.summary(), "notes": r.notes}
+            for r in load
+        ],
+        "refused": load.refused,
+    }
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "trace_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    except OSError as error:
+        print(
+            f"bwd-extract: error: cannot write to {visible(out)}: {visible(error.strerror or error)}", file=sys.stderr
+        )
+        return 1
+    print(f"summary in {visible(out / 'trace_summary.json')}", file=sys.stderr)
+    refusals: list[str] = []
+    for region in load:
+        try:
+            written = region.save_graphnet(out, layout=args.layout or "graphnet", validate=args.validate)
+        except (BwdWidgetsError, OSError) as error:
+            reason = visible(error if isinstance(error, BwdWidgetsError) else error.strerror or error)
+            if reason not in refusals:
+                refusals.append(reason)
+            continue
+        print(f"saved {', '.join(visible(path) for path in written.values())}", file=sys.stderr)
+    for reason in refusals:
+        print(f"bwd-extract: GraphNet samples not written: {reason}", file=sys.stderr)
+    return 1 if refusals or not len(load) else 0

@@ -106,6 +106,7 @@ def test_cli_resume_redoes_torn_writes_and_cleans_stale_staging(tmp_path):
         (["--out", "{out}"], "no samples given"),
         (["--list", "{samples}/missing.txt", "--out", "{out}"], "is not a file"),
         (["{samples}/a", "--out", "{out}", "--partitioner", "nope"], "unknown partitioner"),
+        (["{samples}/a", "--out", "{out}", "--backend", "inductor", "--partitioner", "default"], "min-cut only"),
         (["{samples}/a", "--out", "{foreign}"], "not a summary that bwd-extract wrote"),
         (["{samples}/a", "--out", "{corrupt}", "--resume"], "not a summary that bwd-extract wrote"),
         (["{samples}/a", "--out", "{file}/below"], "cannot write to the output folder"),

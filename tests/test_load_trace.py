@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch_trace_runs import traced_run
 
 import bwd_widgets as bw
 from bwd_widgets.core.errors import BwdWidgetsError
@@ -32,32 +33,6 @@ from shared_data import shared_path
 
 TESTS = Path(__file__).resolve().parent
 
-RUN = """
-import json, sys, torch
-import torch._dynamo
-from compiled_saves import counted_saves
-from bwd_widgets.examples import MLP, Transformer
-
-class Broken(torch.nn.Module):
-    '''The course's MLP with a graph break between its halves: Dynamo compiles two regions.'''
-    def __init__(self):
-        super().__init__()
-        self.first, self.second = MLP(width=32, depth=2, out=32), MLP(width=32, depth=2, out=4)
-    def forward(self, x):
-        h = self.first(x)
-        torch._dynamo.graph_break()
-        return self.second(h)
-
-name, backend, budget = sys.argv[1], sys.argv[2], float(sys.argv[3])
-torch.manual_seed(0)
-if name == "transformer":
-    model, x = Transformer(), torch.randint(0, 64, (2, 8))
-else:
-    model, x = Broken(), torch.randn(4, 32, requires_grad=True)
-saves = counted_saves(model, (x,), backend=backend, budget=budget)
-print(json.dumps({"bytes": saves.bytes, "tensors": saves.tensors}))
-"""
-
 
 def _made(name: str) -> tuple[torch.nn.Module, torch.Tensor]:
     """The model and input the traced run made, made again the same way (the same seed, the same order)."""
@@ -65,24 +40,6 @@ def _made(name: str) -> tuple[torch.nn.Module, torch.Tensor]:
     if name == "transformer":
         return Transformer(), torch.randint(0, 64, (2, 8))
     raise AssertionError(name)
-
-
-def _traced_run(folder: Path, name: str, backend: str, budget: float, *, debug: bool = False) -> dict:
-    """Run the model once under torch.compile in a fresh process with TORCH_TRACE set; its pack-hook count.
-    `debug`: with AOT_PARTITIONER_DEBUG=1, torch's switch that writes min-cut's knapsack into the trace."""
-    env = {"TORCH_TRACE": str(folder), "PYTHONPATH": str(TESTS), "PATH": "/usr/bin:/bin", "HOME": str(folder.parent)}
-    env.update({"AOT_PARTITIONER_DEBUG": "1"} if debug else {})
-    done = subprocess.run(
-        [sys.executable, "-c", RUN, name, backend, str(budget)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=TESTS.parent,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    counted: dict = json.loads(done.stdout.strip().splitlines()[-1])
-    return counted
 
 
 def _saved(extraction: bw.BackwardExtraction) -> list[tuple[str, tuple, int]]:
@@ -96,7 +53,7 @@ def _slow_for_inductor(*cases: tuple) -> list:
 
 @pytest.mark.parametrize(("backend", "budget"), _slow_for_inductor(*itertools.product(BACKENDS, [1.0, 0.5])))
 def test_a_loaded_region_saves_what_the_run_saved(tmp_path: Path, backend: str, budget: float) -> None:
-    counted = _traced_run(tmp_path / "trace", "transformer", backend, budget, debug=True)
+    counted = traced_run(tmp_path / "trace", "transformer", backend, budget, debug=True)
     load = bw.load_trace(tmp_path / "trace")
     assert not load.refused and len(load) == 1
     (region,) = load
@@ -129,13 +86,13 @@ def test_a_loaded_region_saves_what_the_run_saved(tmp_path: Path, backend: str, 
 @pytest.mark.slow
 def test_the_two_budgets_differ_on_the_course_transformer(tmp_path: Path) -> None:
     """The budget test above would hold trivially if torch saved the same at both: it does not."""
-    whole, half = (_traced_run(tmp_path / f"t{b}", "transformer", "aot_eager", b) for b in (1.0, 0.5))
+    whole, half = (traced_run(tmp_path / f"t{b}", "transformer", "aot_eager", b) for b in (1.0, 0.5))
     assert half["bytes"] < whole["bytes"]
 
 
 @pytest.mark.parametrize("backend", _slow_for_inductor(*((b,) for b in BACKENDS)))
 def test_a_graph_break_gives_two_regions_each_showable(tmp_path: Path, backend: str) -> None:
-    counted = _traced_run(tmp_path / "trace", "broken", backend, 0.5)
+    counted = traced_run(tmp_path / "trace", "broken", backend, 0.5)
     load = bw.load_trace(tmp_path / "trace")
     assert not load.refused
     assert [r.compile_id for r in load] == ["0/0_1", "1/0"]
@@ -192,13 +149,13 @@ def test_two_ranks_give_a_region_each(tmp_path: Path) -> None:
 
 
 def test_one_log_of_the_folder_loads_alone(tmp_path: Path) -> None:
-    _traced_run(tmp_path / "trace", "broken", "aot_eager", 1.0)
+    traced_run(tmp_path / "trace", "broken", "aot_eager", 1.0)
     (log,) = (tmp_path / "trace").iterdir()
     assert [r.compile_id for r in bw.load_trace(log)] == ["0/0_1", "1/0"]
 
 
 def test_what_a_loaded_region_cannot_do_says_so_in_one_sentence(tmp_path: Path) -> None:
-    _traced_run(tmp_path / "trace", "transformer", "aot_eager", 1.0)
+    traced_run(tmp_path / "trace", "transformer", "aot_eager", 1.0)
     (region,) = bw.load_trace(tmp_path / "trace")
     for attempt in (
         lambda: region.rerun("min_cut", 0.3),
@@ -244,7 +201,7 @@ def test_samples_written_from_a_trace_pass_graphnets_validator(tmp_path: Path, d
     """A region's GraphNet samples, from a CPU run's trace and from the same text on `cuda:0`: on a CPU build
     they hold the CPU (the region does), on a CUDA build the run's device, which GraphNet's own device pass
     moves to the CPU; GraphNet's validator then runs each here."""
-    _traced_run(tmp_path / "trace", "transformer", "aot_eager", 0.5)
+    traced_run(tmp_path / "trace", "transformer", "aot_eager", 0.5)
     (log,) = (tmp_path / "trace").iterdir()
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / log.name).write_text(log.read_text().replace(']cpu"', f']{device}"'))
@@ -334,7 +291,7 @@ def test_the_safe_twin_of_the_refused_trace_loads(tmp_path: Path) -> None:
 def test_a_cuda_trace_loads_where_this_torch_can_hold_it(tmp_path: Path) -> None:
     """The same run's text with its values on `cuda:0`: a CUDA build makes fake CUDA tensors (no GPU needed); a
     CPU build holds them on the CPU and says so."""
-    _traced_run(tmp_path / "trace", "transformer", "aot_eager", 1.0)
+    traced_run(tmp_path / "trace", "transformer", "aot_eager", 1.0)
     (log,) = (tmp_path / "trace").iterdir()
     cuda = tmp_path / "cuda" / log.name
     cuda.parent.mkdir()

@@ -8,13 +8,14 @@ here, `dask`: a Dask cluster, `worker`: what runs in them, `transport`: files as
 from .dask import DaskPool, TLSFiles, run_on_dask_worker
 from .plan import Batch, Job, ListBase, plan
 from .pool import InProcessPool, LocalPool, Pool, WorkerProcess, cores
-from .records import FAILED, FIGURES, STATUSES, SampleRecord, SampleRequest, Settings, Status
+from .records import DEFAULT_BACKEND, FAILED, FIGURES, STATUSES, SampleRecord, SampleRequest, Settings, Status
 from .run import DEFAULT_TIMEOUT, extract_many, run
 from .summary import SUMMARY_WRITER, BatchSummary, read_previous, validation_counts, write_summary
 from .transport import make_request, read_files, store, unpack
 from .worker import run_sample, serve
 
 __all__ = [
+    "DEFAULT_BACKEND",
     "DEFAULT_TIMEOUT",
     "FAILED",
     "FIGURES",

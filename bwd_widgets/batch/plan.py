@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..core.errors import BatchError, OutputError
-from ..core.kinds import MODES, Mode
-from ..core.partitioners import resolve_partitioner
+from ..core.kinds import MODES, Backend, Mode
+from ..core.partitioners import resolve_for_backend
 from ..graphnet.writer import LAYOUTS, SPLITS, Layout, output_name
-from .records import SampleRecord, Settings
+from .records import DEFAULT_BACKEND, SampleRecord, Settings
 from .summary import read_previous
 
 if TYPE_CHECKING:
@@ -124,13 +124,16 @@ def _samples_root(folders: list[Path], root: PathLike | None, list_base: Path | 
     return Path(os.path.commonpath([folder.parent for folder in folders]))
 
 
-def _settings(partitioner: str, memory_budget: float | None, mode: Mode, validate: bool) -> Settings:
-    """What makes an output, refusing a mode or partitioner a worker process could not use."""
+def _settings(
+    partitioner: str | None, memory_budget: float | None, mode: Mode, validate: bool, backend: Backend
+) -> Settings:
+    """What makes an output, refusing a mode, backend or partitioner a worker process could not use (a
+    partitioner the backend's partition never uses is refused in `resolve_for_backend`'s words)."""
     if mode not in MODES:
         raise BatchError(f"unknown mode {mode!r}: use {' or '.join(repr(m) for m in MODES)}.")
-    if not isinstance(partitioner, str):
+    if partitioner is not None and not isinstance(partitioner, str):
         raise BatchError("a batch takes a registered partitioner name: worker processes cannot share a function.")
-    resolved = resolve_partitioner(partitioner, memory_budget)
+    resolved = resolve_for_backend(partitioner, memory_budget, backend)
     settings: Settings = {
         "partitioner": resolved.name,
         "memory_budget": resolved.memory_budget,
@@ -139,6 +142,8 @@ def _settings(partitioner: str, memory_budget: float | None, mode: Mode, validat
     }
     if validate:
         settings["validate"] = True  # only then: outputs written before validation existed keep their settings
+    if backend != DEFAULT_BACKEND:
+        settings["backend"] = backend  # only then: outputs written before --backend existed keep their settings
     return settings
 
 
@@ -204,23 +209,26 @@ def plan(
     *,
     list_file: PathLike | None = None,
     root: PathLike | None = None,
-    partitioner: str = "default",
+    partitioner: str | None = None,
     memory_budget: float | None = None,
     mode: Mode = "real",
     device: str = "cpu",
     resume: bool = False,
     layout: Layout | None = None,
     validate: bool = False,
+    backend: Backend = DEFAULT_BACKEND,
 ) -> Batch:
     """Name every sample and check every path; one-sentence errors, and nothing written (`run` creates `out`).
 
     layout: None keeps the layout an existing output folder was written with, else GraphNet's ("graphnet").
     resume: skip samples whose outputs are complete with these settings and made from the same input files (and
     keep their records). device: where the samples' tensors are built, kept as named (`cuda:1`, `xpu`, `mps`).
+    backend: whose partition each sample's outputs hold, as `extract`'s; partitioner None is that backend's own
+    default ("default" after aot_eager, min-cut after Inductor).
     """
     if layout is not None and layout not in LAYOUTS:
         raise BatchError(f"unknown layout {layout!r}: use 'graphnet' (GraphNet's own) or 'flat'.")
-    settings = _settings(partitioner, memory_budget, mode, validate)
+    settings = _settings(partitioner, memory_budget, mode, validate, backend)
     device = checked_device(device)
     samples_root, jobs = _jobs(paths, list_file, root)
     out_path = Path(out)

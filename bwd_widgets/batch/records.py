@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict, get_args
 
-from ..core.kinds import Mode
+from ..core.kinds import Backend, Mode
 from ..graphnet.validate import Outcome as Outcome
 from ..graphnet.validate import ValidationRecord
 from ..graphnet.writer import Layout
@@ -21,6 +21,13 @@ FAILED: tuple[Status, ...] = ("error", "crash", "timeout")
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 FIGURES = ("graphs", "forward_nodes", "backward_nodes", "saved", "saved_activation_bytes", "saved_input_bytes")
 """The extraction's figures an `ok` record carries (keys of `BackwardExtraction.summary()`)."""
+DEFAULT_BACKEND: Backend = "aot_eager"
+"""The backend a batch extracts with unless told, and the one an output whose settings name none was made by."""
+
+
+def backend_of(settings: Settings) -> Backend:
+    """The backend that made (or makes) an output with these settings: an absent one is the old default."""
+    return settings.get("backend", DEFAULT_BACKEND)
 
 
 class _Settings(TypedDict):
@@ -35,6 +42,9 @@ class Settings(_Settings, total=False):
 
     validate: bool
     """Present (True) only when validating: outputs written before validation existed keep their settings."""
+    backend: Backend
+    """Present only for a backend other than `DEFAULT_BACKEND` (aot_eager): outputs written before `--backend`
+    existed carry none, and were made by that default, so `resume` still finds them complete."""
 
 
 class _Request(TypedDict):

@@ -19,6 +19,7 @@ from .dask import DaskPool, TLSFiles
 from .lock import OutputLock, describe
 from .plan import Batch, Job, PathLike, plan
 from .pool import InProcessPool, LocalPool, Pool, cores
+from .records import DEFAULT_BACKEND
 from .scratch import clean_stale_scratch
 from .summary import BatchSummary, read_previous, write_summary
 from .transport import files_digest, make_request, read_files, store
@@ -26,7 +27,7 @@ from .transport import files_digest, make_request, read_files, store
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
-    from ..core.kinds import Mode
+    from ..core.kinds import Backend, Mode
     from .records import SampleRecord, SampleRequest
 
 DEFAULT_TIMEOUT = 900.0
@@ -211,7 +212,7 @@ def extract_many(
     out: PathLike,
     *,
     root: PathLike | None = None,
-    partitioner: str = "default",
+    partitioner: str | None = None,
     memory_budget: float | None = None,
     mode: Mode = "real",
     device: str = "cpu",
@@ -223,6 +224,7 @@ def extract_many(
     layout: Layout | None = None,
     validate: bool = False,
     tls: TLSFiles | None = None,
+    backend: Backend = DEFAULT_BACKEND,
 ) -> BatchSummary:
     """Extract many GraphNet samples into `out` as `bwd-extract` does, with a progress bar.
 
@@ -233,7 +235,8 @@ def extract_many(
     sample and write its `graph_hash.txt`. Each sample runs in a worker process (`workers`, default one per
     core; `timeout` seconds each), or on Dask with `client` (a `distributed.Client`, a scheduler address,
     or "local"; results come back pickled from it, so name only a cluster you trust; `tls`: certificate
-    files for a tls:// scheduler). Returns the summary, one row per sample.
+    files for a tls:// scheduler). backend: whose partition the outputs hold, as `extract`'s (recorded in
+    their settings where it is not the default). Returns the summary, one row per sample.
     """
     batch = plan(
         paths,
@@ -246,5 +249,6 @@ def extract_many(
         resume=resume,
         layout=layout,
         validate=validate,
+        backend=backend,
     )
     return run(batch, workers=workers, timeout=timeout, scheduler=client, progress=progress, tls=tls)

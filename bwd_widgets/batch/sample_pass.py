@@ -10,7 +10,8 @@ GraphNet's driver loads this file by its path, so it imports bwd_widgets by abso
 
 It takes GraphNet's config keys (`model_path_prefix`, `output_dir`, `device`, `resume`,
 `limits_handled_models`) and writes what `bwd-extract` writes, GraphNet's layout and files, with
-`summary.json` updated after each sample. Our own keys: `partitioner`, `memory_budget`, `mode`, `validate`.
+`summary.json` updated after each sample. Our own keys: `partitioner`, `memory_budget`, `mode`, `validate`,
+`backend`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from bwd_widgets.batch import FAILED, plan, run
 from bwd_widgets.batch.plan import checked_device
+from bwd_widgets.batch.records import DEFAULT_BACKEND
 from bwd_widgets.core.errors import BatchError, SamplePassError
 
 GRAPHNET_KEYS = {
@@ -31,7 +33,13 @@ GRAPHNET_KEYS = {
     "limits_handled_models": None,
 }
 """The config of GraphNet's own `BackwardGraphExtractorPass`, with its defaults."""
-OUR_KEYS = {"partitioner": "default", "memory_budget": None, "mode": "real", "validate": False}
+OUR_KEYS = {
+    "partitioner": None,
+    "memory_budget": None,
+    "mode": "real",
+    "validate": False,
+    "backend": DEFAULT_BACKEND,
+}
 REQUIRED = ("model_path_prefix", "output_dir")
 
 
@@ -69,6 +77,7 @@ class BackwardGraphExtractorPass:
             device=self.device,
             resume=bool(config["resume"]),
             validate=bool(config["validate"]),
+            backend=config["backend"],
         )
         summary = run(batch, scheduler="in-process", progress=False)
         if summary.interrupted:

@@ -20,6 +20,7 @@ import torch
 
 from ..core.errors import one_line
 from ..graphnet.writer import write_extraction
+from .records import backend_of
 from .scratch import SCRATCH_ENV
 from .transport import read_files, unpack
 
@@ -63,6 +64,7 @@ def run_sample(request: SampleRequest, scratch_folder: Path | None = None) -> Sa
                 partitioner=settings["partitioner"],
                 memory_budget=settings["memory_budget"],
                 mode=settings["mode"],
+                backend=backend_of(settings),
                 name=name,
                 cache=False,
             )

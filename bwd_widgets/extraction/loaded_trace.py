@@ -39,6 +39,7 @@ from ..core.torch_trace import (
     trace_files,
 )
 from ..core.trace import Split, Trace, build_partition
+from ..core.units import format_bytes
 from .result import BackwardExtraction
 
 if TYPE_CHECKING:
@@ -179,12 +180,19 @@ def load_trace(path: str | Path) -> TraceLoad:
     if not files:
         raise TraceError(visible(f"{path} holds no TORCH_TRACE log (*.log): give the folder TORCH_TRACE named."))
     indexes, refused = [], []
-    for index in index_regions(path):
-        if index.complete:
-            indexes.append(index)
-        else:
-            where = visible(f"{index.file.name} region {index.compile_id}")
-            refused.append(f"{where}: the trace holds no AOT forward and backward graphs for it, skipped.")
+    try:
+        for index in index_regions(path):
+            if index.complete:
+                indexes.append(index)
+            else:
+                where = visible(f"{index.file.name} region {index.compile_id}")
+                refused.append(f"{where}: the trace holds no AOT forward and backward graphs for it, skipped.")
+    except OSError as error:
+        raise TraceError(visible(f"cannot read {path}: {error.strerror or error}.")) from None
+    if not indexes and not refused:
+        raise TraceError(
+            visible(f"{path} records no compiled region: give the folder TORCH_TRACE named, or one log in it.")
+        )
     return TraceLoad(indexes, refused, time.perf_counter() - started)
 
 
@@ -315,6 +323,20 @@ def _tag_recomputed(joint: torch.fx.GraphModule, backward: torch.fx.GraphModule,
     for node in backward.graph.nodes:
         if node.op == "call_function" and node.name in forward_nodes:
             node.meta["partitioner_tag"] = "is_forward"
+
+
+def region_line(region: TraceRegion) -> str:
+    """One compiled region in a line (what `bwd-extract --trace` prints, and the magic above each widget): where the run compiled it, whose partition it is, and what it saves."""
+    where = f"rank {region.rank} " if region.rank is not None else ""
+    budget = "no budget recorded" if region.memory_budget is None else f"budget {region.memory_budget:g}"
+    saved = region.saved_tensors
+    activations = sum(1 for s in saved if s.is_activation)
+    return (
+        f"{where}region {region.compile_id}: {region.backend}, {budget}; saved {len(saved)} values, "
+        f"{format_bytes(region.saved_activation_bytes + region.saved_input_bytes)} "
+        f"({activations} activations, {format_bytes(region.saved_activation_bytes)}; "
+        f"inputs kept {format_bytes(region.saved_input_bytes)})"
+    )
 
 
 def regions_by_rank(load: TraceLoad) -> dict[int | None, list[TraceRegion]]:

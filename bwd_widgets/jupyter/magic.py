@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
     from ..core.kinds import Mode
+    from ..extraction.loaded_trace import TraceLoad
     from ..extraction.result import BackwardExtraction
     from .advising import ModelSource
 
@@ -75,6 +76,13 @@ class BwdMagics(Magics):
         help="aot_eager (default): AOT Autograd's joint graph as traced; inductor: the partition torch.compile(model) "
         "makes, after Inductor's decompositions and joint-graph passes (min-cut only)",
     )
+    @argument(
+        "--trace",
+        metavar="PATH",
+        help="instead of a call: a TORCH_TRACE folder (or one of its logs) a torch.compile run wrote; shows each "
+        "compiled region as the run partitioned it, headed by its rank and compile id, and returns them all "
+        "(bw.load_trace's TraceLoad); nothing of the trace runs",
+    )
     @argument("--save", metavar="DIR", help="also write train_forward/ and train_backward/ GraphNet samples under DIR")
     @argument("--name", help="name of the extraction and of the saved samples (default: the called name)")
     @argument("--no-display", action="store_true", help="return the extraction without showing the widget")
@@ -103,7 +111,7 @@ class BwdMagics(Magics):
         "training where the backward starts from a loss, else floating",
     )
     @line_cell_magic
-    def bwd_extract(self, line: str, cell: str | None = None) -> BackwardExtraction:
+    def bwd_extract(self, line: str, cell: str | None = None) -> BackwardExtraction | TraceLoad:
         """Extract the backward graph of a forward call and show it.
 
         Examples::
@@ -117,6 +125,7 @@ class BwdMagics(Magics):
             %bwd_extract model(x) --fake --save out/ --name my_model   (options before or after the call)
             %bwd_extract --fake --fit 24GB lm(ids)   (then print bw.advise's plans for that target)
             %bwd_extract --fit 512MiB --time model(x)   (and each plan's step time on this machine)
+            run = %bwd_extract --trace /tmp/run_trace   (each region a torch.compile run logged with TORCH_TRACE)
 
             %%bwd_extract --output loss
             h = encoder(x)
@@ -128,18 +137,17 @@ class BwdMagics(Magics):
         the names it assigns exist afterwards; in fake mode the trace's one run is applied (what it
         printed, appended, counted, assigned under `global`) and no name it assigns is bound.
         """
-        shell = self.shell
-        if shell is None:
-            raise UsageError("%bwd_extract needs an IPython shell")
+        shell = _shell_of(self)
         call, args, partitioner = _read_options(self.bwd_extract, line, cell)
+        if args.trace is not None:
+            return _show_trace(shell, args)
         target = _fit_target(args.fit, args.time, args.fake)
-        keywords: dict = {}
-        sandbox = None
+        sandbox: _Sandbox | None = None
         if cell is None:
             model, inputs, keywords, called = _evaluate_call(call, shell.user_ns)
         else:
             model, inputs, sandbox = _cell_module(cell, shell.user_ns, args.output, args.fake)
-            called = "cell"
+            keywords, called = {}, "cell"
         mode: Mode = "fake" if args.fake else "real"
         output = args.output if cell is None else None
         options = {"model_kwargs": keywords, "output": output, "requires_grad": _requires_grad(args, cell and model)}
@@ -163,6 +171,92 @@ class BwdMagics(Magics):
         else:
             _show(shell, extraction, model_source(model, tuple(inputs), options))
         return extraction
+
+
+_NOT_WITH_TRACE = {
+    "partitioner": "--partitioner",
+    "budget": "--budget",
+    "fake": "--fake",
+    "backend": "--backend",
+    "name": "--name",
+    "fit": "--fit",
+    "time": "--time",
+    "output": "--output",
+    "requires_grad": "--requires-grad",
+}
+"""What chooses, partitions or runs a model: a trace holds the partition its run made, and no model."""
+
+
+def _refuse_with_trace(magic: object, args: argparse.Namespace, call: str, cell: str | None) -> None:
+    """One UsageError sentence naming what cannot go with --trace: a forward call or cell, or the options that
+    choose, partition or run a model."""
+    if call or (cell is not None and cell.strip()):
+        what = f"the call {call!r}" if call else "the cell's code"
+        raise UsageError(f"--trace shows a run that already happened, so {what} has nothing to do: drop it")
+    parser = getattr(magic, "parser", None)
+    defaults = {dest: parser.get_default(dest) if parser is not None else None for dest in _NOT_WITH_TRACE}
+    given = [flag for dest, flag in _NOT_WITH_TRACE.items() if getattr(args, dest) not in (None, defaults[dest])]
+    if given:
+        them = "it" if len(given) == 1 else "them"
+        raise UsageError(
+            f"--trace shows the partition its run made, so {', '.join(given)} cannot apply to it: drop {them}"
+        )
+
+
+SHOWN_REGIONS = 8
+"""Regions `--trace` draws as widgets; past them a line each, from the trace's index (a long run compiles
+hundreds, each built in about half a second and holding megabytes)."""
+
+
+def _show_trace(shell: InteractiveShell, args: argparse.Namespace) -> TraceLoad:
+    """`--trace PATH`: the regions the run compiled, each headed by its line (rank, compile id, backend, budget,
+    what it saves) and drawn as its widget, the first `SHOWN_REGIONS` of them: a graph break's regions are parts
+    of one step, and each rank's are its own, so the first does not stand for the others; past them, a line each
+    and how to show one. `--no-display` prints the lines only. A region that could not be read is one
+    sentence; a path without a trace is one UsageError sentence."""
+    from ..extraction.loaded_trace import load_trace, region_line
+
+    try:
+        load = load_trace(args.trace)
+    except BwdWidgetsError as error:
+        raise UsageError(str(error)) from None
+    from IPython.display import display
+
+    shown = 0
+    for index in range(min(len(load), SHOWN_REGIONS)):
+        try:
+            region = load[index]
+        except BwdWidgetsError:
+            continue  # its sentence is in load.refused, printed below
+        print(region_line(region))
+        shown += 1
+        if not args.no_display:
+            display(BackwardGraphWidget(region))
+    rest = load.indexes[SHOWN_REGIONS:]
+    if rest:
+        names = ", ".join(f"rank {i.rank} {i.compile_id}" if i.rank is not None else i.compile_id for i in rest[:20])
+        more = f" and {len(rest) - 20} more" if len(rest) > 20 else ""
+        print(
+            f"{len(rest)} more regions, not drawn: {names}{more}; to draw one, keep what the magic returns "
+            f"(load = %bwd_extract --trace ...) and call bw.show(load[{SHOWN_REGIONS}])."
+        )
+    for sentence in load.refused:
+        print(f"not read: {sentence}")
+    if not shown and not rest:
+        print(f"bwd_extract: no region of {args.trace} could be read", file=sys.stderr)
+    if args.save:
+        for region in load:
+            if not _save(region, Path(args.save), None):  # each region names its own samples
+                break  # the same refusal for every region: said once
+    _drawn_once(shell, load)
+    return load
+
+
+def _shell_of(magics: Magics) -> InteractiveShell:
+    """The shell the magic runs in; without one (the class used on its own) nothing can be shown."""
+    if magics.shell is None:
+        raise UsageError("%bwd_extract needs an IPython shell")
+    return magics.shell
 
 
 def _show(shell: InteractiveShell, extraction: BackwardExtraction, source: ModelSource) -> None:
@@ -192,7 +286,7 @@ class _QuietFor:
             self.hook.fill_exec_result(value)
 
 
-def _drawn_once(shell: InteractiveShell, extraction: BackwardExtraction) -> None:
+def _drawn_once(shell: InteractiveShell, extraction: object) -> None:
     """The widget is the only output of a bare `%bwd_extract` line ending a cell; `g = %bwd_extract ...` still binds
     the extraction. Only a value the cell's code hands straight to the display hook is kept from it."""
     hook = sys.displayhook
@@ -237,13 +331,16 @@ def _read_options(magic: object, line: str, cell: str | None) -> tuple[str, argp
         raise UsageError("bad arguments to %bwd_extract: see %bwd_extract? for the usage") from None
     except ValueError as error:
         raise UsageError(f"could not read the options ({error}): close every quote") from None
-    for option in ("partitioner", "save", "name", "output", "requires_grad"):  # IPython's split keeps the quotes
+    for option in ("partitioner", "save", "name", "output", "requires_grad", "trace"):  # IPython's split keeps quotes
         value = getattr(args, option)
         if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             setattr(args, option, value[1:-1])
     if args.call:
         where = "write one forward call, e.g. %bwd_extract --fake model(x)" if cell is None else "put it in the cell"
         raise UsageError(f"unexpected {' '.join(args.call)!r}: {where}")
+    if args.trace is not None:
+        _refuse_with_trace(magic, args, call, cell)
+        return call, args, None
     partitioner = "min_cut" if args.budget is not None and args.partitioner is None else args.partitioner
     try:
         resolve_for_backend(partitioner, args.budget, args.backend)
@@ -308,15 +405,17 @@ def _advise(model: Callable, inputs: list, target: int, mode: Mode, options: dic
     print(advice)
 
 
-def _save(extraction: BackwardExtraction, out: Path, name: str) -> None:
-    """Write the samples; a failure is one line on stderr and the extraction is still returned."""
+def _save(extraction: BackwardExtraction, out: Path, name: str | None) -> bool:
+    """Write the samples (named `name`, else as the extraction names its own); a failure is one line on stderr
+    (and False) and the extraction is still returned."""
     try:
         written = extraction.save_graphnet(out, name)
     except (BwdWidgetsError, OSError) as error:
         message = str(error) if isinstance(error, BwdWidgetsError) else one_line(error)
         print(f"bwd_extract: not saved: {message}", file=sys.stderr)
-        return
+        return False
     print(f"saved {', '.join(str(path) for path in written.values())}")  # news, not an error: stdout
+    return True
 
 
 def _free_name(out: Path, called: str) -> str:

@@ -1,0 +1,91 @@
+"""Real TORCH_TRACE folders made here: the course's models run once under `torch.compile` in a fresh process with
+`TORCH_TRACE=<dir>` set, and the pack-hook count of that very run (`compiled_saves.counted_saves`).
+
+Shared by the tests of what reads a trace (test files never import one another): `bw.load_trace`'s, and the
+magic's and the command line's `--trace`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+RUN = """
+import json, sys, torch
+import torch._dynamo
+from compiled_saves import counted_saves
+from bwd_widgets.examples import MLP, Transformer
+
+class Broken(torch.nn.Module):
+    '''The course's MLP with a graph break between its halves: Dynamo compiles two regions.'''
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = MLP(width=32, depth=2, out=32), MLP(width=32, depth=2, out=4)
+    def forward(self, x):
+        h = self.first(x)
+        torch._dynamo.graph_break()
+        return self.second(h)
+
+name, backend, budget = sys.argv[1], sys.argv[2], float(sys.argv[3])
+torch.manual_seed(0)
+if name == "transformer":
+    model, x = Transformer(), torch.randint(0, 64, (2, 8))
+else:
+    model, x = Broken(), torch.randn(4, 32, requires_grad=True)
+saves = counted_saves(model, (x,), backend=backend, budget=budget)
+print(json.dumps({"bytes": saves.bytes, "tensors": saves.tensors}))
+"""
+MODELS = ("transformer", "broken")
+"""transformer: the course Transformer, one region; broken: the course MLP with a graph break, two regions."""
+
+
+def traced_run(folder: Path, name: str, backend: str, budget: float, *, debug: bool = False) -> dict:
+    """Run the model `name` once under torch.compile in a fresh process with TORCH_TRACE=folder; the bytes and
+    tensors its pack hook counted. `debug`: with AOT_PARTITIONER_DEBUG=1, torch's switch that writes min-cut's
+    knapsack into the trace (`min_cut_information`)."""
+    env = {"TORCH_TRACE": str(folder), "PYTHONPATH": str(TESTS), "PATH": "/usr/bin:/bin", "HOME": str(folder.parent)}
+    env.update({"AOT_PARTITIONER_DEBUG": "1"} if debug else {})
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, name, backend, str(budget)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=TESTS.parent,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    counted: dict = json.loads(done.stdout.strip().splitlines()[-1])
+    return counted
+
+
+_HEADER = re.compile(r"^([VIWEC]\d{4} [\d:.]+ +\d+ [^\]]*\] )(\{.*\})\s*$")
+
+
+def copied_regions(log: Path, out: Path, size: float, ranks: int = 1) -> int:
+    """A long run's trace made from a short one: copies of `log`'s entries, each copy's compile ids under a new
+    frame id, spread over `ranks` logs named as torch names a rank's, until `size` bytes are written. The copies."""
+    lines = log.read_text().splitlines(keepends=True)
+    out.mkdir(parents=True)
+    files = [(out / f"dedicated_log_torch_trace_rank_{r}_copied.log").open("w") for r in range(ranks)]
+    written, copies = 0, 0
+    while written < size:
+        rank = copies % ranks
+        for line in lines:
+            match = _HEADER.match(line)
+            if match is not None:
+                entry = json.loads(match.group(2))
+                if isinstance(entry.get("frame_id"), int):
+                    entry["frame_id"] = copies // ranks
+                entry["rank"] = rank
+                line = match.group(1) + json.dumps(entry) + "\n"
+            files[rank].write(line)
+            written += len(line)
+        copies += 1
+    for file in files:
+        file.close()
+    return copies
