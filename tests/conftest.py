@@ -19,6 +19,7 @@ SLOW_FILES = {
     # each takes from half a minute to many minutes here: model zoos, GraphNet corpora and validators, generated
     # families over every view and partition, the advisor, worker processes, a real kernel, torch.compile races
     "test_advisor.py",
+    "test_advisor_newest_apis.py",
     "test_background_invisible.py",
     "test_batch.py",
     "test_batch_output_lock.py",
@@ -42,6 +43,7 @@ SLOW_FILES = {
     "test_torch_partition.py",
     "test_torch_reasons.py",
     "test_trace_cache.py",
+    "test_trace_entry_points.py",
     "test_widget.py",
     "test_worked_answers.py",
     "test_zoo.py",

@@ -364,8 +364,26 @@ def graph_break_note(reason: str) -> str:
     return f"Dynamo broke the graph{at}: {dynamo_words(reason).rstrip('.')}."
 
 
+def region_memory_budget_available() -> bool:
+    """Whether this torch has `torch.autograd.graph.region_activation_memory_budget` (a budget for the graph
+    traced under it, read by min-cut when torch.compile partitions that graph)."""
+    return callable(getattr(torch.autograd.graph, "region_activation_memory_budget", None))
+
+
+def cpu_offload_policies() -> tuple[str, ...]:
+    """The `CheckpointPolicy` members of this torch that ask for a CPU offload (`MUST_CPU_OFFLOAD`,
+    `PREFER_CPU_OFFLOAD`), and whether AOT Autograd has the switch of its offload pass
+    (`enable_activation_offloading`): () where either is missing."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    names = tuple(name for name in ("MUST_CPU_OFFLOAD", "PREFER_CPU_OFFLOAD") if hasattr(CheckpointPolicy, name))
+    return names if isinstance(getattr(functorch_config, "enable_activation_offloading", None), bool) else ()
+
+
 __all__ = [
     "compiled_original",
+    "cpu_offload_policies",
+    "region_memory_budget_available",
     "dynamo_setting",
     "dynamo_words",
     "keyless_pytree_node",

@@ -31,6 +31,7 @@ from ...extraction.result import BackwardExtraction
 from ..compare import listed
 from ..forked import Awaited, ForkedTasks, default_workers
 from . import code as snippets
+from . import newest
 from .gap import OffloadPrediction, eager_peak_parts, explain, predict, saved_sizes
 from .plans import Advice, Plan, pareto, parse_bytes, step_bytes
 
@@ -63,6 +64,8 @@ class _Run:
     predictions: dict[str, OffloadPrediction] = field(default_factory=dict)
     """Each offload plan's prediction in parts, by its code."""
     on_cpu: bool = False  # the model's tensors are on the CPU, where offload hooks moving them to it move nothing
+    regions: list[Plan] = field(default_factory=list)
+    """Region-budget plans (`newest.region_plan`): listed beside the Pareto set, verified as compiled."""
 
     @property
     def tried(self) -> list[Plan]:
@@ -132,12 +135,12 @@ class _Steps:
                 self.on_step(self.label, self.done, self.total)
 
 
-def _steps_at_most(budgets: tuple, specs: list, offload: bool) -> int:
+def _steps_at_most(budgets: tuple, specs: list, offload: bool, region: bool = False) -> int:
     """Every step the advisor can take, counted before it starts: the trace, each budget, each checkpoint spec,
     the verification of each plan those can make (one per budget, two per spec: alone and with the lowest
-    budget), and an offload plan's one or two eager checks. The count shown never grows; `_Steps.finish`
-    closes the steps not needed."""
-    return 1 + len(budgets) + len(specs) + len(budgets) + 2 * len(specs) + (2 if offload else 0)
+    budget), an offload plan's one or two eager checks, and the region plan's compiled run. The count shown
+    never grows; `_Steps.finish` closes the steps not needed."""
+    return 1 + len(budgets) + len(specs) + len(budgets) + 2 * len(specs) + (2 if offload else 0) + int(region)
 
 
 StepCallback = Callable[[str, int, int], None]
@@ -396,11 +399,12 @@ def _choose(run: _Run, seconds: float, interrupted: bool) -> Advice:
     offloads = [p for p in run.offload if p.fits]
     if best is None and offloads:
         why += f" Offloading fits instead: {offloads[0].label} (verified eagerly; it costs copies, not FLOPs)."
-    notes = [f"{p.label}: {p.note}" for p in run.offload]
+    notes = [f"{p.label}: {p.note}" for p in [*run.offload, *run.regions]]
     if run.path is None:
         notes.append(
             "no repeated-block container (an nn.ModuleList or nn.Sequential of one class) found: no checkpoint plans."
         )
+    notes += newest.newest_notes()
     return Advice(
         run.target,
         front,
@@ -414,6 +418,7 @@ def _choose(run: _Run, seconds: float, interrupted: bool) -> Advice:
         run.optimizer,
         _gradient_bytes(run.base),
         run.step,
+        run.regions,
     )
 
 
@@ -475,28 +480,26 @@ def advise(
     `best.measured_peak_bytes` is measured (measure=False skips it); measure_time=True times each Pareto plan's
     step (`Plan.measured_seconds`). An offload plan (`offload`) is verified by running its pasted hooks around an eager
     step over fake tensors; it costs copies, not FLOPs: never `best`, nor fitting a CPU model (its hooks move nothing
-    there). Plans go to shallow copies of the model. Ctrl-C, or should_stop() true after a step (Cancel), returns the
+    there). Where torch has per-region budgets, a region plan gives each block the lowest budget below 1.0
+    (`Advice.regions`), verified in real mode by running its pasted code compiled; listed, never `best`. Plans
+    go to shallow copies of the model. Ctrl-C, or should_stop() true after a step (Cancel), returns the
     plans so far; on_step(label, done, total) is called as each step starts and ends.
     """
     from tqdm.auto import tqdm
 
     target_bytes = parse_bytes(target)
     budgets = tuple(check_budget(b) for b in listed(budgets, "budgets", "(1.0, 0.5)"))
-    for saves in policies:
-        if saves not in snippets.POLICY_OPS:
-            raise AdviceError(f"policies= takes {' or '.join(map(repr, snippets.POLICY_OPS))}, got {saves!r}.")
-    if measure_time and mode != "real":
-        raise AdviceError("measure_time=True times each plan's real graphs, so it needs mode='real'.")
-    if any(not isinstance(k, int) or k < 1 for k in every):
-        raise AdviceError(f"every= takes whole numbers of 1 or more (1: every block), got {tuple(every)!r}.")
+    _check_choices(policies, every, measure_time, mode)
     path = snippets.find_blocks(model)
     run = _Run(model, inputs, mode, extract_kwargs, target_bytes, step_bytes(model, optimizer), path, optimizer)
     specs = _checkpoint_specs(path, tuple(policies), tuple(every)) if path is not None else []
+    region = newest.region_budget(budgets) if path is not None else None
     started, interrupted = time.perf_counter(), False
-    bar = tqdm(total=_steps_at_most(budgets, specs, offload), desc="advisor", unit="step", disable=not progress)
+    total = _steps_at_most(budgets, specs, offload, region is not None)
+    bar = tqdm(total=total, desc="advisor", unit="step", disable=not progress)
     steps = _Steps(bar, on_step, should_stop)
     try:
-        _search(run, budgets, specs, offload, steps)
+        _search(run, budgets, specs, offload, steps, region)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -505,6 +508,17 @@ def advise(
     if not interrupted:
         _measure(advice, mode, measure, measure_time, functools.partial(_timing_steps, progress, on_step, should_stop))
     return advice
+
+
+def _check_choices(policies: Sequence[str], every: Sequence[int], measure_time: bool, mode: Mode) -> None:
+    """One AdviceError sentence for a policy, an `every` or a timing the advisor cannot try."""
+    for saves in policies:
+        if saves not in snippets.POLICY_OPS:
+            raise AdviceError(f"policies= takes {' or '.join(map(repr, snippets.POLICY_OPS))}, got {saves!r}.")
+    if measure_time and mode != "real":
+        raise AdviceError("measure_time=True times each plan's real graphs, so it needs mode='real'.")
+    if any(not isinstance(k, int) or k < 1 for k in every):
+        raise AdviceError(f"every= takes whole numbers of 1 or more (1: every block), got {tuple(every)!r}.")
 
 
 def _timing_steps(
@@ -516,9 +530,12 @@ def _timing_steps(
     return _Steps(tqdm(total=total, desc="timing", unit="plan", disable=not progress), on_step, should_stop)
 
 
-def _search(run: _Run, budgets: tuple, specs: list[tuple[str, str, str]], offload: bool, bar: _Steps) -> None:
+def _search(
+    run: _Run, budgets: tuple, specs: list[tuple[str, str, str]], offload: bool, bar: _Steps, region: float | None
+) -> None:
     """Trace the model and partition its budgets while forked workers (fake mode) trace the checkpoint plans,
-    then share what is left of those; then the offload estimate and the verification of the Pareto front."""
+    then share what is left of those; then the offload estimate, the verification of the Pareto front, and the
+    region plan (each block at the `region` budget), run compiled."""
     run.on_cpu = device_of(run.model, [*run.inputs, *run.extract_kwargs.values()]) == "cpu"
     count = default_workers(run.mode)
     lowest = Awaited(shared=count > 0 and bool(specs))
@@ -548,6 +565,10 @@ def _search(run: _Run, budgets: tuple, specs: list[tuple[str, str, str]], offloa
     _verify_front(run, bar)
     if plan is not None:
         _check_offload(run, plan, bar)
+    if region is not None:
+        bar.set_postfix_str(f"each block at region budget {region:g} (compiled)")
+        run.regions.append(newest.region_plan(run, region))
+        bar.update()
     bar.finish()
 
 
@@ -558,7 +579,7 @@ def _remade(run: _Run, plan: Plan) -> Plan:
 
 
 def _every_plan(advice: Advice) -> list[Plan]:
-    plans = [*advice.tried, *advice.plans, *advice.offload, *([advice.best] if advice.best else [])]
+    plans = [*advice.tried, *advice.plans, *advice.offload, *advice.regions, *([advice.best] if advice.best else [])]
     return list({id(plan): plan for plan in plans}.values())
 
 
@@ -575,7 +596,7 @@ def remade_here(advice: Advice, model: object, inputs: tuple, mode: Mode, extrac
     path = snippets.find_blocks(model)
     run = _Run(model, inputs, mode, extract_kwargs, advice.target_bytes, advice.step_bytes, path, advice.optimizer)
     for plan in _every_plan(advice):
-        if plan.kind != "offload":
+        if plan.kind not in ("offload", "region"):
             _remade(run, plan)
     return advice
 

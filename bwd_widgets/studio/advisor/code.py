@@ -9,12 +9,17 @@ compiled model's first forward and backward under (budget plans), and may define
 from __future__ import annotations
 
 import contextlib
-from typing import NamedTuple
+import sys
+import types
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 from torch import nn
 
 from ...core.compat import child_modules, shallow_module_copy
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 MATMUL_OPS = ("mm", "addmm", "bmm", "baddbmm")
 """aten ops a "save matmuls" policy keeps (their `.default` overloads)."""
@@ -148,6 +153,10 @@ def shadow(model: nn.Module, path: str | None) -> nn.Module:
     return root
 
 
+PLAN_MODULE = "bwd_widgets_advice"
+"""The module name a plan's code runs as (its `__name__`)."""
+
+
 class Applied(NamedTuple):
     """What a plan's code left: the model, and the contexts it defined (null contexts where it defined none)."""
 
@@ -156,16 +165,37 @@ class Applied(NamedTuple):
     """`memory_budget`: the config patch to compile under (budget plans)."""
     saved_tensors_hooks: contextlib.AbstractContextManager
     """`offload`: the hooks to run the forward under (offload plans)."""
+    module: types.ModuleType | None = None
+    """The module the code ran in: Dynamo imports a function's module by name where it resumes after a graph
+    break (region plans), so a compile of such code runs under `importable(applied)`."""
 
 
 def run_code(code: str, model: nn.Module, path: str | None) -> Applied:
     """Execute a plan's code with `model` bound to a shadow of the model: the shadow as the code left it, and
     the `memory_budget` and `offload` contexts the code defined."""
-    namespace: dict = {"model": shadow(model, path), "__name__": "bwd_widgets_advice"}
+    module = types.ModuleType(PLAN_MODULE)
+    namespace = module.__dict__
+    namespace["model"] = shadow(model, path)
     exec(compile(code, "<bw.advise plan>", "exec"), namespace)
     budget, hooks = namespace.get("memory_budget"), namespace.get("offload")
     return Applied(
         namespace["model"],
         budget if budget is not None else contextlib.nullcontext(),
         hooks if hooks is not None else contextlib.nullcontext(),
+        module,
     )
+
+
+@contextlib.contextmanager
+def importable(applied: Applied) -> Iterator[None]:
+    """The plan's module in `sys.modules` for the length of a compile (what was there before is put back)."""
+    before = sys.modules.get(PLAN_MODULE)
+    if applied.module is not None:
+        sys.modules[PLAN_MODULE] = applied.module
+    try:
+        yield
+    finally:
+        if before is None:
+            sys.modules.pop(PLAN_MODULE, None)
+        else:
+            sys.modules[PLAN_MODULE] = before

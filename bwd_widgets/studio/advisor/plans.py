@@ -69,7 +69,8 @@ class Plan:
 
     label: str
     kind: str
-    """"budget", "selective", "checkpoint", "combined" or "offload"."""
+    """"budget", "selective", "checkpoint", "combined", "offload" or "region" (each block under its own
+    `region_activation_memory_budget`, `newest.py`)."""
     code: str
     predicted_peak_bytes: int
     """Activation-only peak (`peak_activation_only_bytes`: saved values and temporaries, not the returned
@@ -177,6 +178,11 @@ class Advice:
     gradient_bytes: int = 0
     """Bytes of the gradients the backward returns: out of every plan's peak, in the step bill with an optimizer."""
     step_bytes: int = 0
+    regions: list[Plan] = field(default_factory=list)
+    """Region-budget plans (`newest.region_plan`): each block a compiled graph of its own under its own budget.
+    bw's extraction keeps one run of a graph the model runs again, so they have no extraction: their saved
+    bytes are counted by running the pasted code compiled (real mode). Listed beside the Pareto set, never
+    `best`."""
 
     @property
     def unverified(self) -> list[Plan]:
@@ -229,5 +235,9 @@ class Advice:
             lines.append(
                 f"  offload: {p.label}: predicted peak {_size(p.predicted_peak_bytes)}, {verified} (eager){verdict}"
             )
+        for p in self.regions:
+            counted = p.note.startswith("verified")  # its saved bytes were counted by running it compiled
+            said = f"saved {_size(p.saved_bytes)} compiled" if counted else "not verified (see its note)"
+            lines.append(f"  region: {p.label}: {said}, predicted peak {_size(p.predicted_peak_bytes)}")
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
