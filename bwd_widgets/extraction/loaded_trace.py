@@ -102,8 +102,8 @@ class TraceRegion(BackwardExtraction):
     ) -> dict[str, Path]:
         """The run's forward and backward graphs as GraphNet samples, as a fake-mode extraction writes them: a
         trace holds no values, so each weight's and input's meta gives its shape, dtype and device only (GraphNet
-        draws values to run them). A value on a CUDA device is written on the device this region holds it on
-        (the CPU on a CPU build of torch: see `notes`); GraphNet's device pass moves such a sample elsewhere."""
+        draws values to run them). Written for the CPU, as every sample bwd_widgets writes, whatever device the
+        run used; GraphNet's device pass moves a sample to a GPU."""
         return super().save_graphnet(out_dir, name or self.sample_name, layout=layout, validate=validate)
 
 
