@@ -182,8 +182,9 @@ def _stop_mid_batch(command: list[str], out: Path, gate: Path, how: signal.Signa
     once it has done a sample more: it is then waiting on a gate the test has not opened, so it cannot finish
     first, however slowly this machine runs the test's polling."""
     before = _done(out)
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}  # a SIGABRT prints every thread's stack: where a hang hangs
     batch = subprocess.Popen(
-        command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, start_new_session=True
+        command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, start_new_session=True, env=env
     )
     try:
         gate.touch()
@@ -191,7 +192,12 @@ def _stop_mid_batch(command: list[str], out: Path, gate: Path, how: signal.Signa
             time.sleep(0.05)
         if batch.poll() is None:
             os.killpg(batch.pid, how)
-        _, err = batch.communicate(timeout=120)
+        try:
+            _, err = batch.communicate(timeout=120)
+        except subprocess.TimeoutExpired:  # CI saw this once: say where each process of the batch was
+            os.killpg(batch.pid, signal.SIGABRT)
+            _, err = batch.communicate(timeout=60)
+            pytest.fail(f"the batch did not stop within 120 s of {how.name}; its stacks:\n{err[-6000:]}")
     finally:
         if batch.poll() is None:
             os.killpg(batch.pid, signal.SIGKILL)
