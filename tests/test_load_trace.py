@@ -101,7 +101,9 @@ def test_a_graph_break_gives_two_regions_each_showable(tmp_path: Path, backend: 
     assert crossing.kind == "input" and crossing.shape == (4, 32)
     assert sum(r.saved_activation_bytes for r in load) + crossing.bytes == counted["bytes"]
     for region in load:
-        rows = bw.show(region).data["saved"]
+        shown = bw.show(region)
+        assert shown.can_rerun is False  # the partitioner, budget and sweep controls are off: the run's partition
+        rows = shown.data["saved"]
         assert [(r["name"], tuple(r["shape"]), r["bytes"]) for r in rows] == [
             (s.name, s.shape, s.bytes) for s in region.saved_tensors
         ]

@@ -82,6 +82,10 @@ class TraceRegion(BackwardExtraction):
     def notes(self) -> list[str]:
         return self.load_notes + super().notes
 
+    @property
+    def partitions_again(self) -> bool:
+        return False
+
     def rerun(self, partitioner: object = "default", memory_budget: float | None = None) -> BackwardExtraction:
         raise PartitionerError(_NOT_AGAIN)
 

@@ -69,6 +69,12 @@ class BackwardExtraction(RichDisplay):
         return self.partitions[0].trace.backend
 
     @property
+    def partitions_again(self) -> bool:
+        """Whether `rerun` can partition this joint graph again (the widget's partitioner, budget and sweep
+        controls act only then); a region loaded from a trace keeps the partition its run made."""
+        return True
+
+    @property
     def memory_budget(self) -> float | None:
         return self.partitions[0].partitioner.memory_budget
 

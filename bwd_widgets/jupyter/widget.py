@@ -198,6 +198,7 @@ class BackwardGraphWidget(anywidget.AnyWidget):
                     shown = self.payload["partition"]
                     self.previous = {"saved": shown["saved"], "saved_activation_bytes": shown["saved_activation_bytes"]}
                 session.shown = extraction
+                self.can_rerun = extraction.partitions_again
                 self.partitioner = extraction.partitioner
                 if extraction.memory_budget is not None:
                     self.memory_budget = extraction.memory_budget
