@@ -219,6 +219,9 @@ def test_a_long_runs_trace_draws_the_first_regions_and_names_the_rest(shell, tra
     assert result.success, result.error_in_exec
     load = shell.user_ns["run"]
     assert len(load) == 2 * copies == 12 and not load.refused
+    assert repr(load).startswith(
+        "TraceLoad(12 regions: rank 0 0/0_1, rank 0 0/0, "
+    ) and " and 2 more; 0 refused)" in repr(load)
     widgets = [o for o in captured.outputs if "BackwardGraph(bw_nodes=" in str(o.data.get("text/plain", ""))]
     assert len(widgets) == SHOWN_REGIONS
     lines = _lines(captured.stdout)

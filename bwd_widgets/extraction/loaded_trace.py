@@ -119,6 +119,8 @@ class TraceLoad:
 
     KEPT = 8
     """Built regions kept for the next access (each holds its graphs and their fake values: megabytes)."""
+    NAMED = 10
+    """Regions the repr names."""
 
     def __init__(self, indexes: list[RegionIndex], refused: list[str], seconds: float) -> None:
         self.indexes = indexes
@@ -169,8 +171,11 @@ class TraceLoad:
                 continue
 
     def __repr__(self) -> str:
-        names = ", ".join(f"rank {i.rank} {i.compile_id}" if i.rank is not None else i.compile_id for i in self.indexes)
-        return f"TraceLoad({len(self)} regions: {names}; {len(self.refused)} refused)"
+        """One line, naming the first `NAMED` regions (a long run compiles hundreds)."""
+        shown = self.indexes[: self.NAMED]
+        names = ", ".join(f"rank {i.rank} {i.compile_id}" if i.rank is not None else i.compile_id for i in shown)
+        more = f" and {len(self) - len(shown)} more" if len(self) > len(shown) else ""
+        return f"TraceLoad({len(self)} regions: {names}{more}; {len(self.refused)} refused)"
 
 
 def load_trace(path: str | Path) -> TraceLoad:
