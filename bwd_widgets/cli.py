@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from types import FrameType
 
-    from .extraction.loaded_trace import TraceLoad
+    from .extraction.loaded_trace import TraceRegion
 
 EXAMPLE = """examples:
   bwd-extract ../shared/graphnet_samples/torchvision/mobilenet_v2 --out out/
@@ -283,62 +283,62 @@ def _refuse_with_trace(parser: argparse.ArgumentParser, args: argparse.Namespace
 
 
 def _read_trace(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    """`--trace PATH`: each region's line, each refused region's sentence; with --out, what can be written."""
+    """`--trace PATH`: each region's line, each refused region's sentence; with --out, OUT/trace_summary.json (each
+    region's figures and the refused sentences) and each region's GraphNet samples, named as `save_graphnet` names
+    a region's. One pass over the regions: a long run's are built one at a time, once (the load keeps only the
+    last few). A refusal to write samples is one sentence, said once, and exit 1: the user asked for them."""
     from .extraction.loaded_trace import load_trace, region_line
 
     try:
         _refuse_with_trace(parser, args)
         load = load_trace(args.trace)
+        if args.out is not None:
+            args.out.mkdir(parents=True, exist_ok=True)
     except BwdWidgetsError as error:
         print(f"bwd-extract: error: {visible(error)}", file=sys.stderr)
         return 2
-    read = 0
+    except OSError as error:
+        return _unwritable(args.out, error)
+    rows: list[dict] = []
+    refusals: list[str] = []
     for region in load:
         print(visible(region_line(region)))
-        read += 1
+        rows.append({"rank": region.rank, "compile_id": region.compile_id, "backend": region.backend})
+        rows[-1].update({**region.summary(), "notes": region.notes})
+        if args.out is not None:
+            _save_region(region, args, refusals)
     for sentence in load.refused:
         print(f"not read: {visible(sentence)}")
     print(
-        f"{read} region{'' if read == 1 else 's'} read, {len(load.refused)} not, in {format_seconds(load.seconds)}",
+        f"{len(rows)} region{'' if len(rows) == 1 else 's'} read, {len(load.refused)} not, "
+        f"in {format_seconds(load.seconds)}",
         file=sys.stderr,
     )
-    if args.out is not None:
-        return _write_trace(load, args)
-    return 0 if read else 1
-
-
-def _write_trace(load: TraceLoad, args: argparse.Namespace) -> int:
-    """OUT/trace_summary.json (each region's figures and the refused sentences), then each region's GraphNet
-    samples, named as `save_graphnet` names a region's; a refusal to write them is one sentence, said once, and
-    exit 1: the user asked for them."""
-    out: Path = args.out
-    summary = {
-        "trace": str(args.trace),
-        "regions": [
-            {"rank": r.rank, "compile_id": r.compile_id, "backend": r.backend, **r.summary(), "notes": r.notes}
-            for r in load
-        ],
-        "refused": load.refused,
-    }
+    if args.out is None:
+        return 0 if rows else 1
+    summary = {"trace": str(args.trace), "regions": rows, "refused": load.refused}
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "trace_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        (args.out / "trace_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     except OSError as error:
-        print(
-            f"bwd-extract: error: cannot write to {visible(out)}: {visible(error.strerror or error)}", file=sys.stderr
-        )
-        return 1
-    print(f"summary in {visible(out / 'trace_summary.json')}", file=sys.stderr)
-    refusals: list[str] = []
-    for region in load:
-        try:
-            written = region.save_graphnet(out, layout=args.layout or "graphnet", validate=args.validate)
-        except (BwdWidgetsError, OSError) as error:
-            reason = visible(error if isinstance(error, BwdWidgetsError) else error.strerror or error)
-            if reason not in refusals:
-                refusals.append(reason)
-            continue
-        print(f"saved {', '.join(visible(path) for path in written.values())}", file=sys.stderr)
+        return _unwritable(args.out, error)
+    print(f"summary in {visible(args.out / 'trace_summary.json')}", file=sys.stderr)
     for reason in refusals:
         print(f"bwd-extract: GraphNet samples not written: {reason}", file=sys.stderr)
-    return 1 if refusals or not len(load) else 0
+    return 1 if refusals or not rows else 0
+
+
+def _save_region(region: TraceRegion, args: argparse.Namespace, refusals: list[str]) -> None:
+    """The region's GraphNet samples under --out; a refusal's sentence goes to `refusals`, once."""
+    try:
+        written = region.save_graphnet(args.out, layout=args.layout or "graphnet", validate=args.validate)
+    except (BwdWidgetsError, OSError) as error:
+        reason = visible(error if isinstance(error, BwdWidgetsError) else error.strerror or error)
+        if reason not in refusals:
+            refusals.append(reason)
+        return
+    print(f"saved {', '.join(visible(path) for path in written.values())}", file=sys.stderr)
+
+
+def _unwritable(out: Path, error: OSError) -> int:
+    print(f"bwd-extract: error: cannot write to {visible(out)}: {visible(error.strerror or error)}", file=sys.stderr)
+    return 1
