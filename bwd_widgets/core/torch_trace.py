@@ -137,6 +137,11 @@ class RegionIndex:
     def complete(self) -> bool:
         return "aot_forward_graph" in self.spans and "aot_backward_graph" in self.spans
 
+    @property
+    def label(self) -> str:
+        """`rank 1 0/0`, or `0/0` where the trace names no rank: how a list of regions names this one."""
+        return f"rank {self.rank} {self.compile_id}" if self.rank is not None else self.compile_id
+
     def read(self) -> RegionText:
         """The region's text, read back from its spans."""
         region = RegionText(self.file, self.rank, self.compile_id, inductor=self.inductor)

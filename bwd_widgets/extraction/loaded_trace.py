@@ -173,7 +173,7 @@ class TraceLoad:
     def __repr__(self) -> str:
         """One line, naming the first `NAMED` regions (a long run compiles hundreds)."""
         shown = self.indexes[: self.NAMED]
-        names = ", ".join(f"rank {i.rank} {i.compile_id}" if i.rank is not None else i.compile_id for i in shown)
+        names = ", ".join(index.label for index in shown)
         more = f" and {len(self) - len(shown)} more" if len(self) > len(shown) else ""
         return f"TraceLoad({len(self)} regions: {names}{more}; {len(self.refused)} refused)"
 

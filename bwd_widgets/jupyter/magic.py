@@ -234,7 +234,7 @@ def _show_trace(shell: InteractiveShell, args: argparse.Namespace) -> TraceLoad:
             display(BackwardGraphWidget(region))
     rest = load.indexes[SHOWN_REGIONS:]
     if rest:
-        names = ", ".join(f"rank {i.rank} {i.compile_id}" if i.rank is not None else i.compile_id for i in rest[:20])
+        names = ", ".join(index.label for index in rest[:20])
         more = f" and {len(rest) - 20} more" if len(rest) > 20 else ""
         print(
             f"{len(rest)} more regions, not drawn: {names}{more}; to draw one, keep what the magic returns "
