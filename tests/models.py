@@ -80,3 +80,36 @@ class Chain(torch.nn.Module):
         for w in self.weights:
             x = (x @ w).cos().cos()
         return x
+
+
+def _transformers_asks() -> bool:
+    from transformers.utils import is_torchdynamo_compiling
+
+    return is_torchdynamo_compiling()
+
+
+ASKS_WHETHER_COMPILING = {
+    "torch.compiler.is_compiling": lambda: torch.compiler.is_compiling(),
+    "torch.compiler.is_dynamo_compiling": lambda: torch.compiler.is_dynamo_compiling(),
+    "torch._dynamo.is_compiling": lambda: torch._dynamo.is_compiling(),
+    "torch._utils.is_compiling": lambda: torch._utils.is_compiling(),
+    "transformers.utils.is_torchdynamo_compiling": _transformers_asks,  # catches any exception, answers False
+}
+"""Each way model code asks whether torch.compile is tracing it."""
+
+
+class AsksWhetherCompiling(nn.Module):
+    """Takes another path when torch.compile traces it, as transformers' models and torch's region budgets do:
+    compiled it saves one ReLU output, eagerly a sine and a cosine besides."""
+
+    def __init__(self, asks: str = "torch.compiler.is_compiling", width: int = 16):
+        super().__init__()
+        self.asks = ASKS_WHETHER_COMPILING[asks]
+        self.a = nn.Linear(width, width)
+        self.b = nn.Linear(width, width)
+
+    def forward(self, x):
+        h = self.a(x)
+        if self.asks():
+            return self.b(h.relu())
+        return self.b(h.sin().cos())

@@ -22,9 +22,10 @@ import zoo_models as zoo
 from compiled_saves import counted_saves, torch_compile_saved_bytes
 
 import bwd_widgets as bw
-from bwd_widgets.core.kinds import BACKENDS
+from bwd_widgets.core.kinds import BACKENDS, MODES
 from bwd_widgets.examples import MLP, Block, ConvBN, Transformer
 
+from models import ASKS_WHETHER_COMPILING, AsksWhetherCompiling
 from shared_data import shared_path
 
 BUDGETS = (0.0, 0.1, 0.3, 0.5, 0.7, 1.0)
@@ -80,6 +81,7 @@ MODELS = {
     "course_conv_bn": _course(ConvBN, (2, 3, 16, 16)),
     "zoo_bert": _zoo("bert_classifier"),
     "zoo_vit": _zoo("vit"),
+    "asks_whether_compiling": _course(AsksWhetherCompiling, (8, 16)),
     "graphnet_simcc_mobilenetv2": _sample("mmpose/simcc_mobilenetv2"),
     "graphnet_lraspp": _sample("torchvision/lraspp_mobilenet_v3_large"),
 }
@@ -129,6 +131,20 @@ def test_the_saved_set_is_torch_compiles_at_every_budget(backend: str, name: str
         compiled = counted_saves(model, args, kwargs, backend=backend, budget=budget)
     shown = [s.activation_bytes for s in ours.saved_tensors if s.activation_bytes]
     assert (ours.saved_activation_bytes, len(shown)) == (compiled.bytes, compiled.tensors)
+
+
+@pytest.mark.parametrize("asks", sorted(ASKS_WHETHER_COMPILING))
+@pytest.mark.parametrize("mode", MODES)
+def test_code_asking_whether_torch_compile_runs_gets_torch_compiles_answer(asks: str, mode: str) -> None:
+    """torch.fx would answer False where torch.compile answers True: the partition is of the compiled path,
+    whichever way the model asks (the asking itself sends the capture to Dynamo), in each mode."""
+    torch.manual_seed(0)
+    model, x = AsksWhetherCompiling(asks), torch.randn(8, 16)
+    ours = bw.extract(model, x, partitioner="min_cut", mode=mode, cache=False)
+    compiled = counted_saves(model, (x,), backend="aot_eager")
+    shown = [s.activation_bytes for s in ours.saved_tensors if s.activation_bytes]
+    assert (ours.saved_activation_bytes, len(shown)) == (compiled.bytes, compiled.tensors) == (512, 1)
+    assert "sin" not in ours.forward_code and "relu" in ours.forward_code
 
 
 @pytest.mark.parametrize("name", ["course_transformer", "zoo_bert"])

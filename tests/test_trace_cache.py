@@ -633,13 +633,14 @@ def test_a_tensor_hook_on_a_parameter_misses_the_cache(hook):
 class _TracerSwitch(_Lin):
     def forward(self, x):
         if torch.compiler.is_compiling():
-            return self.lin(x).sin()
-        return self.lin(x) * HELPER_GAIN
+            return self.lin(x).sin() * HELPER_GAIN
+        return self.lin(x)
 
 
 def test_the_fx_route_is_not_kept_where_code_asks_which_tracer_runs(monkeypatch):
-    """torch.fx captures this model, on a path Dynamo never takes: Dynamo's guards cannot speak for it, so
-    its trace is not kept (a rerun traces again), and an edit on the torch.fx path is seen."""
+    """Code that asks which tracer runs is captured on torch.compile's path (tests/test_torch_partition.py holds
+    the partition), and its trace is not kept (the guard capture does not speak for code that asks): a rerun
+    traces again, and an edit on the compiled path is seen."""
     edit = lambda model, mp: mp.setattr(sys.modules[__name__], "HELPER_GAIN", 3.0)  # noqa: E731
     _check_family(_TracerSwitch(), edit, monkeypatch, hits=False)
 

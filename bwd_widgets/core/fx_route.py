@@ -126,14 +126,28 @@ def fx_eligible(model: object, inputs: list) -> bool:
     return True
 
 
+ASKS_WHETHER_COMPILING = "code that asks whether torch.compile runs (torch.compiler.is_compiling())"
+"""Why a model that asks is traced by Dynamo: torch.compile answers True there, torch.fx would answer False, and
+model code takes another path on the answer (transformers' `is_torchdynamo_compiling`, torch's region budgets)."""
+
+
 def fx_trace(module: torch.nn.Module) -> torch.fx.GraphModule:
     tracer = _Tracer(TensorNames(module).tied())
+    asked: list[str] = []
+
+    def asks_whether_compiling(*args: object, **kwargs: object) -> NoReturn:
+        asked.append(ASKS_WHETHER_COMPILING)  # held even where the model's code catches the refusal
+        raise NotForFx(ASKS_WHETHER_COMPILING)
+
     patches = [  # reached however checkpointing is called (an imported name, FSDP's wrapper...)
         (torch.utils.checkpoint, "checkpoint", _refuse("activation checkpointing")),
         (torch.utils.checkpoint, "_checkpoint_without_reentrant_generator", _refuse("activation checkpointing")),
         (torch.utils.checkpoint.CheckpointFunction, "apply", _refuse("activation checkpointing")),
         (torch.autograd.graph.saved_tensors_hooks, "__enter__", _refuse("saved-tensor hooks")),
         (dynamo, "graph_break", _refuse("an explicit graph break")),
+        # torch's other spellings (torch._dynamo.is_compiling, torch._utils.is_compiling) call these two
+        (torch.compiler, "is_compiling", asks_whether_compiling),
+        (torch.compiler, "is_dynamo_compiling", asks_whether_compiling),
     ]
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
     try:
@@ -143,10 +157,12 @@ def fx_trace(module: torch.nn.Module) -> torch.fx.GraphModule:
     except NotForFx:
         raise
     except Exception as error:  # control flow on values, unpacked shapes...: Dynamo reads those
-        raise NotForFx(f"torch.fx cannot trace it ({type(error).__name__})") from error
+        raise NotForFx(asked[0] if asked else f"torch.fx cannot trace it ({type(error).__name__})") from error
     finally:
         for owner, name, original in saved:
             setattr(owner, name, original)
+    if asked:
+        raise NotForFx(asked[0])
     for node in graph.nodes:
         target = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
         changes_input = node.args and isinstance(node.args[0], torch.fx.Node) and node.args[0].op == "placeholder"
