@@ -37,12 +37,17 @@ export function offloadCpuText(row: AdvicePlanRow): string {
 
 const sentence = (text: string): string => (text ? `. ${text[0].toUpperCase()}${text.slice(1)}` : "");
 
-/** A row's tooltip: what clicking it does; for an offload plan, why there is nothing to show, why it does not fit
- *  on a CPU model, and where its verified peak differs from the predicted one. */
+/** A row's tooltip: what clicking it does; for a plan without a partition (an offload or a region plan), why
+ *  there is none, and for an offload plan why it does not fit on a CPU model and where its verified peak differs
+ *  from the predicted one. */
 export function adviceRowTitle(row: AdvicePlanRow): string {
+  if (row.kind === "region") {
+    const how = row.note.startsWith("verified") ? "verified by running its pasted code under torch.compile" : "not verified (see its note)";
+    return `${how}: each block is a compiled graph of its own, so there is no one partition to show: click to show its code`;
+  }
   if (!row.selectable) {
     const how = row.verified_peak_bytes === null ? "not verified (see its note)" : "verified by running its hooks around an eager step on fake tensors";
-    return `${how}: saved_tensors_hooks run around the compiled graphs, not in them, so there is no partition to show${sentence(offloadCpuText(row))}${sentence(peakGapText(row))}`;
+    return `${how}: saved_tensors_hooks run around the compiled graphs, not in them, so there is no partition to show: click to show its code${sentence(offloadCpuText(row))}${sentence(peakGapText(row))}`;
   }
   return row.best
     ? "of the plans with a partition, the one that fits and recomputes least: click to show its partition"

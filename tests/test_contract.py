@@ -152,7 +152,7 @@ def test_payload_matches_its_typed_dicts_and_is_written_for_the_front_end(conv_b
             thread.join()
     assert len(ahead) == 2, "each swept payload is sent ahead"
     assert plans and all(list(p) == _keys("AdvicePlanRow") for p in plans)
-    assert [p["label"] for p in plans] == [p.label for p in advice.plans + advice.offload]
+    assert [p["label"] for p in plans] == [p.label for p in advice.plans + advice.offload + advice.regions]
 
     FIXTURE.parent.mkdir(parents=True, exist_ok=True)
     fixture = {

@@ -13,6 +13,7 @@ import zoo_models as zoo
 
 import bwd_widgets as bw
 from bwd_widgets.core.analysis import place_unowned
+from bwd_widgets.core.compat import region_memory_budget_available
 from bwd_widgets.examples import Transformer
 from bwd_widgets.jupyter.widget import STATIC
 from bwd_widgets.views.grouping import FIRST_VIEW_LIMIT, first_views, module_tree, visible_graph
@@ -535,7 +536,7 @@ def test_the_advisor_field_lists_the_plans_and_marks_the_cheapest_that_fits(advi
     rows = widget.advice_rows
     advice = widget.session.advice
     assert widget.can_advise and not widget.busy and widget.error == ""
-    assert [r["label"] for r in rows] == [p.label for p in advice.plans + advice.offload]
+    assert [r["label"] for r in rows] == [p.label for p in advice.plans + advice.offload + advice.regions]
     best = [r for r in rows if r["best"]]
     assert len(best) == 1 and best[0]["label"] == advice.best.label and best[0]["fits"]
     assert best[0]["verified_peak_bytes"] <= ADVICE_TARGET
@@ -543,6 +544,23 @@ def test_the_advisor_field_lists_the_plans_and_marks_the_cheapest_that_fits(advi
     assert steps[0] == "starting" and any(s.startswith("1/") for s in steps) and steps[-1] == ""
     assert any("min-cut budget" in s for s in steps)  # each step says what it is doing
     assert widget.advice_index == -1  # advising does not change the graph under the user
+
+
+def test_picking_a_plan_without_a_partition_shows_its_code_and_keeps_the_graph(advised):
+    """Offload and region plans are rows too (their code is what the user pastes); picking one changes no graph."""
+    _, _, widget, _ = advised
+    advice = widget.session.advice
+    unshown = advice.offload + advice.regions
+    assert [p.kind for p in advice.regions] == (["region"] if region_memory_budget_available() else [])
+    assert {p.kind for p in advice.offload} == {"offload"}
+    rows = {r["label"]: (i, r) for i, r in enumerate(widget.advice_rows)}
+    shown = widget.extraction
+    for plan in unshown:
+        index, row = rows[plan.label]
+        assert (row["kind"], row["code"], row["selectable"]) == (plan.kind, plan.code, False)
+        widget.advice_index = index
+        assert widget.extraction is shown and widget.error == ""
+    widget.advice_index = -1
 
 
 def test_picking_a_plan_shows_its_partition_and_marks_its_row(advised):

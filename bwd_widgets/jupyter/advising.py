@@ -77,8 +77,8 @@ def advised(
 
 
 def advice_plans(advice: Advice | None) -> list[Plan]:
-    """The plans of `advice` in the order of its rows (`views.payload.advice_rows`): Pareto plans, then offload."""
-    return [*advice.plans, *advice.offload] if advice is not None else []
+    """The plans of `advice` in the order of its rows (`Advice.listed`)."""
+    return advice.listed if advice is not None else []
 
 
 def unusable_target(target: str, measure_time: bool, mode: Mode, source: ModelSource | None) -> str:
@@ -111,5 +111,5 @@ def plan_extraction(plan: Plan) -> BackwardExtraction:
 
 def first_shown(advice: Advice) -> BackwardExtraction | None:
     """What `show(advice)` opens on: the best plan's partition, else the Pareto plan of lowest peak."""
-    plans = [p for p in ([advice.best] if advice.best else []) + advice.plans if p.kind != "offload"]
+    plans = [p for p in ([advice.best] if advice.best else []) + advice.plans if p.shows_partition]
     return plans[0].extraction if plans else None

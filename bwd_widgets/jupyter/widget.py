@@ -283,7 +283,7 @@ class BackwardGraphWidget(anywidget.AnyWidget):
     @traitlets.observe("advice_index")
     def _pick_plan(self, change: traitlets.Bunch) -> None:
         plans, index = advice_plans(self.session.advice), change["new"]
-        if self._updating or not 0 <= index < len(plans) or plans[index].kind == "offload":
+        if self._updating or not 0 <= index < len(plans) or not plans[index].shows_partition:
             return
         plan = plans[index]
         self._switch(lambda: plan_extraction(plan))

@@ -10,7 +10,7 @@ import json
 from typing import TYPE_CHECKING, TypedDict, cast
 
 from ..core.errors import BwdWidgetsError
-from ..core.kinds import Backend, Mode, NodeKind
+from ..core.kinds import DEFAULT_BACKEND, Backend, Mode, NodeKind
 from ..core.nodes import BackwardNode, definition_lines
 from ..core.partitioners import allowed_on, registered_partitioners
 from ..core.units import format_seconds
@@ -261,7 +261,7 @@ STATE_DEFAULTS = TraitDefaults(
 NO_DIFF: Diff = {"against": "", "recomputed_now": [], "recomputed_rows": [], "newly_saved": []}
 
 
-def partitioner_options(backend: Backend = "aot_eager") -> list[PartitionerOption]:
+def partitioner_options(backend: Backend = DEFAULT_BACKEND) -> list[PartitionerOption]:
     """The registered partitioners a partition by `backend` may be switched to (`core.partitioners.allowed_on`)."""
     return [
         PartitionerOption(name=p.name, takes_budget=p.takes_budget, description=p.description)
@@ -446,7 +446,7 @@ def comparison_rows(comparison: Comparison) -> list[ComparisonRow]:
 
 
 def advice_rows(advice: Advice) -> list[AdvicePlanRow]:
-    """The advisor's Pareto plans (lowest peak first), then its offload plans, as the partitions tab lists them."""
+    """The advisor's plans as the partitions tab lists them (`Advice.listed`)."""
     return [
         AdvicePlanRow(
             label=p.label,
@@ -460,9 +460,9 @@ def advice_rows(advice: Advice) -> list[AdvicePlanRow]:
             fits=p.fits,
             best=p is advice.best,
             note=p.note,
-            selectable=p.kind != "offload",
+            selectable=p.shows_partition,
         )
-        for p in [*advice.plans, *advice.offload]
+        for p in advice.listed
     ]
 
 

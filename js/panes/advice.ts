@@ -1,5 +1,5 @@
 /** The advisor in the partitions tab: a target field with Advise and Cancel, the step under way, the
- *  plans (each selectable: the graph shows its partition) and the selected plan's code, as text. */
+ *  plans (clicking one shows its code, as text, and, where it has a partition, that partition in the graph). */
 
 import { ADVICE_COLUMNS, adviceRowTitle, adviceRunning, emptyAdviceText } from "../advice";
 import { element, show } from "../dom";
@@ -83,7 +83,8 @@ export function advicePart({ model, signal, experimental }: Pick<PaneContext, "m
       tr.dataset.index = String(i);
       tr.title = adviceRowTitle(row);
       for (const [, cell] of ADVICE_COLUMNS) tr.appendChild(element("td", "", cell(row)));
-      if (row.selectable) tr.addEventListener("click", () => setTrait(model, "advice_index", i), { signal });
+      // a plan without a partition shows its code and note; the graph keeps the partition it shows
+      tr.addEventListener("click", () => setTrait(model, "advice_index", i), { signal });
       table.appendChild(tr);
     });
   }

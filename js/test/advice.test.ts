@@ -58,12 +58,18 @@ describe("the advisor's plans", () => {
     const row = plan({ kind: "offload", selectable: false, fits: false, note });
     expect(peakGapText(row)).toBe("verified is 8,200 B more than predicted: +8,200 B of temporaries (16,392 B at the eager peak, in backward: mm 8,192 B, against 8,192 B at min-cut's peak)");
     expect(adviceRowTitle(row)).toBe(
-      "verified by running its hooks around an eager step on fake tensors: saved_tensors_hooks run around the compiled graphs, not in them, so there is no partition to show. " +
+      "verified by running its hooks around an eager step on fake tensors: saved_tensors_hooks run around the compiled graphs, not in them, so there is no partition to show: click to show its code. " +
         "On this device the hooks move nothing (CPU to CPU): the model's tensors are on the CPU, so the plan does not fit here. " +
         "Verified is 8,200 B more than predicted: +8,200 B of temporaries (16,392 B at the eager peak, in backward: mm 8,192 B, against 8,192 B at min-cut's peak)",
     );
     const bare = plan({ kind: "offload", selectable: false, note: "predicted: ...; not verified: ..." });
     expect([peakGapText(bare), offloadCpuText(bare)]).toEqual(["", ""]);
+  });
+
+  it("says a region plan has no one partition to show, verified by its compiled code or not", () => {
+    const verified = plan({ kind: "region", selectable: false, note: "verified as you run it: the pasted code under torch.compile (aot_eager) saves 33,280 B" });
+    expect(adviceRowTitle(verified)).toMatch(/^verified by running its pasted code under torch\.compile: .*no one partition to show: click to show its code$/);
+    expect(adviceRowTitle(plan({ kind: "region", selectable: false, note: "not verified: fake mode" }))).toMatch(/^not verified \(see its note\)/);
   });
 
   it("runs while the kernel is busy with a step line, not once stopped or idle", () => {

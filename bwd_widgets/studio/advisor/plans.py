@@ -117,6 +117,12 @@ class Plan:
         return self._extraction
 
     @property
+    def shows_partition(self) -> bool:
+        """Whether the plan has a partition to show: an offload plan's hooks run around the compiled graphs, not
+        in them, and a region plan's blocks are graphs of their own, of which bw's extraction keeps one run."""
+        return self.kind not in ("offload", "region")
+
+    @property
     def predicted_bill_bytes(self) -> int:
         return self.predicted_peak_bytes + self.step_bytes
 
@@ -183,6 +189,12 @@ class Advice:
     bw's extraction keeps one run of a graph the model runs again, so they have no extraction: their saved
     bytes are counted by running the pasted code compiled (real mode). Listed beside the Pareto set, never
     `best`."""
+
+    @property
+    def listed(self) -> list[Plan]:
+        """Every plan in the order the advice lists it (the widget's rows): the Pareto set, lowest peak first,
+        then the offload and region plans, which have no partition to show."""
+        return [*self.plans, *self.offload, *self.regions]
 
     @property
     def unverified(self) -> list[Plan]:
