@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .batch import DEFAULT_TIMEOUT, SampleRecord, TLSFiles, plan, run
-from .batch.records import DEFAULT_BACKEND
 from .core.errors import BatchError, BwdWidgetsError, TraceError
-from .core.kinds import BACKENDS, MODES
+from .core.kinds import BACKENDS, DEFAULT_BACKEND, MODES
 from .core.partitioners import partitioner_choices
 from .core.text import visible
 from .core.units import format_bytes, format_seconds

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict, get_args
 
+from ..core.kinds import DEFAULT_BACKEND as DEFAULT_BACKEND
 from ..core.kinds import Backend, Mode
 from ..graphnet.validate import Outcome as Outcome
 from ..graphnet.validate import ValidationRecord
@@ -21,8 +22,6 @@ FAILED: tuple[Status, ...] = ("error", "crash", "timeout")
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 FIGURES = ("graphs", "forward_nodes", "backward_nodes", "saved", "saved_activation_bytes", "saved_input_bytes")
 """The extraction's figures an `ok` record carries (keys of `BackwardExtraction.summary()`)."""
-DEFAULT_BACKEND: Backend = "aot_eager"
-"""The backend a batch extracts with unless told, and the one an output whose settings name none was made by."""
 
 
 def backend_of(settings: Settings) -> Backend:

@@ -38,7 +38,7 @@ from .compat import (
 from .decisions import Decisions
 from .errors import NotForFx
 from .fx_route import fake_values, fx_trace
-from .kinds import Backend, InputKind, InputSource, is_tangent
+from .kinds import DEFAULT_BACKEND, Backend, InputKind, InputSource, is_tangent
 from .naming import TensorNames, data_key, nested_argument, parse_source_name, wrapper_argument
 from .outputs import picked_output
 from .partitioners import Partitioner
@@ -107,7 +107,7 @@ class CaptureSession:
     """On the torch.fx route, how many primals are the module's own parameters and buffers (they come first)."""
     notes: list[str] = field(default_factory=list)
     """What the captured graphs do that the model does not (a copy of an output aliasing an input)."""
-    backend: Backend = "aot_eager"
+    backend: Backend = DEFAULT_BACKEND
     """Whose partition each region shows: on "inductor", Inductor's own compile runs (`compat.inductor_compile`) and
     the compilers below record the joint graph its passes made and the graphs its split gave."""
 

@@ -18,6 +18,9 @@ chosen (what `torch.compile(model, backend="aot_eager")` does with min-cut). ind
 Inductor's pre-grad passes, decompositions and joint-graph passes, split by min-cut, as `torch.compile(model)`
 (Inductor, the default backend) partitions it."""
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
+DEFAULT_BACKEND: Backend = "aot_eager"
+"""The backend every entry point (`extract`, the magic, the command line, a batch) uses unless told, and the one
+a batch output whose settings name none was made by."""
 
 InputKind = Literal["parameter", "buffer", "input"]
 """What a forward primal is."""

@@ -30,7 +30,7 @@ from .compat import (
 from .decisions import Decisions, recording
 from .errors import PartitionerError, describe_failure
 from .interrupts import interrupts_held
-from .kinds import Backend, InputSource
+from .kinds import DEFAULT_BACKEND, Backend, InputSource
 from .memory import MemoryProfile, profile
 from .nodes import BackwardNode, backward_nodes
 from .partitioners import Partitioner, check_allowed_on, resolve_for_backend
@@ -118,7 +118,7 @@ class Trace:
     """`num_fwd_outputs` and whatever else torch passed the partitioner."""
     inputs: list[InputSource]
     """One per forward primal."""
-    backend: Backend = "aot_eager"
+    backend: Backend = DEFAULT_BACKEND
     """Whose joint graph this is: AOT Autograd's as traced, or Inductor's after its passes (`core/kinds.py`); it
     decides which partitioners may split it (`partitioners.allowed_on`)."""
     real: RealValues | None = None

@@ -48,6 +48,7 @@ from ..core.compat import (
 )
 from ..core.fx_route import fx_route_possible
 from ..core.interrupts import interrupts_held
+from ..core.kinds import DEFAULT_BACKEND
 from ..core.trace import TORCH_WORK
 from .result import BackwardExtraction
 
@@ -119,7 +120,7 @@ def trace_key(
     mode: Mode,
     capture_scalars: bool,
     from_loss: dict[str, bool] | None = None,
-    backend: Backend = "aot_eager",
+    backend: Backend = DEFAULT_BACKEND,
 ) -> TraceKey | None:
     """Where a call's trace is kept; None for what is never kept. `example_inputs` is (positional inputs,
     keyword inputs, output choice); `decided`, which tensors get a gradient, and `from_loss`, the training rule's

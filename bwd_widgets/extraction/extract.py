@@ -47,7 +47,7 @@ from ..core.errors import (
 from ..core.fake import faked
 from ..core.fx_route import fx_route_possible
 from ..core.interrupts import interrupts_held
-from ..core.kinds import MODES, Backend, InputKind, Mode
+from ..core.kinds import DEFAULT_BACKEND, MODES, Backend, InputKind, Mode
 from ..core.model_libraries import settle
 from ..core.model_state import left_as_it_was
 from ..core.naming import signature_names
@@ -88,7 +88,7 @@ def extract(
     partitioner: object = None,
     memory_budget: float | None = None,
     mode: Mode = "real",
-    backend: Backend = "aot_eager",
+    backend: Backend = DEFAULT_BACKEND,
     requires_grad: RequiresGrad = None,
     name: str | None = None,
     capture_scalars: bool = True,
@@ -186,7 +186,7 @@ def _prepare(
     mode: Mode,
     requires_grad: RequiresGrad,
     name: str | None,
-    backend: Backend = "aot_eager",
+    backend: Backend = DEFAULT_BACKEND,
 ) -> _Call:
     if mode not in MODES:
         raise BwdWidgetsError(f"unknown mode {mode!r}: use 'real' or 'fake'.")
@@ -239,7 +239,7 @@ def prepared_call(model: Callable | GraphNetSample, inputs: tuple, options: dict
     given = {k: v for k, v in options.items() if k not in _EXTRACT_OPTIONS}
     keywords = dict(options.get("model_kwargs") or {}, **given)  # type: ignore[call-overload]  # as extract merges
     output, requires_grad, name = options.get("output"), options.get("requires_grad"), options.get("name")
-    backend = options.get("backend", "aot_eager")
+    backend = options.get("backend", DEFAULT_BACKEND)
     return _prepare(model, inputs, keywords, output, mode, requires_grad, name, backend)  # type: ignore[arg-type]
 
 
