@@ -23,7 +23,7 @@ from IPython.core.magic import Magics, magics_class
 from IPython.core.magic_arguments import parse_argstring
 
 from ..core.errors import BwdWidgetsError, one_line
-from ..core.kinds import BACKENDS
+from ..core.kinds import BACKENDS, DEFAULT_BACKEND
 from ..core.partitioners import partitioner_choices, resolve_for_backend
 from ..extraction.extract import extract
 from ..extraction.requires_grad import RULES, RequiresGrad
@@ -71,7 +71,7 @@ class BwdMagics(Magics):
     @argument("--fake", action="store_true", help="fake mode: trace shapes only, run nothing")
     @argument(
         "--backend",
-        default="aot_eager",
+        default=DEFAULT_BACKEND,
         choices=BACKENDS,
         help="aot_eager (default): AOT Autograd's joint graph as traced; inductor: the partition torch.compile(model) "
         "makes, after Inductor's decompositions and joint-graph passes (min-cut only)",
@@ -240,14 +240,14 @@ def _show_trace(shell: InteractiveShell, args: argparse.Namespace) -> TraceLoad:
             f"{len(rest)} more regions, not drawn: {names}{more}; to draw one, keep what the magic returns "
             f"(load = %bwd_extract --trace ...) and call bw.show(load[{SHOWN_REGIONS}])."
         )
+    if args.save:  # the regions past those drawn are built here, once each, so their refusals are known after
+        for region in load:
+            if not _save(region, Path(args.save), None):  # each region names its own samples
+                break  # the same refusal for every region: said once
     for sentence in load.refused:
         print(f"not read: {sentence}")
     if not shown and not rest:
         print(f"bwd_extract: no region of {args.trace} could be read", file=sys.stderr)
-    if args.save:
-        for region in load:
-            if not _save(region, Path(args.save), None):  # each region names its own samples
-                break  # the same refusal for every region: said once
     _drawn_once(shell, load)
     return load
 
