@@ -131,15 +131,15 @@ ASKS_WHETHER_COMPILING = "code that asks whether torch.compile runs (torch.compi
 model code takes another path on the answer (transformers' `is_torchdynamo_compiling`, torch's region budgets)."""
 
 
-def fx_trace(module: torch.nn.Module) -> torch.fx.GraphModule:
-    tracer = _Tracer(TensorNames(module).tied())
-    asked: list[str] = []
+def trace_patches(asked: list[str]) -> list[tuple[object, str, Callable]]:
+    """What `fx_trace` replaces, process-wide, while torch.fx traces: each a refusal of what torch.fx would get
+    wrong (a refusal of asking whether torch.compile runs is also noted in `asked`)."""
 
     def asks_whether_compiling(*args: object, **kwargs: object) -> NoReturn:
         asked.append(ASKS_WHETHER_COMPILING)  # held even where the model's code catches the refusal
         raise NotForFx(ASKS_WHETHER_COMPILING)
 
-    patches = [  # reached however checkpointing is called (an imported name, FSDP's wrapper...)
+    return [  # reached however checkpointing is called (an imported name, FSDP's wrapper...)
         (torch.utils.checkpoint, "checkpoint", _refuse("activation checkpointing")),
         (torch.utils.checkpoint, "_checkpoint_without_reentrant_generator", _refuse("activation checkpointing")),
         (torch.utils.checkpoint.CheckpointFunction, "apply", _refuse("activation checkpointing")),
@@ -149,6 +149,12 @@ def fx_trace(module: torch.nn.Module) -> torch.fx.GraphModule:
         (torch.compiler, "is_compiling", asks_whether_compiling),
         (torch.compiler, "is_dynamo_compiling", asks_whether_compiling),
     ]
+
+
+def fx_trace(module: torch.nn.Module) -> torch.fx.GraphModule:
+    tracer = _Tracer(TensorNames(module).tied())
+    asked: list[str] = []
+    patches = trace_patches(asked)
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
     try:
         for owner, name, replacement in patches:
