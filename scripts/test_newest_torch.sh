@@ -104,7 +104,7 @@ TESTS=(tests/test_torch_version.py tests/test_reference.py tests/test_extract.py
     tests/test_corpus.py tests/test_torch_reasons.py tests/test_advisor.py tests/test_measure.py
     tests/test_keyword_inputs.py tests/test_tied.py tests/test_trace_cache.py tests/test_first_steps.py tests/test_zoo.py
     tests/test_background_invisible.py tests/test_torch_partition.py tests/test_training_step.py
-    tests/test_course_lessons.py)
+    tests/test_course_lessons.py tests/test_attention_kernels.py)
 BWD_ZOO="$ZOO" BWD_WIDGETS_SITE="$SITE" PYTHONPATH="$WORK" "$VENV/bin/pytest" -p newest_torch_check -p no:logging \
     --durations=10 "${TESTS[@]}" "$@"
 assert_torch "the tests"
