@@ -42,8 +42,7 @@ const sentence = (text: string): string => (text ? `. ${text[0].toUpperCase()}${
  *  from the predicted one. */
 export function adviceRowTitle(row: AdvicePlanRow): string {
   if (row.kind === "region") {
-    const how = row.note.startsWith("verified") ? "verified by running its pasted code under torch.compile" : "not verified (see its note)";
-    return `${how}: each block is a compiled graph of its own, so there is no one partition to show: click to show its code`;
+    return "each block is a compiled graph of its own, so there is no one partition to show; its note says what its pasted code saves under torch.compile: click to show its code and note";
   }
   if (!row.selectable) {
     const how = row.verified_peak_bytes === null ? "not verified (see its note)" : "verified by running its hooks around an eager step on fake tensors";
