@@ -11,29 +11,39 @@ already has, and a new one joins by itself:
 - the partitions: each registered partitioner (`bw.partitioner_names()`), min-cut at 1, 0.5 and 0, a user's own
   `torch.utils.checkpoint`, each plan of an advice (the offload plan through the advice's own views), a sweep and
   its point, a comparison and its members;
-- the modes: `MODES` (real and fake).
+- the modes: `MODES` (real and fake);
+- regions loaded from a TORCH_TRACE (`bw.load_trace`) that a real `torch.compile` run wrote: each of `BACKENDS`,
+  below budget 1 and at 1, and one whose names are HTML; the partitions made again from an extraction, which a
+  loaded region refuses in one sentence, the widget's controls, and the region ending a cell in a kernel.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import html
 import inspect
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
+from torch_trace_runs import traced_run
 
 import bwd_widgets as bw
-from bwd_widgets.core.kinds import MODES
+from bwd_widgets.core.errors import PartitionerError
+from bwd_widgets.core.kinds import BACKENDS, MODES
 from bwd_widgets.core.units import format_bytes
 from bwd_widgets.examples import MLP, ConvBN
+from bwd_widgets.extraction.loaded_trace import TraceRegion
 from bwd_widgets.extraction.result import BackwardExtraction
 from bwd_widgets.studio.advisor.plans import Advice
 from bwd_widgets.studio.compare import Comparison, Sweep
@@ -121,26 +131,40 @@ def _plans(advice: Advice) -> list[object]:
     return [advice, *(p.extraction for p in plans)]
 
 
-def _swept(family: str, mode: str) -> list[object]:
-    sweep = bw.sweep(_extraction(family, mode), budgets=[0.0, 0.5, 1.0], progress=False)
+def _swept(extraction: BackwardExtraction) -> list[object]:
+    sweep = bw.sweep(extraction, budgets=[0.0, 0.5, 1.0], progress=False)
     return [sweep, *(point.extraction for point in sweep.points)]
 
 
-def _compared(family: str, mode: str) -> list[object]:
-    comparison = bw.compare(_extraction(family, mode), partitioners=tuple(bw.partitioner_names()) + (0.5,))
+def _compared(extraction: BackwardExtraction) -> list[object]:
+    comparison = bw.compare(extraction, partitioners=tuple(bw.partitioner_names()) + (0.5,))
     return [comparison, *comparison.extractions]
 
 
-def _partition_kinds() -> dict[str, Callable[[str, str], list[object]]]:
-    kinds: dict[str, Callable[[str, str], list[object]]] = {}
+def _partitioned_again() -> dict[str, Callable[[BackwardExtraction], list[object]]]:
+    """The partitions made from an extraction alone (its joint graph partitioned again): each registered
+    partitioner, min-cut at 1, 0.5 and 0, a sweep and its points, a comparison and its members."""
+    kinds: dict[str, Callable[[BackwardExtraction], list[object]]] = {}
     for name in bw.partitioner_names():
-        kinds[name] = lambda f, m, name=name: [_extraction(f, m).rerun(name)]
+        kinds[name] = lambda e, name=name: [e.rerun(name)]
     for budget in (1.0, 0.5, 0.0):
-        kinds[f"min_cut_{budget}"] = lambda f, m, budget=budget: [_extraction(f, m).rerun("min_cut", budget)]
-    kinds["user_checkpoint"] = lambda f, m: [_checkpointed(f, m)]
-    kinds["advice"] = lambda f, m: _plans(_advice(f, m))
+        kinds[f"min_cut_{budget}"] = lambda e, budget=budget: [e.rerun("min_cut", budget)]
     kinds["sweep"] = _swept
     kinds["comparison"] = _compared
+    return kinds
+
+
+PARTITIONED_AGAIN = _partitioned_again()
+
+
+def _partition_kinds() -> dict[str, Callable[[str, str], list[object]]]:
+    """`PARTITIONED_AGAIN` of each family's extraction, and the partitions that need the model: the user's own
+    checkpoint, the advisor's plans."""
+    kinds: dict[str, Callable[[str, str], list[object]]] = {
+        kind: lambda f, m, again=again: again(_extraction(f, m)) for kind, again in PARTITIONED_AGAIN.items()
+    }
+    kinds["user_checkpoint"] = lambda f, m: [_checkpointed(f, m)]
+    kinds["advice"] = lambda f, m: _plans(_advice(f, m))
     return kinds
 
 
@@ -164,7 +188,7 @@ def _targets(family: str, mode: str, kind: str) -> list[object]:
         return PARTITION_KINDS[kind](family, mode)
     with pytest.raises(bw.BwdWidgetsError, match=re.escape(refusal)) as refused:
         PARTITION_KINDS[kind](family, mode)
-    assert "\n" not in str(refused.value)
+    _one_sentence(refused.value)
     return []
 
 
@@ -221,11 +245,19 @@ def _save_graphnet(target: BackwardExtraction, out: Path) -> None:
 
 
 def _measure(target: BackwardExtraction, out: Path) -> None:
-    if target.mode == "fake":
-        with pytest.raises(bw.MeasureNeedsRealModeError):
+    if target.mode == "fake":  # a fake-mode extraction, and a region loaded from a trace, hold no values to run
+        with pytest.raises(bw.MeasureNeedsRealModeError) as refused:
             target.measure()
+        _one_sentence(refused.value)
     else:
         assert target.measure().peak_bytes > 0
+
+
+def _one_sentence(error: BaseException) -> None:
+    """A refusal as the user reads it: one line of words, no traceback, no object's repr."""
+    said = str(error)
+    assert said and "\n" not in said, said
+    assert "Traceback" not in said and " at 0x" not in said, said
 
 
 def _timeline_chart(target: BackwardExtraction, out: Path) -> None:
@@ -296,3 +328,203 @@ def test_every_view_of_every_partition(family: str, mode: str, kind: str, view: 
     targets = [t for t in _targets(family, mode, kind) if isinstance(t, accepts)]
     for target in targets:
         show(target, tmp_path)
+
+
+# -- regions loaded from a TORCH_TRACE ------------------------------------------------------------------------------
+
+LOADED = {f"{backend}_budget_{budget}": (backend, budget) for backend in BACKENDS for budget in (0.5, 1.0)}
+"""A region torch.compile compiled in a real run (`torch_trace_runs.traced_run`: the course Transformer, in a fresh
+process), read back from the TORCH_TRACE text alone by `bw.load_trace`: each backend, below budget 1 and at 1."""
+HOSTILE = "hostile_names"
+"""The aot_eager run's trace below budget 1 as someone else's data can write it (`_hostile_trace`): a log named,
+parameters named and a budget given in HTML."""
+HOSTILE_FROM = "aot_eager_budget_0.5"
+MARKUP = {
+    "log": "<svg onload=alert('log')>",
+    "parameter": "<script>alert('{k}')</script>.<img src=x onerror=alert('{k}')>.weight_{k}",
+    "budget": "<b>budget</b>",
+}
+"""What `_hostile_trace` writes where the trace names things: tags and handlers no output of ours holds."""
+
+
+def _hostile_trace(log: Path, folder: Path) -> None:
+    """`log`'s text with each forward input described as a parameter named in HTML (AOT Autograd's own
+    `ParamAOTInput(target=...)` comment), its budget as HTML, in a log whose name is HTML."""
+    text = re.sub(
+        r"# PlainAOTInput\(idx=(\d+)\)",
+        lambda m: f"# ParamAOTInput(target={MARKUP['parameter'].format(k=m.group(1))!r})",
+        log.read_text(),
+    )
+    text = re.sub(r'"activation_memory_budget": [\d.]+', f'"activation_memory_budget": "{MARKUP["budget"]}"', text)
+    folder.mkdir()
+    (folder / f"dedicated_log_torch_trace_{MARKUP['log']}.log").write_text(text)
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], TraceRegion]]:
+    """Each source's region, made once for the module. The runs (each a fresh process: 5 to 20 s here, Inductor's
+    C++ compiled cold) start together when the first region is asked for, so a machine with cores to spare makes
+    them in the time of the slowest."""
+    folders = {source: tmp_path_factory.mktemp(source) / "trace" for source in [*LOADED, HOSTILE]}
+    with ThreadPoolExecutor(max_workers=len(LOADED)) as pool:
+        runs = {
+            source: pool.submit(traced_run, folders[source], "transformer", backend, budget, debug=True)
+            for source, (backend, budget) in LOADED.items()
+        }
+
+        @functools.cache
+        def region(source: str) -> TraceRegion:
+            if source == HOSTILE:
+                _hostile_trace(Path(region(HOSTILE_FROM).trace_file), folders[source])
+            else:
+                runs[source].result()
+            load = bw.load_trace(folders[source])
+            assert not load.refused and len(load) == 1, load
+            return load[0]
+
+        yield region
+
+
+def _refused_again(kind: str, target: BackwardExtraction, out: Path) -> None:
+    """A loaded region keeps the partition its run made: each way of partitioning it again says so."""
+    with pytest.raises(PartitionerError, match="TORCH_TRACE") as refused:
+        PARTITIONED_AGAIN[kind](target)
+    _one_sentence(refused.value)
+
+
+def _widget_controls(target: BackwardExtraction, out: Path) -> None:
+    """The widget's controls on a loaded region: off (`can_rerun`, `can_advise`), and each one, driven from Python
+    all the same, leaves the run's partition shown and says why in one sentence."""
+    widget = bw.show(target)
+    assert widget.can_rerun is False and widget.can_advise is False
+    for move in (
+        lambda: setattr(widget, "partitioner", next(n for n in bw.partitioner_names() if n != target.partitioner)),
+        lambda: setattr(widget, "memory_budget", 0.25),
+        lambda: widget.run_sweep([0.0, 1.0]),
+        lambda: widget.start_advise("1MB"),
+    ):
+        widget.error = ""
+        move()
+        assert widget.extraction is target and widget.error and "\n" not in widget.error, widget.error
+    for refused in (widget.measure, lambda: widget.run_advise("1MB")):
+        with pytest.raises(bw.BwdWidgetsError) as error:
+            refused()
+        _one_sentence(error.value)
+    assert widget.extraction is target
+
+
+def _in_a_kernel(target: BackwardExtraction, out: Path) -> None:
+    """The region ending a cell in a Jupyter kernel (jupyter/display.py): a placeholder, the widget in its place,
+    then the static picture that follows it, each with the region's own text, and no `Out[n]`."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    sent: list[dict] = []
+    publish = shell.display_pub.publish
+    shell.display_pub.publish = lambda data, metadata=None, **kw: sent.append(data)
+    shell.kernel = object()  # what a Jupyter kernel's shell has
+    shell.execution_count += 1  # a cell of its own: a region another view drew is drawn again here
+    try:
+        data, _ = shell.display_formatter.format(target)
+    finally:
+        del shell.kernel
+        shell.display_pub.publish = publish
+    assert data == {}, "the region displays itself: no execute_result"
+    assert sent[0]["text/plain"].startswith(f"Building the view of {target.model_name}")
+    # the placeholder may say how far it got meanwhile; then it becomes the widget
+    (widget,) = [bundle for bundle in sent if "application/vnd.jupyter.widget-view+json" in bundle]
+    assert "<svg" in widget["image/svg+xml"] and widget["text/plain"] == repr(target)
+    assert "bwd-static" in sent[-1]["text/html"] and sent[-1]["text/plain"] == repr(target)
+
+
+LOADED_VIEWS: dict[str, Callable[[object, Path], None]] = {
+    **{view: show for view, (accepts, show) in VIEWS.items() if issubclass(TraceRegion, accepts)},
+    **{f"partitioned again: {kind}": functools.partial(_refused_again, kind) for kind in PARTITIONED_AGAIN},
+    "widget controls": _widget_controls,
+    "in a kernel": _in_a_kernel,
+}
+"""Every view that takes an extraction, each way of partitioning one again (refused), the widget's controls, and
+the region ending a cell in a kernel."""
+
+
+def test_the_loaded_cases_are_read_from_the_code():
+    assert {"measure", "widget", "bw.to_html", "partitioned again: sweep"} <= set(LOADED_VIEWS)
+    assert {backend for backend, _ in LOADED.values()} == set(BACKENDS)
+    assert {budget < 1 for _, budget in LOADED.values()} == {True, False}
+
+
+@pytest.mark.parametrize("view", sorted(LOADED_VIEWS))
+@pytest.mark.parametrize("source", [*LOADED, HOSTILE])
+def test_every_view_of_a_loaded_region(
+    loaded: Callable[[str], TraceRegion], source: str, view: str, tmp_path: Path
+) -> None:
+    region = loaded(source)
+    assert region.partitions_again is False and region.mode == "fake"
+    LOADED_VIEWS[view](region, tmp_path)
+
+
+class _Markup(HTMLParser):
+    """The elements, attributes and text of an HTML document, as a browser's parser reads them."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.attributes: set[str] = set()
+        self.text: list[str] = []
+        self.feed(page)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.attributes |= {name for name, _ in attrs}
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def _svg_markup(svg: str) -> tuple[list[str], set[str], str]:
+    """An SVG's elements (local names), attribute names and text, as an XML parser reads them."""
+    root = ElementTree.fromstring(svg)  # noqa: S314 - our own output, checked here for what the trace put in it
+    elements = list(root.iter())
+    tags = [e.tag.rsplit("}", 1)[-1] for e in elements]
+    return tags, {a.rsplit("}", 1)[-1] for e in elements for a in e.attrib}, "".join(root.itertext())
+
+
+def _pictures(page: str) -> list[str]:
+    """The SVGs a page holds as `<img>` data URLs."""
+    found = re.findall(r"data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)", page)
+    return [base64.b64decode(picture).decode() for picture in found]
+
+
+def test_a_loaded_regions_names_are_text_in_every_html_and_svg(loaded: Callable[[str], TraceRegion], tmp_path: Path):
+    """A trace is someone else's data: the names it gives (its log's, its parameters', its budget) come out of
+    every HTML and SVG output as text, never as an element or a handler, and they do come out."""
+    region = loaded(HOSTILE)
+    log, parameter = MARKUP["log"], MARKUP["parameter"].format(k=2)
+    assert log in region.model_name and parameter in {s.source for s in region.saved_tensors}
+    assert any(MARKUP["budget"] in note for note in region.notes) and region.memory_budget is None
+    widget = bw.show(region)
+    bundle, _ = widget._repr_mimebundle_()
+    picture = widget.picture_bundle()["text/html"]
+    page = bw.to_html(region, tmp_path / "region.html").read_text()
+    module = parameter.rsplit(".", 1)[0]  # the parameter's module, as the graph's clusters and the peak name it
+    svgs: dict[str, tuple[str, tuple[str, ...]]] = {
+        "the widget's static SVG": (bundle["image/svg+xml"], (log,)),
+        "bw.save_svg": (bw.save_svg(region, tmp_path / "region.svg").read_text(), (module,)),
+        "a timeline labelled by the model's name": (plot.timeline({region.model_name: region}).svg, (log,)),
+        **{f"the picture's image {i}": (svg, ()) for i, svg in enumerate(_pictures(picture))},
+    }
+    pages = {"the static picture": (picture, 0, (log, "<script>alert(")), "bw.to_html": (page, 3, ())}
+    for what, (svg, shown) in svgs.items():
+        tags, attributes, text = _svg_markup(svg)
+        assert not {"script", "img", "b", "foreignObject"} & set(tags), what
+        assert not {a for a in attributes if a.startswith("on")}, what
+        assert all(name in text for name in shown), what
+    for what, (html_text, scripts, shown) in pages.items():
+        markup = _Markup(html_text)
+        assert markup.tags.count("script") == scripts and "b" not in markup.tags and "svg" not in markup.tags, what
+        assert not {a for a in markup.attributes if a.startswith("on")}, what
+        assert all(name in "".join(markup.text) for name in shown), what
+    # the page's data is JSON inside <script>: read back, the names are the trace's, whole
+    state = json.loads(re.search(r'id="bwd-data">(.*?)</script>', page, re.S).group(1))
+    assert state["data"]["model"] == region.model_name
