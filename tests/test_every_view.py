@@ -406,6 +406,8 @@ def _widget_controls(target: BackwardExtraction, out: Path) -> None:
         widget.error = ""
         move()
         assert widget.extraction is target and widget.error and "\n" not in widget.error, widget.error
+        assert widget.partitioner == target.partitioner, "a refused move leaves the controls on what is shown"
+        assert target.memory_budget is None or widget.memory_budget == target.memory_budget
     for refused in (widget.measure, lambda: widget.run_advise("1MB")):
         with pytest.raises(bw.BwdWidgetsError) as error:
             refused()

@@ -199,9 +199,7 @@ class BackwardGraphWidget(anywidget.AnyWidget):
                     self.previous = {"saved": shown["saved"], "saved_activation_bytes": shown["saved_activation_bytes"]}
                 session.shown = extraction
                 self.can_rerun = extraction.partitions_again
-                self.partitioner = extraction.partitioner
-                if extraction.memory_budget is not None:
-                    self.memory_budget = extraction.memory_budget
+                self._controls_show(extraction)
                 self.graph_index = session.graph_index = min(self.graph_index, len(extraction.partitions) - 1)
                 self.sweep_index = session.sweep_point_of(extraction)
                 self.advice_index = session.advice_row_of(extraction)
@@ -213,6 +211,12 @@ class BackwardGraphWidget(anywidget.AnyWidget):
                 self.data = sent
         finally:
             self._updating = False
+
+    def _controls_show(self, extraction: BackwardExtraction) -> None:
+        """The partitioner and budget controls set to `extraction`'s (the caller holds `_updating`)."""
+        self.partitioner = extraction.partitioner
+        if extraction.memory_budget is not None:
+            self.memory_budget = extraction.memory_budget
 
     def _data_to_json(self, value: object) -> memoryview:
         """The `data` trait on the wire: `encode_payload`, from the encoding made ahead when there is one."""
@@ -241,6 +245,11 @@ class BackwardGraphWidget(anywidget.AnyWidget):
             self._show(make(), previous=self.extraction)
         except BwdWidgetsError as error:
             self.error = str(error)
+            self._updating = True
+            try:
+                self._controls_show(self.extraction)  # the move was refused: the controls say what is shown
+            finally:
+                self._updating = False
         finally:
             self.busy = self._jobs.busy
         if not self.error and self.extraction.partitioner == "min_cut" and self.memory_budget is not None:
