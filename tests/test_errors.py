@@ -95,3 +95,39 @@ def test_torch_failure_is_one_line():
     with pytest.raises(bw.ExtractionFailed) as error:
         bw.extract(Broken(), torch.randn(2, 4))
     _one_sentence(error)
+
+
+@pytest.fixture(scope="module")
+def results():
+    """Each kind of result bw.show takes, made from one extraction."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 8)
+    g = bw.extract(MLP(width=8, depth=2), x)
+    made = {
+        "extraction": g,
+        "comparison": bw.compare(g, partitioners=["default", 0.5]),
+        "sweep": bw.sweep(g, budgets=[0.5, 1.0], progress=False),
+    }
+    return x, made
+
+
+PASSED_A_RESULT = {
+    "bw.extract(result, x)": lambda result, x: bw.extract(result, x),
+    "bw.advise(result, x)": lambda result, x: bw.advise(result, x, target="1KB", progress=False),
+    "bw.show(result, x)": lambda result, x: bw.show(result, x),
+    "bw.show(result, mode=...)": lambda result, x: bw.show(result, mode="fake"),
+}
+
+
+@pytest.mark.parametrize("call", PASSED_A_RESULT)
+@pytest.mark.parametrize("kind", ["extraction", "comparison", "sweep"])
+def test_a_result_passed_as_the_model_or_shown_with_inputs_is_one_sentence(results, kind, call):
+    x, made = results
+    with pytest.raises(bw.CallError) as error:
+        PASSED_A_RESULT[call](made[kind], x)
+    text = _one_sentence(error)
+    if call.startswith("bw.show"):
+        assert "would be ignored" in text and type(made[kind]).__name__ in text
+    else:
+        assert "expected a model" in text
+        assert kind != "extraction" or "bw.show(g)" in text

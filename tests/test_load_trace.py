@@ -157,7 +157,8 @@ def test_one_log_of_the_folder_loads_alone(tmp_path: Path) -> None:
 
 def test_what_a_loaded_region_cannot_do_says_so_in_one_sentence(tmp_path: Path) -> None:
     traced_run(tmp_path / "trace", "transformer", "aot_eager", 1.0)
-    (region,) = bw.load_trace(tmp_path / "trace")
+    load = bw.load_trace(tmp_path / "trace")
+    (region,) = load
     for attempt in (
         lambda: region.rerun("min_cut", 0.3),
         region.measure,
@@ -166,6 +167,14 @@ def test_what_a_loaded_region_cannot_do_says_so_in_one_sentence(tmp_path: Path) 
         with pytest.raises(BwdWidgetsError) as error:
             attempt()
         assert "\n" not in str(error.value) and "TORCH_TRACE" in str(error.value)
+    for whole in (lambda: bw.show(load), lambda: bw.extract(load), lambda: bw.advise(load, target="1KB")):
+        with pytest.raises(bw.CallError) as error:  # the load, where one of its regions is meant
+            whole()
+        assert (
+            "\n" not in str(error.value)
+            and "run's 1 compiled region," in str(error.value)
+            and "load[0]" in str(error.value)
+        )
 
 
 def _graphnet(*arguments: str) -> subprocess.CompletedProcess:

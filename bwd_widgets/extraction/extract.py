@@ -205,7 +205,7 @@ def _prepare(
         model = original  # torch.compile(net): trace the user's net, its inputs and parameters named as theirs
     name = name or type(model).__name__
     if not callable(model):
-        raise CallError(f"expected a model (an nn.Module or a function), got {type(model).__name__}.")
+        raise CallError(_not_a_model(model))
     if output is not None and not isinstance(output, (str, int)) and not callable(output):
         raise OutputChoiceError(f"output={output!r}: pass a key such as 'loss', an index, or callable(output).")
     inputs, keywords = bind_inputs(model, inputs, keywords)
@@ -231,6 +231,19 @@ def _prepare(
         model, inputs, keywords, output, name, signature, arg_names, parameters, decided, from_loss, ruled,
         graphnet_rule, requires_grad, input_names, notes, backend,
     )  # fmt: skip
+
+
+def _not_a_model(value: object) -> str:
+    """What to do instead, where a result of ours is passed as the model."""
+    from .loaded_trace import TraceLoad
+
+    got = f"expected a model (an nn.Module or a function), got {type(value).__name__}"
+    if isinstance(value, TraceLoad):
+        regions = f"{len(value)} compiled region" + ("" if len(value) == 1 else "s")
+        return f"{got}: it holds a run's {regions}, each extracted already; use one, e.g. load[0]."
+    if isinstance(value, BackwardExtraction):
+        return f"{got}, an extraction already: show it with bw.show(g), or pass the model and its inputs."
+    return f"{got}."
 
 
 def prepared_call(model: Callable | GraphNetSample, inputs: tuple, options: dict[str, object], mode: Mode) -> _Call:

@@ -90,8 +90,12 @@ def unusable_target(target: str, measure_time: bool, mode: Mode, source: ModelSo
     if measure_time and mode != "real":
         return "timing runs each plan's real graphs, and this widget's extraction is fake: untick it."
     if source is None:
-        return "the advisor traces the model with each plan: open the widget with bw.show(model, inputs)."
+        return NEEDS_SOURCE
     return ""
+
+
+NEEDS_SOURCE = "the advisor traces the model with each plan: open the widget with bw.show(model, inputs)."
+"""Why a widget opened on a result alone cannot advise: the Advise box and `run_advise` say it alike."""
 
 
 def model_source(model: Any, inputs: tuple, extract_kwargs: Mapping[str, Any]) -> ModelSource:

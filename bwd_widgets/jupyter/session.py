@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..core.errors import BwdWidgetsError
 from ..studio.compare import DEFAULT_BUDGETS, Sweep, sweep
-from .advising import ModelSource, advice_plans, advised, first_shown, remembered_source
+from .advising import NEEDS_SOURCE, ModelSource, advice_plans, advised, first_shown, remembered_source
 from .ahead import MadeAhead, same_trace
 
 if TYPE_CHECKING:
@@ -126,9 +126,7 @@ class WidgetSession:
     def needs_source(self) -> ModelSource:
         """The model source, or a BwdWidgetsError saying how to open a widget with one."""
         if self.source is None:
-            raise BwdWidgetsError(
-                "the advisor traces the model with each plan: open the widget with bw.show(model, x)."
-            )
+            raise BwdWidgetsError(NEEDS_SOURCE)
         return self.source
 
     def advised(self, job: Job, target: int | str, measure_time: bool) -> Advice:

@@ -11,7 +11,7 @@ import anywidget
 import traitlets
 from anywidget.experimental import command
 
-from ..core.errors import BwdWidgetsError
+from ..core.errors import BwdWidgetsError, CallError
 from ..extraction.extract import extract
 from ..extraction.result import BackwardExtraction
 from ..studio.advisor import Advice
@@ -483,6 +483,13 @@ class BackwardGraphWidget(anywidget.AnyWidget):
 
 def show(target: Any, *example_inputs: object, **extract_kwargs: Any) -> BackwardGraphWidget:
     """`show(extraction)`, `show(comparison)`, `show(sweep)`, `show(advice)`, or `show(model, *inputs, ...)`."""
+    shown = (BackwardExtraction, Comparison, Sweep, Advice)
+    if isinstance(target, shown) and (example_inputs or extract_kwargs):
+        given = ", ".join([*(["inputs"] if example_inputs else []), *extract_kwargs])
+        raise CallError(
+            f"bw.show({type(target).__name__}) shows a result as it is, so {given} would be ignored: pass the model "
+            "and its inputs to extract again, or rerun() to partition again."
+        )
     if isinstance(target, BackwardExtraction):
         return BackwardGraphWidget(target)
     if isinstance(target, Comparison):
