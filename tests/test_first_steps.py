@@ -7,8 +7,11 @@ run the operators that carry a recomputed random op's generator state), a user's
 tests/test_every_view.py generates the same family over every view and partition; these are the users' own words.
 """
 
+import inspect
+
 import pytest
 import torch
+from compiled_saves import counted_saves
 from IPython.utils.capture import capture_output
 from ipython_shell import notebook_shell
 from torch import nn
@@ -214,6 +217,36 @@ def test_a_graph_break_gets_a_note_in_dynamos_words(model, says):
     if model is _Branches:
         line = next(i for i, text in enumerate(open(__file__).read().splitlines(), 1) if text.endswith("# the break"))
         assert f"{__file__}:{line} (`if y.sum() > 0:  # the break`)" in note
+
+
+class _BreaksInALoop(torch.nn.Module):
+    """Blocks that break the graph, called in a loop: Dynamo gives up on the loop's frame and runs it eagerly."""
+
+    def __init__(self, block: type) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(block() for _ in range(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return x.tanh()
+
+
+@pytest.mark.parametrize("block", [_Branches, _BreaksOnPurpose], ids=["data_dependent_if", "graph_break_call"])
+def test_a_frame_dynamo_ran_eagerly_is_named_in_a_note(block):
+    """What the eager frame's own ops save (here the tanh's output) is in no graph: bw's saved bytes are less than
+    what a pack hook counts around the compiled model, and a note says which frame ran eagerly and why, in
+    Dynamo's words; without the loop, no frame runs eagerly and no such note is given."""
+    torch.manual_seed(0)
+    model, x = _BreaksInALoop(block), torch.randn(4, 8)
+    extraction = bw.extract(model, x, cache=False)
+    (note,) = [n for n in extraction.notes if " eagerly " in n]
+    line = inspect.getsourcelines(_BreaksInALoop.forward)[1]
+    assert note.startswith(f"Dynamo ran forward ({__file__}:{line}) eagerly (") and "loop" in note
+    assert any(n.startswith("Dynamo broke the graph") for n in extraction.notes)
+    assert extraction.saved_activation_bytes < counted_saves(model, (x,)).bytes
+    alone = bw.extract(block(), x, cache=False)
+    assert not any(" eagerly " in n for n in alone.notes)
 
 
 def test_a_forward_in_one_region_has_no_graph_break_note():

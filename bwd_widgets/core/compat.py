@@ -364,6 +364,26 @@ def graph_break_note(reason: str) -> str:
     return f"Dynamo broke the graph{at}: {dynamo_words(reason).rstrip('.')}."
 
 
+_SKIPPED_FRAME = re.compile(r"frame skipped: (\S+) \((.+?) line (\d+)\)")
+"""Where Dynamo's reason says it gave up on a whole frame (its debug context: `frame skipped: forward (FILE line N)`)."""
+
+
+def eager_frame_note(reason: str) -> str | None:
+    """Where Dynamo ran a whole frame eagerly (a graph break inside a loop, on 2.13 to 2.15), a note in its words:
+    that frame's own ops run outside every compiled region, so what they save is kept by eager autograd and no
+    graph shows it. None where the reason skips no frame."""
+    found = _SKIPPED_FRAME.search(reason)
+    if found is None:
+        return None
+    explained = re.findall(r"Explanation: (.+)", reason[: found.start()])
+    why = f" ({explained[-1].strip().rstrip('.')})" if explained else ""
+    return (
+        f"Dynamo ran {found.group(1)} ({found.group(2)}:{found.group(3)}) eagerly{why}: its own ops run outside every "
+        "compiled region, so what they save for backward is kept by eager autograd, and no graph here shows or "
+        "counts it."
+    )
+
+
 def region_memory_budget_available() -> bool:
     """Whether this torch has `torch.autograd.graph.region_activation_memory_budget` (a budget for the graph
     traced under it, read by min-cut when torch.compile partitions that graph)."""
@@ -388,6 +408,7 @@ __all__ = [
     "dynamo_words",
     "keyless_pytree_node",
     "graph_break_note",
+    "eager_frame_note",
     "graph_break_reasons",
     "min_cut_solver",
     "graph_text_skipped_unless_logged",

@@ -28,6 +28,7 @@ from ..core.compat import (
     dynamo_config,
     dynamo_setting,
     dynamo_words,
+    eager_frame_note,
     functorch_config,
     graph_break_note,
     graph_break_reasons,
@@ -429,7 +430,7 @@ def _attempt(
         ROUTE_BY_THREAD.pop(threading.get_ident(), None)
         session.finish()
     session.graph_breaks = graph_break_reasons() - before
-    if len(session.regions) > 1:
+    if session.graph_breaks or len(session.regions) > 1:
         notes = [*notes, *_graph_breaks(session.graph_breaks, len(session.regions))]
     return session, told, notes, backward_ran
 
@@ -438,7 +439,8 @@ def _graph_breaks(reasons: Counter[str], regions: int) -> list[str]:
     """The breaks between a capture's regions, in Dynamo's words: each reason it recorded, with the user's line
     where the reason names it; where it recorded none, that it did not (its log does: never a guess here)."""
     if reasons:
-        return [graph_break_note(reason) for reason in reasons]
+        eager = [note for reason in reasons if (note := eager_frame_note(reason)) is not None]
+        return [*dict.fromkeys(graph_break_note(reason) for reason in reasons), *dict.fromkeys(eager)]
     return [
         f"Dynamo broke the forward into {regions} compiled regions and recorded no reason on this torch: "
         "TORCH_LOGS=graph_breaks shows where and why."
