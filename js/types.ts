@@ -149,6 +149,7 @@ export interface MeasuredMemory {
   predicted_peak_bytes: number;
   error_percent: number; // (predicted peak - measured peak) / measured peak, in percent
   device: string;
+  reserved_peak_bytes?: number | null; // the segments' most during the run, from a memory snapshot; absent or null: not known
 }
 
 /** The memory picture: live activation memory over the run, its peak, saved bytes by module. */
@@ -280,7 +281,7 @@ export const MEMORY_POINT_KEYS = ["step", "phase", "node", "graph", "live_bytes"
 export const MEMORY_PEAK_KEYS = ["step", "phase", "node", "graph", "live_bytes", "module"] as const satisfies readonly (keyof MemoryPeak)[];
 export const MODULE_BYTES_KEYS = ["module", "bytes"] as const satisfies readonly (keyof ModuleBytes)[];
 export const MEMORY_BAND_KEYS = ["key", "label", "bytes"] as const satisfies readonly (keyof MemoryBand)[];
-export const MEASURED_MEMORY_KEYS = ["timeline", "peak", "predicted_peak_bytes", "error_percent", "device"] as const satisfies readonly (keyof MeasuredMemory)[];
+export const MEASURED_MEMORY_KEYS = ["timeline", "peak", "predicted_peak_bytes", "error_percent", "device", "reserved_peak_bytes"] as const satisfies readonly (keyof MeasuredMemory)[];
 export const MEMORY_KEYS = [
   "timeline", "steps", "forward_steps", "peak", "by_module", "x_ticks", "y_ticks", "tick_count", "measured", "kinds", "modules",
   "module_depth", "selects",

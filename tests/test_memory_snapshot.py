@@ -57,6 +57,17 @@ def _reference(snapshot: dict[str, Any]) -> list[dict[str, Any]]:
     return result
 
 
+def _freed_at(events: list[dict[str, Any]]) -> list[int]:
+    """Each alloc's free_completed (the next one of its address; -1 for none), -1 for other events."""
+    freed, live = [-1] * len(events), {}
+    for i, event in enumerate(events):
+        if event["action"] == "alloc":
+            live[event["addr"]] = i
+        elif event["action"] == "free_completed" and event["addr"] in live:
+            freed[live.pop(event["addr"])] = i
+    return freed
+
+
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("snapshots") / "generated.pickle"
@@ -79,6 +90,7 @@ def test_torch_reads_the_generated_snapshot_and_agrees_with_the_reader(generated
     assert list(device.sizes) == [e["size"] for e in events]
     assert [device.time_us(i) for i in range(len(events))] == [e["time_us"] for e in events]
     assert [device.frame(i) for i in range(len(events))] == [top_user_frame(e["frames"]) for e in events]
+    assert list(device.freed_at) == _freed_at(events)
     assert (loaded.peak_allocated, device.peak_allocated_event) == (reference["peak"], reference["peak_at"])
     assert [a.size for a in loaded.top_at_peak] == reference["sizes_at_peak"][:10]
     assert all(a.frame.startswith("model.py:") for a in loaded.top_at_peak)

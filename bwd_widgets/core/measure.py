@@ -51,6 +51,9 @@ class MeasuredMemory:
     """CUDA only: `torch.cuda.memory._snapshot()` of the run."""
     gradient_bytes: list[int] = field(default_factory=list, repr=False)
     """Live bytes, at each step of `curve`, of the parameters' gradients the backward returned."""
+    reserved_peak_bytes: int | None = None
+    """The most the allocator's segments held during the run, apart from the peak allocated: from a memory
+    snapshot that records segment events (`core/snapshot_match.py`); None where nothing says."""
 
     @property
     def peak_bytes(self) -> int:

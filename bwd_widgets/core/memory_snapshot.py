@@ -102,6 +102,9 @@ class DeviceTimeline:
     """Each event's time_us less `time_base` (the first event's), so that most traces fit 4 bytes an event."""
     frame_ids: array[int] = field(repr=False)
     frame_names: list[str] = field(repr=False)
+    freed_at: array[int] = field(repr=False, default_factory=lambda: array("q"))
+    """For each `alloc`, the event that completed its free (the next free_completed of its address; -1 where the
+    trace holds none); -1 for other events."""
     time_base: int = 0
     count: int = 0
     """The events read when this was made: a partial result shares its arrays with the reading, which goes on."""
@@ -241,7 +244,7 @@ class _FrameRef:
 
 
 class _Trace:
-    """One device's events as compact arrays (11 bytes an event, while sizes stay under 4 GiB, the trace under
+    """One device's events as compact arrays (19 bytes an event, while sizes stay under 4 GiB, the trace under
     71 minutes and distinct user frames under 65536), and the running sums over them,
     advanced as events arrive: addresses are kept only until the running sums have seen them."""
 
@@ -252,6 +255,7 @@ class _Trace:
         self.time_base: int | None = None
         self.frames = array("H")
         self.addresses = array("Q")
+        self.freed_at = array("q")
         self.seen = 0
         self.allocated = self.reserved = 0
         self.peak_allocated = self.peak_reserved = 0
@@ -263,9 +267,10 @@ class _Trace:
     def advance(self, top: int) -> None:
         """Add the events not yet seen to the running sums; the largest allocations alive at the allocated
         peak are taken when the peak is left (at the first free after it), or at the end."""
-        actions, sizes, addresses, live = self.actions, self.sizes, self.addresses, self.live
+        actions, sizes, addresses, live, freed_at = self.actions, self.sizes, self.addresses, self.live, self.freed_at
         for i in range(self.seen, len(actions)):
             code = actions[i]
+            freed_at.append(-1)
             if code == _ALLOC:
                 size = sizes[i]
                 address = addresses[i - self.seen]
@@ -277,7 +282,9 @@ class _Trace:
                 if self.capture:
                     self.take_peak(top)
                 self.allocated -= sizes[i]
-                live.pop(addresses[i - self.seen], None)
+                freed = live.pop(addresses[i - self.seen], None)
+                if freed is not None:
+                    freed_at[-freed[1]] = i
             elif code == _SEGMENT_ALLOC or code == _SEGMENT_MAP:
                 self.reserved += sizes[i]
                 self.peak_reserved = max(self.peak_reserved, self.reserved)
@@ -300,6 +307,7 @@ class _Trace:
             time_base=self.time_base or 0,
             frame_ids=self.frames,
             frame_names=names,
+            freed_at=self.freed_at,
             count=self.seen,
             peak_allocated=self.peak_allocated,
             peak_allocated_event=self.peak_event,

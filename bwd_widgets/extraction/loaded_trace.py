@@ -6,7 +6,8 @@ one partition is the one the run used: the forward and backward graphs torch log
 device. Saved values are the backward's placeholders between the primals and the tangents, as torch's
 partition hands them over, so the saved table, the memory timeline and `bw.show` work with nothing of the
 model present, and `save_graphnet` writes the run's graphs as GraphNet samples. What needs the model or the
-run's values (partitioning again, measuring) says so in one sentence.
+run's values (partitioning again, measuring) says so in one sentence; a memory snapshot recorded during the
+run gives the measured curve (`TraceRegion.attach_snapshot`).
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from ..core.compat import FakeTensorMode
 from ..core.decisions import Decisions, logged_decisions
 from ..core.errors import MeasureNeedsRealModeError, PartitionerError, TraceError
 from ..core.kinds import Backend, InputKind, InputSource, is_tangent
+from ..core.memory_snapshot import MemorySnapshot, load_memory_snapshot
 from ..core.naming import parse_flat_name
 from ..core.partitioners import Partitioner
+from ..core.snapshot_match import SnapshotMeasured, match_snapshot
 from ..core.text import visible
 from ..core.torch_trace import (
     GraphBuilder,
@@ -90,10 +93,26 @@ class TraceRegion(BackwardExtraction):
         raise PartitionerError(_NOT_AGAIN)
 
     def measure(self) -> MeasuredMemory:
+        """The measurement `attach_snapshot` read; nothing here can run to be measured."""
+        if isinstance(self.measured, SnapshotMeasured):
+            return self.measured
         raise MeasureNeedsRealModeError(
             "a region loaded from a TORCH_TRACE holds the run's shapes, not its values: nothing here can run to be "
-            "measured (record a memory snapshot during the run instead)."
+            "measured (record a memory snapshot during the run, and give it to region.attach_snapshot(path))."
         )
+
+    def attach_snapshot(
+        self, snapshot: MemorySnapshot | str | Path, *, window: tuple[int, int] | None = None
+    ) -> SnapshotMeasured:
+        """The run's measured memory, from a memory snapshot recorded during it (`torch.cuda.memory._dump_snapshot`
+        or the path it wrote): its allocations paired with this region's predicted ones by size and order
+        (`core/snapshot_match.py` says the rule and what it cannot tell apart), kept as `measured`, so `bw.show`
+        draws the measured curve over the prediction with peak allocated and peak reserved apart. `window`: the
+        first and last event to search, for a snapshot of many steps. A snapshot that does not line up with the
+        region raises SnapshotError, and `measured` stays as it was."""
+        loaded = snapshot if isinstance(snapshot, MemorySnapshot) else load_memory_snapshot(snapshot)
+        self.measured = match_snapshot(self.partitions, loaded, name=f"region {self.compile_id}", window=window)
+        return self.measured
 
     @property
     def sample_name(self) -> str:

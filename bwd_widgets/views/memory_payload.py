@@ -1,6 +1,7 @@
 """The memory picture's part of the kernel-to-browser contract (`views/payload.py` carries it in each
 `RunTotals`): live activation memory over the run at most TIMELINE_POINTS points, stacked by the liveness
-walk's kind of each storage and by module, the node each point selects, and `g.measure()`'s curve."""
+walk's kind of each storage and by module, the node each point selects, and `g.measure()`'s curve (or the one a
+memory snapshot gave, `TraceRegion.attach_snapshot`, with its peak reserved)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,9 @@ class MeasuredMemory(TypedDict):
     error_percent: float
     """(predicted peak - measured peak) / measured peak, in percent."""
     device: str
+    reserved_peak_bytes: int | None
+    """The most the allocator's segments held during the run, apart from `peak` (allocated): from a memory
+    snapshot (`TraceRegion.attach_snapshot`) that records segment events; None where nothing says."""
 
 
 class Memory(TypedDict):
@@ -175,4 +179,5 @@ def measured_payload(extraction: BackwardExtraction) -> MeasuredMemory | None:
         predicted_peak_bytes=result.predicted_peak_bytes,
         error_percent=round(result.error_percent, 3),
         device=result.device,
+        reserved_peak_bytes=result.reserved_peak_bytes,
     )

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { formatError, measuredText, timelineGeometry, timelineYTicks } from "../memory";
+import { reservedText } from "../panes/memory";
 import { measuredRun, memoryRun } from "./synthetic";
 
 const predicted = memoryRun();
@@ -34,5 +35,15 @@ describe("measured over predicted", () => {
     expect(formatError(12.345)).toBe("+12.3%");
     expect(formatError(-28.571)).toBe("\u221228.6%");
     expect(formatError(-0.01)).toBe("+0.0%");
+  });
+
+  it("says the peak reserved apart from the peak allocated, where a snapshot gave it", () => {
+    expect(reservedText(predicted)).toBe("");
+    expect(reservedText({ ...predicted, measured: measured(500, 0) })).toBe(""); // g.measure(): no segments
+    const snapshot = { ...measured(500, 0), reserved_peak_bytes: null };
+    expect(reservedText({ ...predicted, measured: snapshot })).toBe("");
+    expect(reservedText({ ...predicted, measured: { ...snapshot, reserved_peak_bytes: 2048 } })).toBe(
+      " \u00B7 peak reserved 2.05 KB",
+    );
   });
 });
