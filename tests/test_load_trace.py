@@ -83,6 +83,23 @@ def test_a_loaded_region_saves_what_the_run_saved(tmp_path: Path, backend: str, 
 
 
 @pytest.mark.slow
+def test_a_compile_that_hits_inductors_caches_reads_as_inductor(tmp_path: Path) -> None:
+    """A compile served from AOT Autograd's and Inductor's caches (a training step's, backward run) writes no
+    pre-grad graph, and its post-grad graph and output code after the AOT graphs: the region is Inductor's all the
+    same, with the saved set of the compile that filled the caches."""
+    cold, warm = (
+        traced_run(tmp_path / run, "transformer", "inductor", 0.5, cache=tmp_path / "cache", backward=True)
+        for run in "ab"
+    )
+    logs = [next((tmp_path / run).iterdir()).read_text() for run in "ab"]
+    assert "after_pre_grad_graph" in logs[0] and "after_pre_grad_graph" not in logs[1]
+    assert "aotautograd_cache_hit" in logs[1]  # the second compile was served from the caches the first filled
+    first, second = (bw.load_trace(tmp_path / run)[0] for run in "ab")
+    assert first.backend == second.backend == "inductor"
+    assert _saved(first) == _saved(second) and second.saved_activation_bytes == cold["bytes"] == warm["bytes"]
+
+
+@pytest.mark.slow
 def test_the_two_budgets_differ_on_the_course_transformer(tmp_path: Path) -> None:
     """The budget test above would hold trivially if torch saved the same at both: it does not."""
     whole, half = (traced_run(tmp_path / f"t{b}", "transformer", "aot_eager", b) for b in (1.0, 0.5))

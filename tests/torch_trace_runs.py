@@ -31,27 +31,39 @@ class Broken(torch.nn.Module):
         torch._dynamo.graph_break()
         return self.second(h)
 
-name, backend, budget = sys.argv[1], sys.argv[2], float(sys.argv[3])
+name, backend, budget, backward = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4] == "backward"
 torch.manual_seed(0)
 if name == "transformer":
     model, x = Transformer(), torch.randint(0, 64, (2, 8))
 else:
     model, x = Broken(), torch.randn(4, 32, requires_grad=True)
-saves = counted_saves(model, (x,), backend=backend, budget=budget)
+saves = counted_saves(model, (x,), backend=backend, budget=budget, backward=backward)
 print(json.dumps({"bytes": saves.bytes, "tensors": saves.tensors}))
 """
 MODELS = ("transformer", "broken")
 """transformer: the course Transformer, one region; broken: the course MLP with a graph break, two regions."""
 
 
-def traced_run(folder: Path, name: str, backend: str, budget: float, *, debug: bool = False) -> dict:
+def traced_run(
+    folder: Path,
+    name: str,
+    backend: str,
+    budget: float,
+    *,
+    debug: bool = False,
+    cache: Path | None = None,
+    backward: bool = False,
+) -> dict:
     """Run the model `name` once under torch.compile in a fresh process with TORCH_TRACE=folder; the bytes and
-    tensors its pack hook counted. `debug`: with AOT_PARTITIONER_DEBUG=1, torch's switch that writes min-cut's
-    knapsack into the trace (`min_cut_information`)."""
+        tensors its pack hook counted. `debug`: with AOT_PARTITIONER_DEBUG=1, torch's switch that writes min-cut's
+        knapsack into the trace (`min_cut_information`). `cache`: Inductor's cache folder (TORCHINDUCTOR_CACHE_DIR;
+        else torch's default, shared by every run of this machine). `backward`: run backward too, as a training step does
+    (torch compiles the backward graph then, and AOT Autograd's cache keeps the region only after it)."""
     env = {"TORCH_TRACE": str(folder), "PYTHONPATH": str(TESTS), "PATH": "/usr/bin:/bin", "HOME": str(folder.parent)}
     env.update({"AOT_PARTITIONER_DEBUG": "1"} if debug else {})
+    env.update({"TORCHINDUCTOR_CACHE_DIR": str(cache)} if cache is not None else {})
     done = subprocess.run(
-        [sys.executable, "-c", RUN, name, backend, str(budget)],
+        [sys.executable, "-c", RUN, name, backend, str(budget), "backward" if backward else "forward"],
         env=env,
         capture_output=True,
         text=True,

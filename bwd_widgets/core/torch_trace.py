@@ -37,9 +37,10 @@ GRAPHS = ("aot_joint_graph", "aot_forward_graph", "aot_backward_graph", "dynamo_
 the graph Dynamo handed it (whose inputs AOT Autograd's `PlainAOTInput(idx=i)` refer to)."""
 ARTIFACTS = ("torch._functorch.config", "min_cut_information")
 """The artifacts (`{"artifact": {"name": ...}}`) read besides the graphs."""
-INDUCTOR_MARK = "after_pre_grad_graph"
-"""The artifact Inductor's pre-grad passes write before AOT Autograd traces the region (aot_eager runs no such
-pass): its presence, not its text, says Inductor compiled the region."""
+INDUCTOR_MARKS = ("after_pre_grad_graph", "inductor_post_grad_graph", "inductor_output_code")
+"""Entries only Inductor writes for a region: the artifact of its pre-grad passes (before AOT Autograd traces), its
+post-grad graph and its output code (after the partition). Any one, not its text, says Inductor compiled the region:
+a compile that hits Inductor's caches writes no pre-grad graph, only the two that come after the AOT graphs."""
 
 _HEADER = re.compile(r"^[VIWEC]\d{4} [\d:.]+ +\d+ [^\]]*\] (\{.*\})\s*$")
 _ANNOTATION = re.compile(r"^([a-z0-9]+)\[([^\]]*)\]\[([^\]]*)\](.*)$")
@@ -73,7 +74,7 @@ class RegionText:
     functorch_config: dict | None = None
     min_cut_information: str | None = None
     inductor: bool = False
-    """Whether Inductor compiled the region (`INDUCTOR_MARK` in the trace)."""
+    """Whether Inductor compiled the region (one of `INDUCTOR_MARKS` in the trace)."""
 
     @property
     def complete(self) -> bool:
@@ -90,7 +91,7 @@ def trace_files(path: str | Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_file() and p.suffix == ".log")
 
 
-_MARKS = tuple(name.encode() for name in (*GRAPHS, *ARTIFACTS, INDUCTOR_MARK))
+_MARKS = tuple(name.encode() for name in (*GRAPHS, *ARTIFACTS, *INDUCTOR_MARKS))
 """Bytes a wanted header holds: any other header (most of a trace's) is passed over without being parsed."""
 
 
@@ -105,9 +106,9 @@ def _wanted(line: str) -> dict | None:
     if not isinstance(entry, dict):
         return None
     artifact = entry.get("artifact")
-    if any(name in entry for name in GRAPHS):
+    if any(name in entry for name in (*GRAPHS, *INDUCTOR_MARKS)):
         return entry
-    if isinstance(artifact, dict) and artifact.get("name") in (*ARTIFACTS, INDUCTOR_MARK):
+    if isinstance(artifact, dict) and artifact.get("name") in (*ARTIFACTS, *INDUCTOR_MARKS):
         return entry
     return None
 
@@ -156,9 +157,11 @@ class RegionIndex:
 def index_regions(path: str | Path) -> Iterator[RegionIndex]:
     """Each compiled region of each log, handed on once its backward graph is indexed (an inference-only region,
     with no backward graph, is handed on at the end of its file). One pass over the bytes; a header is parsed
-    only where it names an entry wanted."""
+    only where it names an entry wanted. An entry of a region already handed on (Inductor's post-grad graph and
+    output code come after the AOT graphs) still marks it: read a region once the pass is done."""
     for file in trace_files(path):
         open_regions: dict[str, RegionIndex] = {}
+        handed: dict[str, RegionIndex] = {}
         with file.open("rb") as log:
             offset, region, name, start = 0, None, "", 0
             for line in log:
@@ -166,15 +169,19 @@ def index_regions(path: str | Path) -> Iterator[RegionIndex]:
                     if region is not None and offset > start:
                         region.spans[name] = (start, offset)
                         if region.complete and region.compile_id in open_regions:
-                            yield open_regions.pop(region.compile_id)
+                            handed[region.compile_id] = open_regions.pop(region.compile_id)
+                            yield region
                     region, name = None, ""
                     entry = _wanted(line.decode("utf-8", errors="replace")) if any(m in line for m in _MARKS) else None
                     compile_id = _compile_id(entry) if entry is not None else None
                     if entry is not None and compile_id is not None:
                         rank = entry.get("rank") if isinstance(entry.get("rank"), int) else None
-                        found = open_regions.setdefault(compile_id, RegionIndex(file, rank, compile_id))
-                        name = next((g for g in GRAPHS if g in entry), None) or entry["artifact"]["name"]
-                        if name == INDUCTOR_MARK:
+                        found = handed.get(compile_id) or open_regions.setdefault(
+                            compile_id, RegionIndex(file, rank, compile_id)
+                        )
+                        keyed = [g for g in (*GRAPHS, *INDUCTOR_MARKS) if g in entry]
+                        name = keyed[0] if keyed else entry["artifact"]["name"]
+                        if name in INDUCTOR_MARKS:
                             found.inductor = True
                         else:
                             region = found
@@ -183,12 +190,6 @@ def index_regions(path: str | Path) -> Iterator[RegionIndex]:
             if region is not None and offset > start:
                 region.spans[name] = (start, offset)
         yield from open_regions.values()
-
-
-def read_regions(path: str | Path) -> Iterator[RegionText]:
-    """Each compiled region of each log, with its text (`index_regions`, each region read as it is handed on)."""
-    for index in index_regions(path):
-        yield index.read()
 
 
 def _take(region: RegionText, name: str, text: str) -> None:
