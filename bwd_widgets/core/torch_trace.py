@@ -234,6 +234,16 @@ def parse_annotation(text: str) -> Annotation:
     return Annotation(_DTYPES[abbr], sizes, strides, device)
 
 
+def _same_tensor_meta(ran: object, annotated: torch.Tensor) -> bool:
+    """Whether an op's run gave the tensor its annotation prints (dtype, shape, stride)."""
+    return (
+        isinstance(ran, torch.Tensor)
+        and ran.dtype == annotated.dtype
+        and ran.shape == annotated.shape
+        and ran.stride() == annotated.stride()
+    )
+
+
 class GraphBuilder:
     """Builds one torch.fx graph from one printed graph's syntax tree; every value a fake tensor of its
     annotation, made under one FakeTensorMode shared by the region's graphs."""
@@ -311,14 +321,32 @@ class GraphBuilder:
         if node.name != name:
             raise Refused(f"line {value.lineno} names {name!r} twice")
         self.values[name] = node
+        ran = self._run(node)
         if annotation is None:
+            if isinstance(ran, (tuple, list)):
+                node.meta["val"] = tuple(ran)
             return
         text = _annotation_text(annotation)
         if text.startswith("Sym("):
             raise Refused(f"line {value.lineno} holds a symbolic size ({text}), which this reader does not take yet")
-        node.meta["val"] = self._fake(text)
+        annotated = self._fake(text)
+        node.meta["val"] = ran if _same_tensor_meta(ran, annotated) else annotated
         if target is operator.getitem and isinstance(args[0], torch.fx.Node) and isinstance(args[1], int):
             self._set_item(args[0], args[1], node.meta["val"])
+
+    def _run(self, node: torch.fx.Node) -> object:
+        """The op run on its inputs' fake tensors (torch's own op, by name; no code of the trace runs): its output
+        aliases what torch's op aliases (a view shares its input's storage), which an annotation cannot say. None
+        where an input has no value or the op cannot run here; the annotation stands then."""
+        values = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in (*node.args, *node.kwargs.values())]
+        if any(v is None for v, a in zip(values, (*node.args, *node.kwargs.values())) if isinstance(a, torch.fx.Node)):
+            return None
+        args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta["val"])
+        try:
+            with self.fake_mode:
+                return node.target(*args, **kwargs)  # type: ignore[operator]
+        except Exception:  # noqa: BLE001 - an op fake mode cannot run: its annotation gives its value
+            return None
 
     def _set_item(self, source: torch.fx.Node, index: int, value: torch.Tensor) -> None:
         """A multi-output op's value, as torch keeps it: the tuple of what its `getitem`s read (None where none)."""
