@@ -289,6 +289,28 @@ def test_a_trace_whose_graph_would_run_code_is_refused_and_nothing_runs(tmp_path
     assert "refused, nothing of it run" in sentence and "\n" not in sentence and "line 3" in sentence
 
 
+def test_an_op_another_library_registered_is_read_never_run(tmp_path: Path) -> None:
+    """A loaded graph's values are made by running torch's own ops on fake tensors; an op this process registered
+    (a library's, with Python code of its own, its fake implementation included) is named by the trace, not run:
+    its value is its annotation."""
+    marker = tmp_path / "ran"
+
+    @torch.library.custom_op("bwd_widgets_test::touches", mutates_args=())
+    def touches(x: torch.Tensor) -> torch.Tensor:
+        marker.touch()
+        return x.clone()
+
+    @touches.register_fake
+    def _(x: torch.Tensor) -> torch.Tensor:
+        marker.touch()
+        return torch.empty_like(x)
+
+    _evil_trace(tmp_path / "trace", "torch.ops.bwd_widgets_test.touches.default(primals_1)")
+    (region,) = bw.load_trace(tmp_path / "trace")
+    assert [s.name for s in region.saved_tensors] == ["primals_1"] and region.memory_timeline()
+    assert not marker.exists()
+
+
 def test_the_safe_twin_of_the_refused_trace_loads(tmp_path: Path) -> None:
     """The refusal test's trace with an op call in place of the code: it loads, so the refusals are the code's."""
     _evil_trace(tmp_path / "trace", "torch.ops.aten.relu.default(primals_1)")

@@ -234,6 +234,11 @@ def parse_annotation(text: str) -> Annotation:
     return Annotation(_DTYPES[abbr], sizes, strides, device)
 
 
+_RUN_NAMESPACES = ("aten", "prims")
+"""The ops a loaded graph's values are made by running (on fake tensors): torch's own, never another library's or
+an op a process registered with Python code of its own."""
+
+
 def _same_tensor_meta(ran: object, annotated: torch.Tensor) -> bool:
     """Whether an op's run gave the tensor its annotation prints (dtype, shape, stride)."""
     return (
@@ -335,11 +340,15 @@ class GraphBuilder:
             self._set_item(args[0], args[1], node.meta["val"])
 
     def _run(self, node: torch.fx.Node) -> object:
-        """The op run on its inputs' fake tensors (torch's own op, by name; no code of the trace runs): its output
-        aliases what torch's op aliases (a view shares its input's storage), which an annotation cannot say. None
-        where an input has no value or the op cannot run here; the annotation stands then."""
-        values = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in (*node.args, *node.kwargs.values())]
-        if any(v is None for v, a in zip(values, (*node.args, *node.kwargs.values())) if isinstance(a, torch.fx.Node)):
+        """torch's own op (aten's or prims', found by name; no code of the trace runs) run on its inputs' fake
+        tensors: its output aliases what the op aliases (a view shares its input's storage), which an annotation
+        cannot say. None where the op is another library's, reads no tensor (fake mode would not hold it), has an
+        input without a value, or cannot run here; the annotation stands then."""
+        namespace = getattr(node.target, "namespace", None)
+        if node.target is not operator.getitem and namespace not in _RUN_NAMESPACES:
+            return None
+        nodes = node.all_input_nodes
+        if not nodes or any(n.meta.get("val") is None for n in nodes):
             return None
         args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta["val"])
         try:
