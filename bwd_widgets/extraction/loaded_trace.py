@@ -269,7 +269,8 @@ def _decisions(text: RegionText) -> tuple[Decisions, str]:
     and only where the knapsack ran (a budget below 1 that the cheaper plans did not meet); the reasons on
     min-cut's flow graph (why a value could not be recomputed) are never in a trace."""
     budget = (text.functorch_config or {}).get("activation_memory_budget")
-    said = f"the run's activation_memory_budget was {budget}" if budget is not None else "the trace records no budget"
+    recorded = budget if isinstance(budget, (int, float)) else visible(repr(budget)[:60])  # someone else's text
+    said = f"the run's activation_memory_budget was {recorded}" if budget is not None else "the trace records no budget"
     unknown = Decisions(reachable=False, unknown=NOT_IN_TRACE)
     if text.min_cut_information is None:
         return unknown, (
