@@ -5,8 +5,10 @@ import { formatBytes, formatFlops, formatSeconds } from "./units";
 import type { AdvicePlanRow } from "./types";
 
 /** "yes" / "no" against the target, "not verified" where the plan's code could not be run to check it (an
- *  offload plan whose eager step failed on fake tensors: its note says why). */
+ *  offload plan whose eager step failed on fake tensors: its note says why), and no verdict for a region plan,
+ *  whose peak is an estimate by design (its pasted code is run for the bytes it saves: its note says them). */
 export function fitsText(row: AdvicePlanRow): string {
+  if (row.kind === "region") return "\u2014";
   if (row.verified_peak_bytes === null) return "not verified";
   return row.fits ? "yes" : "no";
 }
