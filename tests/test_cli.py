@@ -6,6 +6,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -241,6 +242,34 @@ def test_interrupted_or_killed_batch_keeps_its_summary_and_resume_finishes_it(tm
     assert all(records[n]["status"] == "ok" for n in names if n not in second)
     assert all(is_complete(out, n, summary_of(out)["settings"]) for n in names)
     assert not list(out.glob(".bwd_widgets_*"))
+
+
+def test_ctrl_c_landing_on_another_thread_stops_the_batch(tmp_path, capfd):
+    """Ctrl-C is delivered to whichever thread of the process the kernel picks (tqdm's monitor thread, for one), and
+    Python runs its handler in the main thread only when that thread wakes: the batch, waiting on a worker whose
+    sample waits on a gate, must still stop at once (it slept until the sample ended: CI saw it hang)."""
+    gate = tmp_path / "gate"
+    waits = f"import pathlib, time\nwhile not pathlib.Path({str(gate)!r}).exists():\n    time.sleep(0.02)"
+    sample = tiny_sample(tmp_path / "samples" / "waits", prelude=waits)
+    bystander = threading.Event()
+    other = threading.Thread(target=bystander.wait, name="another thread", daemon=True)
+    other.start()
+
+    def interrupt() -> None:
+        time.sleep(4)  # the worker is on the sample, and the batch waits on it
+        signal.pthread_kill(other.ident, signal.SIGINT)
+        time.sleep(30)
+        gate.touch()  # a batch that slept through Ctrl-C ends with the sample, and the test fails on its time
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    started = time.monotonic()
+    try:
+        code = bwd_extract([str(sample), "--out", str(tmp_path / "out"), "--workers", "1"])
+    finally:
+        gate.touch()
+        bystander.set()
+    assert time.monotonic() - started < 15, "the batch woke for Ctrl-C only when its sample ended"
+    assert code == 130 and "rerun with --resume" in capfd.readouterr().err
 
 
 BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")

@@ -151,6 +151,12 @@ class WorkerProcess:
         self.scratch.remove()
 
 
+SIGNAL_CHECK_S = 0.25
+"""The longest the client waits on its workers before Python runs a pending signal handler. Ctrl-C may be delivered
+to any thread of the process (tqdm's monitor thread, for one); Python runs the handler in the main thread only
+when that thread wakes, and a wait on the workers' pipes with no other end would sleep through it (the batch then
+ignored Ctrl-C until a sample ended, its timeout at the latest: CI saw it hang 120 s)."""
+
 _SIGNALS = {
     "SIGABRT": "aborted (SIGABRT)",
     "SIGKILL": "was killed (SIGKILL, as the out-of-memory killer does)",
@@ -229,8 +235,8 @@ class LocalPool:
 
     def _collect(self, busy: list[WorkerProcess]) -> list[SampleRecord]:
         """Wait for a worker's message or the nearest deadline; the records of samples that finished."""
-        deadline = min((w.deadline for w in busy), default=None)
-        pause = None if deadline is None else max(0.0, deadline - time.monotonic())
+        deadline = min((w.deadline for w in busy), default=float("inf"))
+        pause = min(SIGNAL_CHECK_S, max(0.0, deadline - time.monotonic()))
         readable = wait([w.results for w in self.workers], pause)
         finished = []
         for worker in self.workers:
