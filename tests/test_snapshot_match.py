@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import itertools
 import pickle
-import subprocess
-import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import torch
 from torch.cuda import _memory_viz
+from torch_trace_runs import run_traced
 
 import bwd_widgets as bw
 from bwd_widgets.core import memory
@@ -30,7 +29,8 @@ from bwd_widgets.core.snapshot_match import SnapshotMeasured, predicted_allocati
 from bwd_widgets.examples import MLP
 from bwd_widgets.views.memory_payload import memory_payload
 
-TESTS = Path(__file__).resolve().parent
+if TYPE_CHECKING:
+    from pathlib import Path
 
 RUN = """
 import pickle, sys, torch
@@ -69,18 +69,8 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     backend, budget = request.param
     folder = tmp_path_factory.mktemp(f"{backend}_{budget}")
     snapshot = folder / "snapshot.pickle"
-    env = {"TORCH_TRACE": str(folder / "trace"), "PYTHONPATH": str(TESTS), "PATH": "/usr/bin:/bin", "HOME": str(folder)}
-    # a cache hit writes Inductor's code after the region's AOT graphs, and the trace reads as aot_eager's
-    env.update({"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"})
-    done = subprocess.run(
-        [sys.executable, "-c", RUN, backend, str(budget), str(snapshot)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=TESTS.parent,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    caches_off = {"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}  # each run compiles
+    run_traced(folder / "trace", RUN, backend, str(budget), str(snapshot), env=caches_off)
     return folder / "trace", snapshot, backend
 
 

@@ -59,20 +59,28 @@ def traced_run(
         knapsack into the trace (`min_cut_information`). `cache`: Inductor's cache folder (TORCHINDUCTOR_CACHE_DIR;
         else torch's default, shared by every run of this machine). `backward`: run backward too, as a training step does
     (torch compiles the backward graph then, and AOT Autograd's cache keeps the region only after it)."""
-    env = {"TORCH_TRACE": str(folder), "PYTHONPATH": str(TESTS), "PATH": "/usr/bin:/bin", "HOME": str(folder.parent)}
-    env.update({"AOT_PARTITIONER_DEBUG": "1"} if debug else {})
+    env = {"AOT_PARTITIONER_DEBUG": "1"} if debug else {}
     env.update({"TORCHINDUCTOR_CACHE_DIR": str(cache)} if cache is not None else {})
+    printed = run_traced(folder, RUN, name, backend, str(budget), "backward" if backward else "forward", env=env)
+    counted: dict = json.loads(printed.strip().splitlines()[-1])
+    return counted
+
+
+def run_traced(folder: Path, script: str, *args: str, env: dict[str, str] | None = None) -> str:
+    """Run `script` with `args` in a fresh process with TORCH_TRACE=folder (the tests' folder on its path, and
+    `env` besides); what it printed."""
+    environment = {"TORCH_TRACE": str(folder), "PYTHONPATH": str(TESTS), "PATH": "/usr/bin:/bin"}
+    environment.update({"HOME": str(folder.parent), **(env or {})})
     done = subprocess.run(
-        [sys.executable, "-c", RUN, name, backend, str(budget), "backward" if backward else "forward"],
-        env=env,
+        [sys.executable, "-c", script, *args],
+        env=environment,
         capture_output=True,
         text=True,
         timeout=600,
         cwd=TESTS.parent,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    counted: dict = json.loads(done.stdout.strip().splitlines()[-1])
-    return counted
+    return done.stdout
 
 
 _HEADER = re.compile(r"^([VIWEC]\d{4} [\d:.]+ +\d+ [^\]]*\] )(\{.*\})\s*$")
