@@ -248,27 +248,35 @@ def test_ctrl_c_landing_on_another_thread_stops_the_batch(tmp_path, capfd):
     """Ctrl-C is delivered to whichever thread of the process the kernel picks (tqdm's monitor thread, for one), and
     Python runs its handler in the main thread only when that thread wakes: the batch, waiting on a worker whose
     sample waits on a gate, must still stop at once (it slept until the sample ended: CI saw it hang)."""
-    gate = tmp_path / "gate"
-    waits = f"import pathlib, time\nwhile not pathlib.Path({str(gate)!r}).exists():\n    time.sleep(0.02)"
+    gate, on_it = tmp_path / "gate", tmp_path / "on the sample"
+    waits = (
+        f"import pathlib, time\npathlib.Path({str(on_it)!r}).touch()\n"
+        f"while not pathlib.Path({str(gate)!r}).exists():\n    time.sleep(0.02)"
+    )
     sample = tiny_sample(tmp_path / "samples" / "waits", prelude=waits)
     bystander = threading.Event()
     other = threading.Thread(target=bystander.wait, name="another thread", daemon=True)
     other.start()
+    sent: list[float] = []
 
     def interrupt() -> None:
-        time.sleep(4)  # the worker is on the sample, and the batch waits on it
+        for _ in range(1200):  # the worker is on the sample (however slowly this machine got it there)
+            if on_it.exists():
+                break
+            time.sleep(0.05)
+        time.sleep(0.5)  # and the batch waits on it
+        sent.append(time.monotonic())
         signal.pthread_kill(other.ident, signal.SIGINT)
         time.sleep(30)
         gate.touch()  # a batch that slept through Ctrl-C ends with the sample, and the test fails on its time
 
     threading.Thread(target=interrupt, daemon=True).start()
-    started = time.monotonic()
     try:
         code = bwd_extract([str(sample), "--out", str(tmp_path / "out"), "--workers", "1"])
     finally:
         gate.touch()
         bystander.set()
-    assert time.monotonic() - started < 15, "the batch woke for Ctrl-C only when its sample ended"
+    assert sent and time.monotonic() - sent[0] < 15, "the batch woke for Ctrl-C only when its sample ended"
     assert code == 130 and "rerun with --resume" in capfd.readouterr().err
 
 
