@@ -250,8 +250,9 @@ def _same_tensor_meta(ran: object, annotated: torch.Tensor) -> bool:
 
 
 class GraphBuilder:
-    """Builds one torch.fx graph from one printed graph's syntax tree; every value a fake tensor of its
-    annotation, made under one FakeTensorMode shared by the region's graphs."""
+    """Builds one torch.fx graph from one printed graph's syntax tree; every value a fake tensor, under one
+    FakeTensorMode shared by the region's graphs: the placeholders' made from their annotations, each op's by
+    running torch's op on them (`_run`), its annotation where that cannot be done or prints otherwise."""
 
     def __init__(self, fake_mode: FakeTensorMode, device_map: dict[str, str]) -> None:
         self.fake_mode = fake_mode
