@@ -56,7 +56,7 @@ python3 -m venv "$VENV"
 "${PIP[@]}" "$PY" -m pip install --quiet "torch==$TORCH" "${VISION[@]}"
 assert_torch "installing torch ${VISION[*]}"
 # The model zoo's libraries and what these tests need (pytest; the project's own deps come with its wheel).
-"${PIP[@]}" "$PY" -m pip install --quiet "transformers==5.18.0" "diffusers==0.42.1" "pytest>=8"
+"${PIP[@]}" "$PY" -m pip install --quiet "transformers==5.18.0" "diffusers==0.42.1" "pytest>=8" "pytest-xdist>=3.5"
 assert_torch "installing transformers and pytest"
 
 phase "build the wheel"
@@ -106,6 +106,6 @@ TESTS=(tests/test_torch_version.py tests/test_reference.py tests/test_extract.py
     tests/test_background_invisible.py tests/test_torch_partition.py tests/test_training_step.py
     tests/test_course_lessons.py tests/test_attention_kernels.py)
 BWD_ZOO="$ZOO" BWD_WIDGETS_SITE="$SITE" PYTHONPATH="$WORK" "$VENV/bin/pytest" -p newest_torch_check -p no:logging \
-    --durations=10 "${TESTS[@]}" "$@"
+    -n "${BWD_TEST_WORKERS:-2}" --dist worksteal --durations=10 "${TESTS[@]}" "$@"
 assert_torch "the tests"
 phase "done"
