@@ -359,8 +359,11 @@ class _Writer:
         return b"".join(out)
 
 
-def write_snapshot(path: Path, size: float, seed: int = 0) -> dict[str, int]:
-    """Write a snapshot of about `size` bytes; return its counts (events written, file bytes)."""
+def write_snapshot(
+    path: Path, size: float, seed: int = 0, first_events: list[dict[str, Any]] | None = None
+) -> dict[str, int]:
+    """Write a snapshot of about `size` bytes; return its counts (events written, file bytes). `first_events`
+    (each with a "site" of its own, negative) come before the simulation's, as a real step recorded first."""
     simulation = _Simulation(seed)
     events = 0
     with open(path, "wb") as output:
@@ -370,7 +373,8 @@ def write_snapshot(path: Path, size: float, seed: int = 0) -> dict[str, int]:
         head = b"\x80\x04" + b"}" + writer._memoize(None, remember=False) + b"(" + writer.encode("device_traces")
         head += b"]" + writer._memoize(None, remember=False) + b"]" + writer._memoize(None, remember=False)
         output.write(head)
-        calls, pending, written = simulation.events(), [], output.tell()
+        calls, written = simulation.events(), output.tell()
+        pending: list[dict[str, Any]] = [dict(event) for event in first_events or []]
         while written < size or pending:
             batch: list[bytes] = []
             while len(batch) < 1000 and (pending or written < size):

@@ -22,7 +22,7 @@ from torch.cuda import _memory_viz
 from torch_trace_runs import run_traced
 
 import bwd_widgets as bw
-from bwd_widgets.core import memory
+from bwd_widgets.core import memory, snapshot_match
 from bwd_widgets.core.errors import SnapshotError
 from bwd_widgets.core.kinds import BACKENDS
 from bwd_widgets.core.snapshot_match import SnapshotMeasured, predicted_allocations
@@ -113,6 +113,7 @@ def test_the_matched_curve_and_its_peaks_are_the_snapshots(run: tuple[Path, Path
     assert curve[forward_end] >= sum(e["measured_size"] for e in paired_saved)
     assert measured.reserved_peak_bytes is None  # a CPU profile records no segments
     assert any("peak reserved is not known" in note for note in measured.notes)
+    assert region.notes[-len(measured.notes) :] == measured.notes  # the widget's notes show what pairing said
     # the widget's memory tab draws it over the prediction, peak allocated and reserved apart
     drawn = memory_payload(region)["measured"]
     assert drawn is not None and drawn["peak"]["live_bytes"] == max(own) and drawn["reserved_peak_bytes"] is None
@@ -218,3 +219,36 @@ def test_a_cuda_shaped_snapshot_of_two_steps_pairs_the_first_and_says_its_reserv
     assert second.window[0] == first.window[0] + shift and second.window[1] <= 2 * len(events) + 1
     assert second.reserved_peak_bytes == 0
     assert [p["live_bytes"] for p in second.curve] == [p["live_bytes"] for p in first.curve]
+
+
+def test_a_snapshot_file_of_many_steps_is_paired_from_its_first_without_reading_on(
+    run: tuple[Path, Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's step forty times in one file (each copy at addresses of its own), read streamed and tried after
+    every part read: where the first step pairs every saved storage and gradient (aot_eager), it is paired as the
+    step alone is, and the rest of the file is not read; where it cannot (Inductor's C++ buffers are not in the
+    profiler's snapshot), the whole file is read and paired by the whole-file rule."""
+    trace, snapshot, backend = run
+    (region,) = bw.load_trace(trace)
+    one = region.attach_snapshot(snapshot)
+    with snapshot.open("rb") as f:
+        recorded = pickle.load(f)
+    events = recorded["device_traces"][one.snapshot_device]
+    recorded["device_traces"][one.snapshot_device] = [
+        dict(e, addr=e["addr"] + (copy << 40)) for copy in range(40) for e in events
+    ]
+    steps = tmp_path / "forty_steps.pickle"
+    steps.write_bytes(pickle.dumps(recorded))
+    monkeypatch.setattr(snapshot_match, "READ_EVERY_S", 0.0)  # try after every part read
+    streamed = region.attach_snapshot(steps)
+    whole = snapshot_match.match_snapshot(region.partitions, bw.load_memory_snapshot(steps), name="whole")
+    handed = [e for e in one.events if e["kind"] in snapshot_match.HANDED]
+    assert all(e["event"] is not None for e in handed) == (backend == "aot_eager")
+    if backend == "aot_eager":
+        assert "the rest of the file was not read" in streamed.notes[-1] and region.notes[-1] == streamed.notes[-1]
+        assert streamed.window == one.window and streamed.curve == one.curve and streamed.events == one.events
+        assert streamed.peak_bytes == one.peak_bytes and streamed.source == str(steps)
+        assert streamed.window == whole.window  # the whole-file rule takes the first of equal steps too
+    else:
+        assert not any("not read" in note for note in streamed.notes)
+        assert (streamed.window, streamed.curve, streamed.events) == (whole.window, whole.curve, whole.events)

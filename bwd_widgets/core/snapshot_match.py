@@ -24,6 +24,12 @@ not count, as the prediction does not count it. Peak allocated is the highest su
 (temporaries inside an op included), peak reserved the most the segments held in it (absent where the trace records
 no segment events, as in the profiler's CPU snapshots).
 
+A snapshot file is read streamed (`match_snapshot_file`), and the rule is tried on what has been read, every
+READ_EVERY_S seconds: the first pairing in which every saved storage and gradient pairs, and after whose window
+at least as many allocations have been read as the region makes (so that the run has ended), is taken without
+reading on; a snapshot of many steps, gigabytes of them, is paired from its first step in seconds. Where none is
+found so, or where a `window` is given, the file is read whole and paired by the rule above.
+
 What it cannot tell apart. Sizes and order only: two values of one size allocated one after the other can be paired
 the other way round (the curve is the same; which value is which is not known). The frames the snapshot reader
 keeps (the innermost frame of the user's own code) name the model's `forward` or the line that called
@@ -38,6 +44,7 @@ an op was seen to use: buffers only Inductor's C++ kernels write are not in it.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -46,10 +53,12 @@ import torch
 from . import memory
 from .errors import SnapshotError
 from .measure import MeasuredMemory
-from .memory_snapshot import ACTIONS, DeviceTimeline, MemorySnapshot
+from .memory_snapshot import ACTIONS, DeviceTimeline, MemorySnapshot, iter_memory_snapshot
+from .units import format_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from pathlib import Path
 
     from .memory import ProfiledPartition
 
@@ -73,6 +82,8 @@ BLOCK = 512
 MAX_CELLS = 20_000_000
 """Most (predicted allocations x snapshot allocations) the alignment takes (5 bytes a cell): beyond, give a
 `window` of events."""
+READ_EVERY_S = 0.25
+"""How often a snapshot being read is tried for a whole run of the region (`match_snapshot_file`)."""
 LEAST_HANDED_SHARE = 1 / 3
 """Below this share of the region's saved storages and gradients paired, the snapshot is not taken for a run of
 the region. Those are what any backend must allocate (a compiled kernel fuses intermediates away, never the
@@ -247,6 +258,49 @@ def match_snapshot(
             "an Inductor region: only its saved storages and gradients are paired (its kernels allocate buffers of "
             "their own for the rest), so the curve steps between their allocations."
         )
+    return measured
+
+
+def match_snapshot_file(
+    partitions: Sequence[ProfiledPartition],
+    path: str | Path,
+    *,
+    name: str = "the region",
+    window: tuple[int, int] | None = None,
+    every_s: float | None = None,
+) -> SnapshotMeasured:
+    """`match_snapshot` of the snapshot at `path`, read streamed: paired as soon as what has been read holds a
+    whole run of the region (the module's docstring says when); else, and with a `window`, the whole file."""
+    wanted = predicted_allocations(partitions)
+    beyond_one_go: set[int] = set()  # devices whose allocations read so far are too many to pair in one go
+    for read in iter_memory_snapshot(path, every_s=READ_EVERY_S if every_s is None else every_s):
+        if read.complete:
+            return match_snapshot(partitions, read, name=name, window=window)
+        if window is not None:  # the window is of the whole file: a later device may pair better in it
+            continue
+        for index, device in enumerate(read.devices):
+            if index in beyond_one_go:
+                continue
+            if sum(1 for i in range(len(device)) if device.actions[i] == _ALLOC) * len(wanted) > MAX_CELLS:
+                beyond_one_go.add(index)  # the whole file is read, and `match_snapshot` says what to give
+                continue
+            try:
+                found = match_snapshot(partitions, device, name=name)
+            except SnapshotError:
+                continue
+            after = sum(1 for i in range(found.window[1] + 1, len(device)) if device.actions[i] == _ALLOC)
+            handed = [e for e in found.events if e["kind"] in HANDED]
+            if after >= len(wanted) and all(e["event"] is not None for e in handed):
+                return _read_so_far(dataclasses.replace(found, source=read.path), read)
+    raise AssertionError("iter_memory_snapshot ends with the whole file")  # pragma: no cover
+
+
+def _read_so_far(measured: SnapshotMeasured, read: MemorySnapshot) -> SnapshotMeasured:
+    """`measured`, noting that the pairing was made before the file was read whole."""
+    measured.notes.append(
+        f"paired from the first {format_bytes(read.read_bytes)} of the snapshot, which hold a whole run of the "
+        "region; the rest of the file was not read."
+    )
     return measured
 
 

@@ -27,10 +27,10 @@ from ..core.compat import FakeTensorMode
 from ..core.decisions import Decisions, logged_decisions
 from ..core.errors import MeasureNeedsRealModeError, PartitionerError, TraceError
 from ..core.kinds import Backend, InputKind, InputSource, is_tangent
-from ..core.memory_snapshot import MemorySnapshot, load_memory_snapshot
+from ..core.memory_snapshot import MemorySnapshot
 from ..core.naming import parse_flat_name
 from ..core.partitioners import Partitioner
-from ..core.snapshot_match import SnapshotMeasured, match_snapshot
+from ..core.snapshot_match import SnapshotMeasured, match_snapshot, match_snapshot_file
 from ..core.text import visible
 from ..core.torch_trace import (
     GraphBuilder,
@@ -83,7 +83,10 @@ class TraceRegion(BackwardExtraction):
 
     @property
     def notes(self) -> list[str]:
-        return self.load_notes + super().notes
+        """What loading said, then the graphs' notes, then what pairing an attached snapshot said (its window,
+        how many allocations paired, what it cannot know): the widget's notes show all three."""
+        measured = self.measured.notes if isinstance(self.measured, SnapshotMeasured) else []
+        return self.load_notes + super().notes + measured
 
     @property
     def partitions_again(self) -> bool:
@@ -108,10 +111,15 @@ class TraceRegion(BackwardExtraction):
         or the path it wrote): its allocations paired with this region's predicted ones by size and order
         (`core/snapshot_match.py` says the rule and what it cannot tell apart), kept as `measured`, so `bw.show`
         draws the measured curve over the prediction with peak allocated and peak reserved apart. `window`: the
-        first and last event to search, for a snapshot of many steps. A snapshot that does not line up with the
-        region raises SnapshotError, and `measured` stays as it was."""
-        loaded = snapshot if isinstance(snapshot, MemorySnapshot) else load_memory_snapshot(snapshot)
-        self.measured = match_snapshot(self.partitions, loaded, name=f"region {self.compile_id}", window=window)
+        first and last event to search, for a snapshot of many steps. A path is read streamed, and paired as
+        soon as what has been read holds a whole run of the region, so a snapshot of gigabytes is paired from its
+        first step in seconds. A snapshot that does not line up with the region
+        raises SnapshotError, and `measured` stays as it was."""
+        name = f"region {self.compile_id}"
+        if isinstance(snapshot, MemorySnapshot):
+            self.measured = match_snapshot(self.partitions, snapshot, name=name, window=window)
+        else:  # streamed: a snapshot of many steps is paired from its first, without reading on
+            self.measured = match_snapshot_file(self.partitions, snapshot, name=name, window=window)
         return self.measured
 
     @property
