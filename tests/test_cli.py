@@ -178,6 +178,17 @@ def _done(out: Path) -> int:
     return len(summary_of(out)["samples"]) if (out / "summary.json").exists() else 0
 
 
+@pytest.fixture
+def ctrl_c_as_at_a_terminal():
+    """Ctrl-C as a terminal delivers it: Python's KeyboardInterrupt handler in this process, so the default
+    disposition in the processes it starts. A process started in the background of a non-interactive shell (as
+    CI may start the suite: `bash .ci/run &`) inherits SIGINT ignored, Python then installs no handler, and a
+    batch rightly goes on through a Ctrl-C it was told to ignore: CI saw these tests hang so, twice."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def _stop_mid_batch(command: list[str], out: Path, gate: Path, how: signal.Signals) -> subprocess.CompletedProcess:
     """Run a batch in its own process group, open `gate` (the next sample may start), and send `how` to the group
     once it has done a sample more: it is then waiting on a gate the test has not opened, so it cannot finish
@@ -206,7 +217,7 @@ def _stop_mid_batch(command: list[str], out: Path, gate: Path, how: signal.Signa
     return subprocess.CompletedProcess(command, batch.returncode, "", err)
 
 
-def test_interrupted_or_killed_batch_keeps_its_summary_and_resume_finishes_it(tmp_path):
+def test_interrupted_or_killed_batch_keeps_its_summary_and_resume_finishes_it(tmp_path, ctrl_c_as_at_a_terminal):
     # each sample waits, as its model.py is imported, for its gate: a file the test makes when that sample may
     # run (CI saw a batch of one-second samples finish before the test's polling saw the first one done, on a
     # loaded machine, so no Ctrl-C was sent)
@@ -244,7 +255,7 @@ def test_interrupted_or_killed_batch_keeps_its_summary_and_resume_finishes_it(tm
     assert not list(out.glob(".bwd_widgets_*"))
 
 
-def test_ctrl_c_landing_on_another_thread_stops_the_batch(tmp_path, capfd):
+def test_ctrl_c_landing_on_another_thread_stops_the_batch(tmp_path, capfd, ctrl_c_as_at_a_terminal):
     """Ctrl-C is delivered to whichever thread of the process the kernel picks (tqdm's monitor thread, for one), and
     Python runs its handler in the main thread only when that thread wakes: the batch, waiting on a worker whose
     sample waits on a gate, must still stop at once (it slept until the sample ended: CI saw it hang)."""
