@@ -25,10 +25,12 @@ not count, as the prediction does not count it. Peak allocated is the highest su
 no segment events, as in the profiler's CPU snapshots).
 
 A snapshot file is read streamed (`match_snapshot_file`), and the rule is tried on what has been read, every
-READ_EVERY_S seconds: the first pairing in which every saved storage and gradient pairs, and after whose window
-at least as many allocations have been read as the region makes (so that the run has ended), is taken without
-reading on; a snapshot of many steps, gigabytes of them, is paired from its first step in seconds. Where none is
-found so, or where a `window` is given, the file is read whole and paired by the rule above.
+READ_EVERY_S seconds. A pairing after whose window at least as many allocations have been read as the region
+makes (so that the run has ended) is taken without reading on where every saved storage and gradient pairs in it,
+or where the try before found the same pairing (the storages that do not pair, such as an Inductor region's C++
+buffers the profiler's CPU snapshot does not list, did not pair in more of the file either); a snapshot of many
+steps, gigabytes of them, is paired from its first step in seconds. Where none is found so, or where a `window` is
+given, the file is read whole and paired by the rule above.
 
 What it cannot tell apart. Sizes and order only: two values of one size allocated one after the other can be paired
 the other way round (the curve is the same; which value is which is not known). The frames the snapshot reader
@@ -273,6 +275,7 @@ def match_snapshot_file(
     whole run of the region (the module's docstring says when); else, and with a `window`, the whole file."""
     wanted = predicted_allocations(partitions)
     beyond_one_go: set[int] = set()  # devices whose allocations read so far are too many to pair in one go
+    tried: dict[int, tuple[tuple[int, int], list[dict]]] = {}  # each device's last pairing: its window and events
     for read in iter_memory_snapshot(path, every_s=READ_EVERY_S if every_s is None else every_s):
         if read.complete:
             return match_snapshot(partitions, read, name=name, window=window)
@@ -290,7 +293,9 @@ def match_snapshot_file(
                 continue
             after = sum(1 for i in range(found.window[1] + 1, len(device)) if device.actions[i] == _ALLOC)
             handed = [e for e in found.events if e["kind"] in HANDED]
-            if after >= len(wanted) and all(e["event"] is not None for e in handed):
+            same = tried.get(index) == (found.window, found.events)
+            tried[index] = (found.window, found.events)
+            if after >= len(wanted) and (same or all(e["event"] is not None for e in handed)):
                 return _read_so_far(dataclasses.replace(found, source=read.path), read)
     raise AssertionError("iter_memory_snapshot ends with the whole file")  # pragma: no cover
 
