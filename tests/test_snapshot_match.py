@@ -32,6 +32,8 @@ from bwd_widgets.views.memory_payload import memory_payload
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from bwd_widgets.extraction.loaded_trace import TraceRegion
+
 RUN = """
 import pickle, sys, torch
 from torch.cuda import _memory_viz
@@ -190,18 +192,24 @@ def test_a_snapshot_of_another_model_says_so_in_one_sentence(run: tuple[Path, Pa
         region.attach_snapshot(other, window=(5, 10**9))
 
 
+def _region_and_its_step(run: tuple[Path, Path, str]) -> tuple[TraceRegion, SnapshotMeasured, dict, list[dict]]:
+    """The run's region with its snapshot attached, the snapshot as `pickle.load` reads it, and its paired
+    device's events (what a test rewrites into a snapshot of another shape)."""
+    trace, snapshot, _ = run
+    (region,) = bw.load_trace(trace)
+    one = region.attach_snapshot(snapshot)
+    with snapshot.open("rb") as f:
+        recorded = pickle.load(f)
+    return region, one, recorded, recorded["device_traces"][one.snapshot_device]
+
+
 def test_a_cuda_shaped_snapshot_of_two_steps_pairs_the_first_and_says_its_reserved_peak(
     run: tuple[Path, Path, str], tmp_path: Path
 ) -> None:
     """The run's snapshot as a CUDA one records it (no GPU here): each size rounded up to the caching allocator's
     512-byte blocks, a segment reserved before the step and released after, the step twice back to back. The
     first step is the one paired, the second is found within a window, and peak reserved is the segment's."""
-    trace, snapshot, _ = run
-    (region,) = bw.load_trace(trace)
-    one = region.attach_snapshot(snapshot)
-    with snapshot.open("rb") as f:
-        recorded = pickle.load(f)
-    events = recorded["device_traces"][one.snapshot_device]
+    region, one, recorded, events = _region_and_its_step(run)
     blocks = [dict(e, size=max(512, -(-e["size"] // 512) * 512)) for e in events]
     segment = 2 * sum(e["size"] for e in blocks if e["action"] == "alloc")
     reserve = [{"action": "segment_alloc", "addr": 0, "size": segment, "stream": 0, "frames": []}]
@@ -228,12 +236,8 @@ def test_a_snapshot_file_of_many_steps_is_paired_from_its_first_without_reading_
     every part read: the first step is paired as the step alone is, as the whole-file rule pairs it too, and the
     rest of the file is not read; taken at once where it pairs every saved storage and gradient (aot_eager), else
     once a second try found the same pairing (Inductor's C++ buffers are not in the profiler's snapshot)."""
-    trace, snapshot, backend = run
-    (region,) = bw.load_trace(trace)
-    one = region.attach_snapshot(snapshot)
-    with snapshot.open("rb") as f:
-        recorded = pickle.load(f)
-    events = recorded["device_traces"][one.snapshot_device]
+    backend = run[2]
+    region, one, recorded, events = _region_and_its_step(run)
     copies = max(40, -(-40_000 // len(events)))  # some 40,000 events: more than the reader reads in one go
     recorded["device_traces"][one.snapshot_device] = [
         dict(e, addr=e["addr"] + (copy << 40)) for copy in range(copies) for e in events
