@@ -113,8 +113,8 @@ class TraceRegion(BackwardExtraction):
         draws the measured curve over the prediction with peak allocated and peak reserved apart. `window`: the
         first and last event to search, for a snapshot of many steps. A path is read streamed, and paired as
         soon as what has been read holds a whole run of the region, so a snapshot of gigabytes is paired from its
-        first step in seconds. A snapshot that does not line up with the region
-        raises SnapshotError, and `measured` stays as it was."""
+        first step in seconds. A snapshot that does not line up with the region raises SnapshotError, and
+        `measured` stays as it was."""
         name = f"region {self.compile_id}"
         if isinstance(snapshot, MemorySnapshot):
             self.measured = match_snapshot(self.partitions, snapshot, name=name, window=window)
