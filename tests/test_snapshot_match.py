@@ -254,3 +254,19 @@ def test_a_snapshot_file_of_many_steps_is_paired_from_its_first_without_reading_
     assert streamed.peak_bytes == one.peak_bytes and streamed.source == str(steps)
     # the whole-file rule takes the first of equal steps too
     assert (streamed.window, streamed.curve, streamed.events) == (whole.window, whole.curve, whole.events)
+
+
+def test_a_segment_reserved_after_the_run_is_not_the_runs(run: tuple[Path, Path, str], tmp_path: Path) -> None:
+    """A segment reserved after the region's run, for the next allocation (the next step's), is outside the window:
+    the run's peak reserved is not that segment's (before, the window's tail of frees ran on over it: 69 MB of a
+    2 KB run's peak reserved, on bench/trace_widget_lab.py's file)."""
+    region, one, recorded, events = _region_and_its_step(run)
+    segment = {"action": "segment_alloc", "addr": 1 << 45, "size": 64 << 20, "stream": 0, "frames": []}
+    after = dict(segment, action="alloc", size=4096)
+    recorded["device_traces"][one.snapshot_device] = [*events, segment, after]
+    followed = tmp_path / "followed.pickle"
+    followed.write_bytes(pickle.dumps(recorded))
+    measured = region.attach_snapshot(followed)
+    assert measured.window == one.window and measured.window[1] < len(events)
+    assert measured.reserved_peak_bytes is None  # nothing reserved up to the window's end was recorded
+    assert (measured.curve, measured.events) == (one.curve, one.events)

@@ -22,7 +22,8 @@ The curve at each step is the bytes of the window's own allocations not yet free
 just before the next paired allocation of a later step: what was allocated before the window and freed in it does
 not count, as the prediction does not count it. Peak allocated is the highest such count at any event of the window
 (temporaries inside an op included), peak reserved the most the segments held in it (absent where the trace records
-no segment events, as in the profiler's CPU snapshots).
+no segment event up to the window's end, as in the profiler's CPU snapshots). The window ends with the frees after
+its last paired allocation, before the next allocation or segment reserved.
 
 A snapshot file is read streamed (`match_snapshot_file`), and the rule is tried on what has been read, every
 READ_EVERY_S seconds. A pairing after whose window at least as many allocations have been read as the region
@@ -65,6 +66,8 @@ if TYPE_CHECKING:
     from .memory import ProfiledPartition
 
 _ALLOC = ACTIONS.index("alloc")
+_RESERVES = (_ALLOC, ACTIONS.index("segment_alloc"), ACTIONS.index("segment_map"))
+"""What ends a window's tail of frees: an allocation, or a segment reserved for the next one."""
 MATCH = 4
 """Score of a predicted allocation paired with a snapshot allocation of its size."""
 SAVED_BONUS = 1
@@ -384,13 +387,14 @@ def _measured(
     saved_count: int,
     source: str,
 ) -> SnapshotMeasured:
-    """The curve and peaks over the window the pairs span (to the last free before the next allocation)."""
+    """The curve and peaks over the window the pairs span (to the last free before the next allocation or segment
+    reserved)."""
     steps = memory.timeline(partitions)
     first, last = min(paired.values()), max(paired.values())
-    while last + 1 < len(device) and device.actions[last + 1] != _ALLOC:
+    while last + 1 < len(device) and device.actions[last + 1] not in _RESERVES:
         last += 1
     live = _own_live(device, first, last)
-    segments = any(device.action(i).startswith("segment_") for i in range(len(device)))
+    segments = any(device.action(i).startswith("segment_") for i in range(last + 1))  # recorded by the window's end
     reserved_peak = max(device.reserved()[first : last + 1]) if segments else None
     notes = [
         f"events {first} to {last} of device {device.device}: {len(paired)} of the region's {len(wanted)} "
