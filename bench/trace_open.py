@@ -16,7 +16,7 @@ the course Transformer under `torch.compile` with aot_eager at budget 0.5, its n
 followed by `bench/snapshot_open.py`'s simulated training loop up to `--size` bytes. The measure is then
 `bw.load_trace`'s first region built, the snapshot attached to it (`TraceRegion.attach_snapshot`, streamed) and its
 widget payload (graph and memory tab) made. (aot_eager: the profiler's CPU snapshot does not list the buffers only
-Inductor's C++ kernels write, so an Inductor region never pairs whole in it, and the whole file is read.)
+Inductor's C++ kernels write, so an Inductor region pairs only in part in it.)
 
 Run: `python bench/trace_open.py [--size 2e9] [--ranks 8] [--keep DIR] [--snapshot]`.
 """
@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 from snapshot_open import write_snapshot  # noqa: E402 - the snapshot bench's writer, after its path
-from torch_trace_runs import copied_regions  # noqa: E402 - the tests' own copier, after its path
+from torch_trace_runs import STEP_WITH_SNAPSHOT, copied_regions, run_traced  # noqa: E402 - the tests' own, after its path
 
 MAKE = """
 import sys, torch
@@ -49,28 +49,14 @@ counted_saves(Transformer(), (torch.randint(0, 64, (2, 8)),), backend="inductor"
 """
 
 
-MAKE_WITH_SNAPSHOT = """
-import pickle, sys, torch
-from torch.cuda import _memory_viz
-from bwd_widgets.examples import Transformer
-torch.manual_seed(0)
-model, tokens = Transformer(), torch.randint(0, 64, (2, 8))
-torch._functorch.config.activation_memory_budget = 0.5
-compiled = torch.compile(model, backend="aot_eager")
-compiled(tokens).sum().backward()  # compiles: the trace's region
-model.zero_grad(set_to_none=True)
-with torch.profiler.profile(profile_memory=True, record_shapes=True, with_stack=True) as profile:
-    compiled(tokens).sum().backward()
-with open(sys.argv[2], "wb") as f:
-    pickle.dump(_memory_viz._profile_to_snapshot(profile), f)
-"""
-
-
 def real_trace(folder: Path, snapshot: Path | None = None) -> Path:
-    """The real run's one log (and, given `snapshot`, the next step's memory snapshot written there)."""
-    env = dict(os.environ, TORCH_TRACE=str(folder), AOT_PARTITIONER_DEBUG="1")
-    script, more = (MAKE, []) if snapshot is None else (MAKE_WITH_SNAPSHOT, [str(snapshot)])
-    subprocess.run([sys.executable, "-c", script, str(ROOT / "tests"), *more], env=env, check=True, capture_output=True)
+    """The real run's one log: Inductor's (MAKE), or given `snapshot`, aot_eager's with its next step's memory
+    snapshot written there (the tests' `STEP_WITH_SNAPSHOT`)."""
+    if snapshot is None:
+        env = dict(os.environ, TORCH_TRACE=str(folder), AOT_PARTITIONER_DEBUG="1")
+        subprocess.run([sys.executable, "-c", MAKE, str(ROOT / "tests")], env=env, check=True, capture_output=True)
+    else:
+        run_traced(folder, STEP_WITH_SNAPSHOT, "aot_eager", "0.5", str(snapshot), env={"AOT_PARTITIONER_DEBUG": "1"})
     (log,) = folder.iterdir()
     return log
 

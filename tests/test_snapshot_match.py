@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import pytest
 import torch
 from torch.cuda import _memory_viz
-from torch_trace_runs import run_traced
+from torch_trace_runs import STEP_WITH_SNAPSHOT, run_traced
 
 import bwd_widgets as bw
 from bwd_widgets.core import memory, snapshot_match
@@ -33,25 +33,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from bwd_widgets.extraction.loaded_trace import TraceRegion
-
-RUN = """
-import pickle, sys, torch
-from torch.cuda import _memory_viz
-from bwd_widgets.examples import Transformer
-
-backend, budget, out = sys.argv[1], float(sys.argv[2]), sys.argv[3]
-torch.manual_seed(0)
-model, tokens = Transformer(), torch.randint(0, 64, (2, 8))
-torch._functorch.config.activation_memory_budget = budget
-compiled = torch.compile(model, backend=backend)
-compiled(tokens).sum().backward()  # compiles: the trace's region
-model.zero_grad(set_to_none=True)
-with torch.profiler.profile(profile_memory=True, record_shapes=True, with_stack=True) as profile:
-    compiled(tokens).sum().backward()
-with open(out, "wb") as f:
-    pickle.dump(_memory_viz._profile_to_snapshot(profile), f)
-"""
-"""One process: the trace of the compile, and the snapshot of the next step (as a user records one)."""
 
 
 def _slow_for_inductor(*cases: tuple) -> list:
@@ -72,7 +53,7 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     folder = tmp_path_factory.mktemp(f"{backend}_{budget}")
     snapshot = folder / "snapshot.pickle"
     caches_off = {"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}  # each run compiles
-    run_traced(folder / "trace", RUN, backend, str(budget), str(snapshot), env=caches_off)
+    run_traced(folder / "trace", STEP_WITH_SNAPSHOT, backend, str(budget), str(snapshot), env=caches_off)
     return folder / "trace", snapshot, backend
 
 

@@ -40,6 +40,26 @@ else:
 saves = counted_saves(model, (x,), backend=backend, budget=budget, backward=backward)
 print(json.dumps({"bytes": saves.bytes, "tensors": saves.tensors}))
 """
+STEP_WITH_SNAPSHOT = """
+import pickle, sys, torch
+from torch.cuda import _memory_viz
+from bwd_widgets.examples import Transformer
+
+backend, budget, out = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+torch.manual_seed(0)
+model, tokens = Transformer(), torch.randint(0, 64, (2, 8))
+torch._functorch.config.activation_memory_budget = budget
+compiled = torch.compile(model, backend=backend)
+compiled(tokens).sum().backward()  # compiles: the trace's region
+model.zero_grad(set_to_none=True)
+with torch.profiler.profile(profile_memory=True, record_shapes=True, with_stack=True) as profile:
+    compiled(tokens).sum().backward()
+with open(out, "wb") as f:
+    pickle.dump(_memory_viz._profile_to_snapshot(profile), f)
+"""
+"""The course Transformer compiled (the trace's region), then its next training step recorded as the memory snapshot
+torch makes of a CPU run (`_memory_viz._profile_to_snapshot`, pickled as `_dump_snapshot` writes it), as a user
+records one: argv backend, budget, the snapshot's path."""
 MODELS = ("transformer", "broken")
 """transformer: the course Transformer, one region; broken: the course MLP with a graph break, two regions."""
 
