@@ -21,7 +21,8 @@ Where the time goes: for each step the kernel's own timestamps (the change reach
 partitioning, building and sending the payload: instance methods of the widget wrapped in the kernel, no
 file changed) against the browser's (the change event, the layout worker's first request, the painted
 frame; one clock, one machine). Also the kernel's RSS (its /proc status, sampled every 0.2 s, and with its
-children: the sweep forks workers in fake mode only), its peak (VmHWM), and the page's JS heap (`performance.memory`).
+with it its forked children's own memory, USS: the sweep forks a worker per further core, in real mode too),
+its peak (VmHWM), and the page's JS heap (`performance.memory`).
 Run: .venv/bin/python bench/gpt2_widget_lab.py [--repeats 1] [--layers 12] [--tokens 256]
 """
 
@@ -152,7 +153,8 @@ def join(*names: str) -> str:
 
 
 class KernelMemory:
-    """The kernel's RSS (and its forked children's) every 0.2 s, from /proc: peak and latest."""
+    """The kernel's RSS, and with it its forked children's own memory (USS: the pages a child does not share
+    with the kernel), every 0.2 s, from /proc: peak and latest."""
 
     def __init__(self, pid: int) -> None:
         import psutil
@@ -169,7 +171,7 @@ class KernelMemory:
         children = 0
         for child in self.process.children(recursive=True):
             try:
-                children += child.memory_info().rss
+                children += child.memory_full_info().uss
             except psutil.Error:
                 pass
         return own, own + children
@@ -336,7 +338,7 @@ def scenario(args: argparse.Namespace, repeat: int) -> dict:
             out["kernel RSS: after the sweep"] = rss_after_sweep
             out["kernel RSS: at the end"] = own
             out["kernel RSS: peak sampled"] = memory.peak
-            out["kernel RSS with its children: peak (real mode forks none)"] = memory.peak_with_children
+            out["kernel RSS plus its workers' own memory (USS): peak"] = memory.peak_with_children
             out["kernel VmHWM at the end"] = memory.high_water()
             out["page JS heap used at the end"] = page.evaluate(HEAP)
         finally:

@@ -1,11 +1,13 @@
 """Trace once, partition many: repartition, compare, sweep, diff, why saved."""
 
+import os
 import sys
 
 import pytest
 import torch
 
 import bwd_widgets as bw
+from bwd_widgets.core.kinds import MODES
 from bwd_widgets.examples import Block, Transformer
 from bwd_widgets.views.payload import graph_payload
 
@@ -104,20 +106,29 @@ def test_sweep_is_monotone_and_gives_a_pareto_front(transformer):
     assert torch._functorch.config.activation_memory_budget == 1.0
 
 
-def test_sweep_interrupted_keeps_points_and_restores_the_budget(transformer, monkeypatch):
+@pytest.mark.parametrize("workers", [0, 1])
+def test_sweep_interrupted_keeps_points_and_restores_the_budget(transformer, monkeypatch, workers):
+    """Ctrl-C during this process's fourth partition: the points done so far are kept, its own and, with a
+    worker, those the worker sent; torch's budget is as it was."""
+    import os
+
     real = bw.BackwardExtraction.rerun
     calls = []
+    this_process = os.getpid()
 
     def interrupt_on_fourth(extraction, partitioner="default", memory_budget=None):
-        calls.append(memory_budget)
-        if len(calls) == 4:
-            assert torch._functorch.config.activation_memory_budget == 1.0
-            raise KeyboardInterrupt
+        if os.getpid() == this_process:  # a forked worker's partitions go on
+            calls.append(memory_budget)
+            if len(calls) == 4:
+                assert torch._functorch.config.activation_memory_budget == 1.0
+                raise KeyboardInterrupt
         return real(extraction, partitioner, memory_budget)
 
     monkeypatch.setattr(bw.BackwardExtraction, "rerun", interrupt_on_fourth)
-    result = bw.sweep(transformer, progress=False)
-    assert result.interrupted and [p.budget for p in result.points] == [0.0, 0.1, 0.2]
+    result = bw.sweep(transformer, progress=False, workers=workers)
+    kept = [p.budget for p in result.points]
+    assert result.interrupted and set(calls[:3]) <= set(kept) and calls[3] not in kept
+    assert kept == ([0.0, 0.1, 0.2] if workers == 0 else sorted(kept)) and len(kept) < 11
     assert torch._functorch.config.activation_memory_budget == 1.0
 
 
@@ -266,15 +277,19 @@ def test_shared_flop_counts_step_aside_for_an_op_that_writes_its_input():
     assert sum(counted_flops(plain, {}).values()) == 2 * 4 * 8 * 2
 
 
-def test_sweep_stops_between_points_when_asked(transformer):
+@pytest.mark.parametrize("workers", [0, 1])
+def test_sweep_stops_between_points_when_asked(transformer, workers):
     asked = []
 
     def stop_after_two():
         asked.append(1)
         return len(asked) > 2
 
-    result = bw.sweep(transformer, budgets=[0.0, 0.5, 1.0, 0.3], progress=False, should_stop=stop_after_two)
-    assert result.interrupted and [p.budget for p in result.points] == [0.0, 0.5]
+    budgets = [0.0, 0.5, 1.0, 0.3]
+    result = bw.sweep(transformer, budgets=budgets, progress=False, should_stop=stop_after_two, workers=workers)
+    kept = [p.budget for p in result.points]
+    assert result.interrupted and kept[0] == 0.0 and len(kept) < len(budgets)
+    assert kept == [0.0, 0.5] if workers == 0 else kept == [b for b in budgets if b in kept]
     assert torch._functorch.config.activation_memory_budget == 1.0
 
 
@@ -332,13 +347,19 @@ def _numbers(point):
     )
 
 
-def test_a_fake_sweep_shares_its_budgets_with_a_forked_worker_and_equals_one_made_in_process(fake_transformer):
+@pytest.mark.parametrize("mode", MODES)
+def test_a_sweep_shares_its_budgets_with_a_forked_worker_and_equals_one_made_in_process(
+    mode, transformer, fake_transformer
+):
+    """In either mode a point is made from the graphs' shapes: a worker forked from a real-mode kernel sends
+    the same numbers, and the point's real values are replayed here when read."""
+    from bwd_widgets.studio.forked import spare_cores
+
+    base = {"real": transformer, "fake": fake_transformer}[mode]
     budgets = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
     arrived = []
-    here = bw.sweep(fake_transformer, budgets=budgets, progress=False, workers=0)
-    shared = bw.sweep(
-        fake_transformer, budgets=budgets, progress=False, workers=1, on_point=lambda p, n, total: arrived.append(n)
-    )
+    here = bw.sweep(base, budgets=budgets, progress=False, workers=0)
+    shared = bw.sweep(base, budgets=budgets, progress=False, workers=1, on_point=lambda p, n, total: arrived.append(n))
     assert not shared.interrupted and arrived == [1, 2, 3, 4, 5, 6]
     assert [_numbers(p) for p in shared.points] == [_numbers(p) for p in here.points]
     by_worker = [p for p in shared.points if p.extraction_made is None]
@@ -347,7 +368,32 @@ def test_a_fake_sweep_shares_its_budgets_with_a_forked_worker_and_equals_one_mad
         extraction = point.extraction  # a worker's point is partitioned here when read, once
         assert extraction is point.extraction and extraction.memory_budget == point.budget
         assert [s.name for s in extraction.saved_tensors] == [s.name for s in same.extraction.saved_tensors]
-    assert bw.sweep(fake_transformer, budgets=[0.5], progress=False).points[0].extraction_made is not None
+        replayed, made_here = extraction.partitions[0].backward_inputs, same.extraction.partitions[0].backward_inputs
+        assert (replayed is None) == (mode == "fake") and (made_here is None) == (mode == "fake")
+        for a, b in zip(replayed or [], made_here or []):
+            assert not isinstance(a, torch.Tensor) or torch.equal(a, b)
+    assert bw.sweep(base, budgets=[0.5], progress=False).points[0].extraction_made is not None
+    assert spare_cores() == len(os.sched_getaffinity(0)) - 1  # the default, in either mode
+
+
+def test_a_model_swept_is_traced_at_its_largest_budget_and_that_partition_is_its_point():
+    """bw.sweep(model, x) partitions the trace it makes at the largest budget (not the default, which no
+    point uses): that partition is the point, the same as the one made again from it."""
+    torch.manual_seed(0)
+    model, tokens = Transformer(width=64, depth=2), torch.randint(0, 64, (4, 32))
+    result = bw.sweep(model, tokens, budgets=[0.5, 0.0, 0.8], progress=False, cache=False)
+    traced = result.points[2].extraction_made
+    assert traced is not None and traced.label == "min_cut budget 0.8"
+    again = traced.rerun("min_cut", 0.8)
+    assert [s.name for s in traced.saved_tensors] == [s.name for s in again.saved_tensors]
+    assert _numbers(result.points[2])[1:5] == (
+        again.saved_activation_bytes,
+        again.recompute_flops,
+        again.backward_flops,
+        len(again.saved_tensors),
+    )
+    named = bw.sweep(model, tokens, budgets=[1.0, 0.5], progress=False, cache=False, partitioner=0.5, workers=0)
+    assert [p.extraction.label for p in named.points] == ["min_cut budget 1", "min_cut budget 0.5"]
 
 
 def test_budgets_a_worker_leaves_undone_are_partitioned_in_this_process(fake_transformer, monkeypatch):

@@ -98,6 +98,7 @@ def test_a_slider_move_to_a_swept_budget_shows_the_sweeps_partition_without_part
     torch.manual_seed(0)
     widget = bw.show(Transformer(width=32, depth=2), torch.randint(0, 64, (2, 16)))
     widget.run_sweep([0.0, 0.3, 1.0])
+    _join("bwd-widgets-prepare")  # a point a forked worker swept is partitioned here once, by the preparation
     widget.partitioner = "min_cut"
 
     def no_partitioning(*args, **kwargs):
@@ -464,6 +465,7 @@ def test_the_sweep_button_streams_points_in_a_thread_and_cancel_stops_it_between
         return real(extraction, partitioner, memory_budget)
 
     monkeypatch.setattr(bw.BackwardExtraction, "rerun", second_waits)
+    monkeypatch.setattr("bwd_widgets.studio.forked.spare_cores", lambda: 0)  # a forked copy of the gate never opens
     reply, _ = widget._sweep({"budgets": [0.0, 0.5, 1.0, 0.2]}, [])
     assert reply == {"started": True, "error": ""} and widget.busy
     assert widget.start_sweep() is None, "one sweep at a time"

@@ -275,6 +275,11 @@ def _point(budget: float, e: BackwardExtraction) -> SweepPoint:
     )
 
 
+def _is_point(extraction: BackwardExtraction, budget: float) -> bool:
+    """Whether `extraction` is already min-cut's partition at `budget` (the sweep's trace, or the one it was given)."""
+    return extraction.partitioner == "min_cut" and extraction.memory_budget == budget
+
+
 def sweep(
     model_or_extraction: object,
     *inputs: object,
@@ -294,37 +299,44 @@ def sweep(
     `should_stop()` between points: true stops there, as Ctrl-C does (the widget's cancel button).
 
     The budgets are shared with `workers` processes forked from this one (default: one per further core
-    this process may use; fake mode only, 0 for none), each taking the next budget when it is free: a
-    worker sends each point's numbers, and the point's partition is made here when first read
-    (`SweepPoint.extraction`).
+    this process may use, in either mode: a point is made from the graphs' shapes; 0 for none), each taking
+    the next budget when it is free: a worker sends each point's numbers, and the point's partition is made
+    here when first read (`SweepPoint.extraction`). A model is traced at the largest budget, unless a
+    partitioner is named: that trace's own partition is that budget's point.
     """
     from tqdm.auto import tqdm
 
-    from .forked import ForkedTasks, default_workers
+    from .forked import ForkedTasks, spare_cores
 
     budgets = DEFAULT_BUDGETS if budgets is None else listed(budgets, "budgets", "(0.0, 0.5, 1.0)")
     for budget in budgets:
         resolve_partitioner("min_cut", budget)  # a bad budget fails before any work
+    if "partitioner" not in extract_kwargs and "memory_budget" not in extract_kwargs:
+        extract_kwargs = {**extract_kwargs, "partitioner": "min_cut", "memory_budget": max(budgets)}
     base = _base(model_or_extraction, inputs, extract_kwargs)
+    own = [i for i, budget in enumerate(budgets) if _is_point(base, budget)][:1]
+    order = own + [i for i in range(len(budgets)) if i not in own]  # this process takes the first task
     done: dict[int, SweepPoint] = {}
     bar = tqdm(total=len(budgets), desc="memory budget sweep", unit="budget", disable=not progress)
 
-    def here(index: int) -> SweepPoint:
-        extraction = base.rerun("min_cut", budgets[index])
+    def here(task: int) -> SweepPoint:
+        index = order[task]
+        extraction = base if index in own else base.rerun("min_cut", budgets[index])
         with TORCH_WORK:  # its numbers, with the garbage collector paused as for the partition
             return _point(budgets[index], extraction)
 
-    def numbers(index: int) -> SweepPoint:  # in a worker: the point without its partition (it does not pickle)
-        return here(index).numbers
+    def numbers(task: int) -> SweepPoint:  # in a worker: the point without its partition (it does not pickle)
+        return here(task).numbers
 
-    def came(index: int, point: SweepPoint, made_here: bool) -> None:
+    def came(task: int, point: SweepPoint, made_here: bool) -> None:
+        index = order[task]
         done[index] = point if made_here else point.partitioned_from(base)  # partitioned when read
         flag_peaks([done[i] for i in sorted(done)])
         bar.update(1)
         if on_point is not None:
             on_point(done[index], len(done), len(budgets))
 
-    pool = ForkedTasks(len(budgets), default_workers(base.mode) if workers is None else workers, numbers)
+    pool = ForkedTasks(len(budgets), spare_cores() if workers is None else workers, numbers)
     try:
         pool.run(here, came, should_stop)
     except KeyboardInterrupt:

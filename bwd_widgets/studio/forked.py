@@ -7,9 +7,10 @@ while tasks are left. Only plain results come back (numbers, text): what holds f
 so the caller makes it again in this process when it is wanted (a sweep point's partition, a plan's
 extraction).
 
-Fake mode only: real-mode work replays the forward on real tensors, and a forked child would inherit
-torch's CPU thread pool from a process that has used it. The sweep (`studio.sweep`) and the advisor
-(`advisor.advise`) share their work this way.
+The sweep (`studio.sweep`) shares its budgets this way in either mode: a point's numbers come from the graphs'
+shapes, so a worker reads no real tensor (and runs on one CPU thread, `_as_a_quiet_worker`). The
+advisor (`advisor.advise`) shares its plans in fake mode only: in real mode a plan replays the forward on the real
+tensors, which would then be made again in every worker's memory.
 """
 
 from __future__ import annotations
@@ -41,13 +42,19 @@ STALLED_AFTER_SECONDS = 60.0
 are done here. A fork can copy a lock another thread held at that moment; this keeps that a delay."""
 
 
-def default_workers(mode: str) -> int:
-    """One worker per core beyond the first that this process may run on, where fork exists and the work
-    is on fake tensors; none otherwise."""
-    if mode != "fake" or "fork" not in multiprocessing.get_all_start_methods() or not autograd_survives_fork():
+def spare_cores() -> int:
+    """One worker per core beyond the first that this process may run on, where fork exists and autograd
+    runs in a fork; none otherwise. For work on shapes only (a sweep's points, in either mode)."""
+    if "fork" not in multiprocessing.get_all_start_methods() or not autograd_survives_fork():
         return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(cores - 1, 0)
+
+
+def default_workers(mode: str) -> int:
+    """`spare_cores()` for work on fake tensors; none for real-mode work, which replays the forward on the
+    real tensors (the advisor's plans): each worker would hold a copy of their activations."""
+    return spare_cores() if mode == "fake" else 0
 
 
 def autograd_survives_fork() -> bool:
