@@ -29,6 +29,12 @@ The same model, inputs and budgets, the sides alternating in one process (by def
 (T) for the breakdown only: `bw.extract(model, tokens, partitioner="min_cut", memory_budget=1.0, cache=False)`, the
     one trace (A) starts with; (A) - (T) is roughly what its further budgets cost.
 
+(C) is unsteady from one version of this script to the next, nothing on its path changed: 53-64 s with the script as of
+e492a58, 78-91 s with this one (torch 2.13.0, Python 3.11, 2026-12-06), the slow case with 24 s of system time
+against 3.5 s. strace of the slow case shows some 4,500 pairs of 16 KiB mmap/munmap a second, the size of CPython
+3.11's frame-stack chunk: a call depth that keeps crossing a chunk's edge allocates and frees it each time. Compare
+(C) only within one run, and quote the ratio against torch's fast case too (docs/benchmarks.md).
+
 Per budget the saved bytes of (A) and (B) are printed with EQUAL / DIFFER. At the defaults one repeat takes about
 2.3 minutes on the 2-core machine (torch 2.13.0), so the default 2 repeats finish in about 5 minutes.
 Run: .venv/bin/python bench/sweep_vs_torch_pareto.py [--repeats 2] [--depth 12 --width 768 --heads 12]
