@@ -353,7 +353,7 @@ def test_a_sweep_shares_its_budgets_with_a_forked_worker_and_equals_one_made_in_
 ):
     """In either mode a point is made from the graphs' shapes: a worker forked from a real-mode kernel sends
     the same numbers, and the point's real values are replayed here when read."""
-    from bwd_widgets.studio.forked import autograd_survives_fork, spare_cores
+    from bwd_widgets.studio.forked import spare_cores
 
     base = {"real": transformer, "fake": fake_transformer}[mode]
     budgets = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
@@ -373,8 +373,9 @@ def test_a_sweep_shares_its_budgets_with_a_forked_worker_and_equals_one_made_in_
         for a, b in zip(replayed or [], made_here or []):
             assert not isinstance(a, torch.Tensor) or torch.equal(a, b)
     assert bw.sweep(base, budgets=[0.5], progress=False).points[0].extraction_made is not None
-    # the default, in either mode: one worker per further core where autograd runs in a fork (not on a CUDA build)
-    assert spare_cores() == (len(os.sched_getaffinity(0)) - 1 if autograd_survives_fork() else 0)
+    # the default, in either mode and on every build: a point runs no backward, so a CUDA build's autograd (which
+    # refuses a fork) is never asked
+    assert spare_cores() == len(os.sched_getaffinity(0)) - 1
 
 
 def test_a_model_swept_is_traced_at_its_largest_budget_and_that_partition_is_its_point():

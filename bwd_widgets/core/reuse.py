@@ -3,9 +3,10 @@
 Each answer kept here is a pure function of an input compared whole, so a kept answer is the one a fresh
 call would give:
 
-- `networkx.minimum_cut` on a flow graph torch's min-cut builds again: below budget 1, torch cuts the same
-  three flow graphs for every budget before its knapsack. Keyed by the graph's nodes and edges with their
-  capacities, in order (preflow-push is deterministic on them); torch sorts the cut it reads back.
+- min-cut's max-flow solver (`compat.min_cut_solver`: `networkx.minimum_cut` on torch 2.13 and 2.14, torch's own
+  on 2.15) on a flow graph torch's min-cut builds again: below budget 1, torch cuts the same three flow graphs
+  for every budget before its knapsack. Keyed by the graph's nodes and edges with their capacities, in order
+  (each solver is deterministic on them); torch sorts the cut it reads back.
 - torch's common-subexpression pass on the joint graph (`fx_graph_cse`, which min-cut runs first): its
   output, kept as the trace's working copy, is handed back as it is, since the pass finds nothing more in
   a graph it made (a fresh copy of 8,000 nodes per budget otherwise).
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 import torch.fx
 
-from .compat import FakeTensorMode, detect_fake_mode, op_schema, torch_partitioners
+from .compat import FakeTensorMode, detect_fake_mode, min_cut_solver, op_schema, torch_partitioners
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -47,11 +48,10 @@ class MinCuts:
 
     @contextlib.contextmanager
     def sharing(self) -> Iterator[None]:
-        """Answer `networkx.minimum_cut` from the kept cuts for the duration of one split (the caller holds
-        the split lock: torch's partitioner reads `networkx.minimum_cut` where this puts it)."""
-        import networkx
-
-        original: Callable[..., tuple] = networkx.minimum_cut
+        """Answer min-cut's solver from the kept cuts for the duration of one split (the caller holds the split
+        lock: torch's partitioner looks the solver up where this puts it, `compat.min_cut_solver`)."""
+        module, name = min_cut_solver()
+        original: Callable[..., tuple] = getattr(module, name)
 
         def minimum_cut(flow_graph: Any, s: object, t: object, *args: object, **kwargs: object) -> tuple:
             if args or kwargs:
@@ -70,11 +70,11 @@ class MinCuts:
             value, reachable, non_reachable = kept
             return value, (set(reachable), set(non_reachable))
 
-        networkx.minimum_cut = minimum_cut
+        setattr(module, name, minimum_cut)
         try:
             yield
         finally:
-            networkx.minimum_cut = original
+            setattr(module, name, original)
 
 
 _CSE_MADE = "_bwd_widgets_cse_made"

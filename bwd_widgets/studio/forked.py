@@ -43,18 +43,20 @@ are done here. A fork can copy a lock another thread held at that moment; this k
 
 
 def spare_cores() -> int:
-    """One worker per core beyond the first that this process may run on, where fork exists and autograd
-    runs in a fork; none otherwise. For work on shapes only (a sweep's points, in either mode)."""
-    if "fork" not in multiprocessing.get_all_start_methods() or not autograd_survives_fork():
+    """One worker per core beyond the first that this process may run on, where fork exists; none otherwise.
+    For work that runs no backward (a sweep's points, made from shapes in either mode): a CUDA build's autograd,
+    which refuses to run in a fork, is never asked."""
+    if "fork" not in multiprocessing.get_all_start_methods():
         return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(cores - 1, 0)
 
 
 def default_workers(mode: str) -> int:
-    """`spare_cores()` for work on fake tensors; none for real-mode work, which replays the forward on the
-    real tensors (the advisor's plans): each worker would hold a copy of their activations."""
-    return spare_cores() if mode == "fake" else 0
+    """`spare_cores()` for work on fake tensors that may run a backward (the advisor's plans verify theirs),
+    where autograd runs in a fork; none for real-mode work, which replays the forward on the real tensors:
+    each worker would hold a copy of their activations."""
+    return spare_cores() if mode == "fake" and autograd_survives_fork() else 0
 
 
 def autograd_survives_fork() -> bool:
