@@ -275,9 +275,18 @@ def _point(budget: float, e: BackwardExtraction) -> SweepPoint:
     )
 
 
-def _is_point(extraction: BackwardExtraction, budget: float) -> bool:
-    """Whether `extraction` is already min-cut's partition at `budget` (the sweep's trace, or the one it was given)."""
-    return extraction.partitioner == "min_cut" and extraction.memory_budget == budget
+def _swept_base(
+    model_or_extraction: object, inputs: tuple, budgets: tuple, extract_kwargs: dict
+) -> tuple[BackwardExtraction, list[int], int | None]:
+    """The extraction a sweep partitions again; the budgets' order of work; and the budget whose partition it is
+    already (a model is traced at the largest budget unless a partitioner is named), which goes first."""
+    for budget in budgets:
+        resolve_partitioner("min_cut", budget)  # a bad budget fails before any work
+    if "partitioner" not in extract_kwargs and "memory_budget" not in extract_kwargs:
+        extract_kwargs = {**extract_kwargs, "partitioner": "min_cut", "memory_budget": max(budgets)}
+    base = _base(model_or_extraction, inputs, extract_kwargs)
+    own = [i for i, b in enumerate(budgets) if base.partitioner == "min_cut" and base.memory_budget == b][:1]
+    return base, own + [i for i in range(len(budgets)) if i not in own], own[0] if own else None
 
 
 def sweep(
@@ -309,19 +318,13 @@ def sweep(
     from .forked import ForkedTasks, spare_cores
 
     budgets = DEFAULT_BUDGETS if budgets is None else listed(budgets, "budgets", "(0.0, 0.5, 1.0)")
-    for budget in budgets:
-        resolve_partitioner("min_cut", budget)  # a bad budget fails before any work
-    if "partitioner" not in extract_kwargs and "memory_budget" not in extract_kwargs:
-        extract_kwargs = {**extract_kwargs, "partitioner": "min_cut", "memory_budget": max(budgets)}
-    base = _base(model_or_extraction, inputs, extract_kwargs)
-    own = [i for i, budget in enumerate(budgets) if _is_point(base, budget)][:1]
-    order = own + [i for i in range(len(budgets)) if i not in own]  # this process takes the first task
+    base, order, made = _swept_base(model_or_extraction, inputs, budgets, extract_kwargs)  # here: order[0] first
     done: dict[int, SweepPoint] = {}
     bar = tqdm(total=len(budgets), desc="memory budget sweep", unit="budget", disable=not progress)
 
     def here(task: int) -> SweepPoint:
         index = order[task]
-        extraction = base if index in own else base.rerun("min_cut", budgets[index])
+        extraction = base if index == made else base.rerun("min_cut", budgets[index])
         with TORCH_WORK:  # its numbers, with the garbage collector paused as for the partition
             return _point(budgets[index], extraction)
 
