@@ -110,7 +110,6 @@ def test_sweep_is_monotone_and_gives_a_pareto_front(transformer):
 def test_sweep_interrupted_keeps_points_and_restores_the_budget(transformer, monkeypatch, workers):
     """Ctrl-C during this process's fourth partition: the points done so far are kept, its own and, with a
     worker, those the worker sent; torch's budget is as it was."""
-    import os
 
     real = bw.BackwardExtraction.rerun
     calls = []
@@ -399,7 +398,6 @@ def test_a_model_swept_is_traced_at_its_largest_budget_and_that_partition_is_its
 
 
 def test_budgets_a_worker_leaves_undone_are_partitioned_in_this_process(fake_transformer, monkeypatch):
-    import os
 
     import bwd_widgets.studio.forked as forked
     from bwd_widgets.studio.forked import autograd_survives_fork, default_workers
@@ -419,7 +417,6 @@ def test_budgets_a_worker_leaves_undone_are_partitioned_in_this_process(fake_tra
 
 def _hold_at_the_fork(lock, forked):
     """A thread that holds `lock` until this process forks, as a thread of the kernel might."""
-    import os
     import threading
 
     held = threading.Event()
