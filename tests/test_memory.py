@@ -15,6 +15,7 @@ from torch.fx.graph import _BoxedCodeGen
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import bwd_widgets as bw
+from bwd_widgets.core import memory
 from bwd_widgets.examples import MLP
 
 from shared_data import shared_path
@@ -26,9 +27,10 @@ PARTITIONS = [("default", None), ("min_cut", 0.0), ("min_cut", 0.5)]
 class LiveStorages(TorchDispatchMode):
     """Bytes of the storages ops allocate, alive after each op; storages in `external` never count."""
 
-    def __init__(self, external: set[int]):
+    def __init__(self, external: set[int], blocks=None):
         super().__init__()
         self.external = external
+        self.blocks = blocks or (lambda nbytes: nbytes)  # what an allocator books for so many bytes
         self.tensors: dict[int, int] = {}  # storage pointer -> live tensors holding it
         self.sizes: dict[int, int] = {}
         self.live = 0
@@ -41,8 +43,8 @@ class LiveStorages(TorchDispatchMode):
             return
         if pointer not in self.tensors:
             self.tensors[pointer] = 0
-            self.sizes[pointer] = storage.nbytes()
-            self.live += storage.nbytes()
+            self.sizes[pointer] = self.blocks(storage.nbytes())
+            self.live += self.sizes[pointer]
         self.tensors[pointer] += 1
         weakref.finalize(tensor, self._release, pointer)
 
@@ -71,10 +73,11 @@ def _pointers(values) -> set[int]:
     return {v.untyped_storage().data_ptr() for v in values if isinstance(v, torch.Tensor)}
 
 
-def measured_peak(partition) -> tuple[int, int]:
-    """(peak in forward, peak in backward) of live storages, running the graphs on real inputs."""
+def measured_peak(partition, blocks=None) -> tuple[int, int]:
+    """(peak in forward, peak in backward) of live storages, running the graphs on real inputs; with `blocks`,
+    each storage as that allocator books it."""
     inputs = list(partition.trace.forward_inputs)
-    tracker = LiveStorages(_pointers(inputs))
+    tracker = LiveStorages(_pointers(inputs), blocks)
     with torch.no_grad():
         with tracker:
             outputs = _boxed(partition.forward)(list(inputs))
@@ -117,6 +120,24 @@ def _check(extraction: bw.BackwardExtraction) -> None:
 @pytest.mark.parametrize("name", ["MLP", "Block", "Transformer"])
 def test_timeline_peak_matches_live_storages_on_the_course_models(course_models, name, partitioner, budget):
     _check(course_models[name].rerun(partitioner, budget))
+
+
+@pytest.mark.parametrize("partitioner, budget", PARTITIONS)
+@pytest.mark.parametrize("name", ["MLP", "Block", "Transformer"])
+def test_the_timeline_in_cuda_blocks_matches_live_storages_booked_so(course_models, name, partitioner, budget):
+    """`torch.cuda.max_memory_allocated` counts the caching allocator's blocks, 512-byte multiples: the course
+    models' storages are mostly under 512 bytes, so the booked peak is far above the bytes' one, and the
+    timeline in blocks follows the same run counted in blocks."""
+    extraction = course_models[name].rerun(partitioner, budget)
+    (partition,) = extraction.partitions
+    forward, backward = measured_peak(partition, memory.allocator_block)
+    timeline = memory.timeline(extraction.partitions, memory.allocator_block)
+    assert max(s["live_bytes"] for s in timeline if s["phase"] == "forward") == forward
+    assert max(s["live_bytes"] for s in timeline if s["phase"] == "backward") == backward
+    assert all(s["live_bytes"] % memory.CUDA_BLOCK_BYTES == 0 for s in timeline)
+    plain = [s["live_bytes"] for s in extraction.memory_timeline()]
+    assert all(b >= p for b, p in zip((s["live_bytes"] for s in timeline), plain))
+    assert [memory.allocator_block(n) for n in (0, 1, 511, 512, 513, 4096)] == [0, 512, 512, 512, 1024, 4096]
 
 
 @pytest.mark.parametrize("sample", SAMPLES)

@@ -87,6 +87,17 @@ class Lifetime:
     """GRADIENT only: the gradient of a parameter (a training step's bill), not of an input."""
 
 
+CUDA_BLOCK_BYTES = 512
+"""The CUDA caching allocator's unit (`kMinBlockSize` in c10/cuda/CUDACachingAllocator.cpp): each request is
+booked as a whole number of these, and `torch.cuda.max_memory_allocated` counts the blocks booked."""
+
+
+def allocator_block(nbytes: int) -> int:
+    """The bytes CUDA's caching allocator books for a request of `nbytes` under its default settings (its
+    `round_size`: a multiple of 512, at least 512; a request of none books none)."""
+    return -(-nbytes // CUDA_BLOCK_BYTES) * CUDA_BLOCK_BYTES
+
+
 def _storage_ids(value: object) -> list[int | None]:
     """The fake storage behind each tensor of a node's value (None for non-tensors)."""
     values = value if isinstance(value, (tuple, list)) else (value,)
@@ -130,8 +141,11 @@ def _viewed_key(node: torch.fx.Node, keys: dict) -> object | None:
 class _Walk:
     """Storages and their lifetimes in one graph, in the order its code runs."""
 
-    def __init__(self, graph: torch.fx.Graph, external: dict[str, object | None]):
-        """`external`: placeholders by name -> the storage key they bring (None: not counted)."""
+    def __init__(
+        self, graph: torch.fx.Graph, external: dict[str, object | None], blocks: Callable[[int], int] | None = None
+    ):
+        """`external`: placeholders by name -> the storage key they bring (None: not counted); `blocks`: the
+        bytes an allocator books for a storage of so many bytes (None: the storage's own bytes)."""
         self.ops = [n for n in graph.nodes if n.op == "call_function"]
         self.step = {n: i for i, n in enumerate(self.ops)}
         self.size: dict[object, int] = {}
@@ -150,7 +164,8 @@ class _Walk:
             shared = {f: k for arg in node.all_input_nodes for f, k in zip(fakes_of[arg], self.keys[arg]) if f}
             viewed = _viewed_key(node, self.keys)
             keys = []
-            for index, (fake, nbytes) in enumerate(zip(fakes, _storage_bytes(node.meta.get("val")))):
+            sizes = _storage_bytes(node.meta.get("val"))
+            for index, (fake, nbytes) in enumerate(zip(fakes, map(blocks, sizes) if blocks else sizes)):
                 if fake is not None and fake in shared:
                     keys.append(shared[fake])
                     continue
@@ -201,10 +216,11 @@ def _live(walk: _Walk, start: dict[object, int], death: dict[object, int]) -> li
     return live
 
 
-def profile(partition: AnalysedPartition) -> MemoryProfile:
-    """The liveness walk of one partition: forward, then backward with the saved values."""
+def profile(partition: AnalysedPartition, blocks: Callable[[int], int] | None = None) -> MemoryProfile:
+    """The liveness walk of one partition: forward, then backward with the saved values; each storage counted
+    as `blocks` books it where given (`allocator_block`), else at its own bytes."""
     sources = partition.inputs
-    forward = _Walk(partition.forward.graph, {})
+    forward = _Walk(partition.forward.graph, {}, blocks)
     forward_outputs = forward.output_keys(partition.forward.graph)
     backward_graph = partition.backward.graph
     placeholders = [n.name for n in backward_graph.find_nodes(op="placeholder")]
@@ -212,7 +228,9 @@ def profile(partition: AnalysedPartition) -> MemoryProfile:
     # everything the forward returns lives to its end; into backward go the saved values only
     forward_death = forward.deaths({k for keys in forward_outputs.values() for k in keys if k is not None})
     forward_live = _live(forward, {}, forward_death)
-    backward = _Walk(backward_graph, {name: ("saved", key) for name, key in saved_keys.items() if key is not None})
+    backward = _Walk(
+        backward_graph, {name: ("saved", key) for name, key in saved_keys.items() if key is not None}, blocks
+    )
     carried: dict[object, int] = {
         ("saved", key): forward.size[key] for key in set(saved_keys.values()) if key in forward.size
     }
@@ -280,10 +298,11 @@ def _counterparts(forward: _Walk, saved: dict[str, object | None], backward_grap
     return found
 
 
-def timeline(partitions: Sequence[ProfiledPartition]) -> list[dict]:
+def timeline(partitions: Sequence[ProfiledPartition], blocks: Callable[[int], int] | None = None) -> list[dict]:
     """The whole run as AOT Autograd orders it: each region's forward in turn, then their backwards
-    in reverse, each offset by the saved values of the regions whose backward has not run yet."""
-    profiles = [p.memory for p in partitions]
+    in reverse, each offset by the saved values of the regions whose backward has not run yet. With `blocks`
+    (`allocator_block`: what `torch.cuda.max_memory_allocated` counts), each storage as the allocator books it."""
+    profiles = [p.memory if blocks is None else profile(p, blocks) for p in partitions]
     steps: list[dict] = []
     held = 0
     for index, memory in enumerate(profiles):
