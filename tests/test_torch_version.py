@@ -88,6 +88,46 @@ def test_importing_under_an_untested_torch_warns_once_and_still_works(tmp_path):
     assert "torch 2.99.0 is installed" in done.stderr
 
 
+def test_a_script_extracts_without_importing_ipython(tmp_path):
+    """Outside a kernel nothing of Jupyter is needed: a plain script (the CLI, a GPU machine's image without
+    IPython) extracts, and is spared IPython's import."""
+    code = (
+        "import sys, torch, bwd_widgets as bw\n"
+        "from bwd_widgets.examples import MLP\n"
+        "g = bw.extract(MLP(), torch.randn(2, 16))\n"
+        "print(len(g.saved_tensors) > 0, 'IPython' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False"], done.stdout
+
+
+def test_dynamos_cache_entries_are_counted_where_torch_only_lists_them(monkeypatch):
+    """Before 2.13 Dynamo had no entry count, only `_debug_get_cache_entry_list`: the count read from the list
+    equals the count read from torch's counter."""
+
+    def twice(x):
+        return x * 2
+
+    compiled = torch.compile(twice, backend="eager")
+    compiled(torch.randn(3))
+    compiled(torch.randn(3, 3))  # a second entry: another rank
+    counted = compat.dynamo_cache_entries(twice.__code__)
+    monkeypatch.delattr(compat.dynamo_frames, "_get_total_cache_entry_count")
+    assert compat.dynamo_cache_entries(twice.__code__) == counted >= 2
+    compat.dynamo.reset()
+
+
+def test_our_compile_isolates_its_recompiles_wherever_torch_compile_can():
+    import inspect
+
+    from bwd_widgets.core import capture
+
+    takes = "isolate_recompiles" in inspect.signature(torch.compile).parameters
+    assert capture._ISOLATED == ({"isolate_recompiles": True} if takes else {})
+    assert takes or not compat.torch_is_tested()  # every tested torch takes it
+
+
 # -- private torch APIs only in compat.py ---------------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ No analysis happens here: this module only records what torch hands its compiler
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import weakref
 from collections import Counter
@@ -64,6 +65,13 @@ class _Region:
     forward_runs: int = 0
     """How often the run called this region's forward: more than once when Dynamo compiled one frame (a
     block's forward past a graph break, say) and the model called it again."""
+
+
+_ISOLATED: dict[str, bool] = (
+    {"isolate_recompiles": True} if "isolate_recompiles" in inspect.signature(torch.compile).parameters else {}
+)
+"""Our compile keeps its recompiles apart from the user's own compiles where torch.compile can (2.13 on; torch's
+typing overloads omit the argument). An older torch, outside the tested range, compiles without it."""
 
 
 @dataclass
@@ -205,10 +213,9 @@ class CaptureSession:
         def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
             return _alive(region)(gm, example_inputs)
 
-        # torch's typing overloads omit isolate_recompiles, which torch.compile itself takes
         owner = getattr(model, "__self__", model)  # a module, or a method bound to one
         self._compiled_module = owner if isinstance(owner, torch.nn.Module) else None
-        compiled = torch.compile(model, backend=backend, dynamic=False, isolate_recompiles=True)  # type: ignore[call-overload]
+        compiled = torch.compile(model, backend=backend, dynamic=False, **_ISOLATED)  # type: ignore[call-overload]
 
         def run(*args: Any, **kwargs: Any) -> Any:
             method = remember()

@@ -222,8 +222,12 @@ def op_packet(target: object) -> object | None:
 
 
 # Compiled entries Dynamo keeps on a code object: a capture drops those it added to code compiled anew (2.13.0, 2.14.1, 2.15.0).
+# Before 2.13 (outside the tested range) Dynamo only lists them (`_debug_get_cache_entry_list`).
 def dynamo_cache_entries(code: types.CodeType) -> int:
-    count: int = dynamo_frames._get_total_cache_entry_count(code)
+    counter = getattr(dynamo_frames, "_get_total_cache_entry_count", None)
+    if counter is None:
+        return len(dynamo_frames._debug_get_cache_entry_list(code))
+    count: int = counter(code)
     return count
 
 

@@ -199,7 +199,11 @@ def passing_status(target: object, mode: object, name: str | None = None) -> Ite
     data before and after (published empty, rewritten in place, emptied at the end, also on an error or an
     interrupt). The notebook keeps nothing of it, so a saved notebook and nbval's comparison of outputs are
     as without it (nbval reads the first bundle, not the rewrites); JupyterLab draws an empty output as
-    nothing. Outside a kernel, nothing."""
+    nothing. Outside a kernel, nothing: a process that has not imported IPython is not one (a script, the CLI,
+    a machine without IPython), and is spared its import."""
+    if "IPython" not in sys.modules:
+        yield
+        return
     from IPython import get_ipython
     from IPython.display import display
 
