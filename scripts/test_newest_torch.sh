@@ -97,8 +97,9 @@ EOF
 # On the newest torch (NEWEST below): the reference, extraction, correctness and corpus tests, torch's reasons, the
 # advisor and measured memory, keyword inputs and tied weights, the trace cache, what users type first, the widget's
 # background work unseen by the kernel's thread, torch.compile's own saved set at every budget, a training step's
-# gradients, the claims of the course's notebook 8 (tests/test_course_lessons.py), attention's kernels, and the
-# model zoo. On a release between the oldest and the newest, what reads torch's own decisions (the reference, torch's
+# gradients, the claims of the course's notebook 8 (tests/test_course_lessons.py), attention's kernels, the studio's
+# sweeps and splits made again (tests/test_studio.py: they share torch's CSE pass and flow-graph cuts, which each
+# release calls its own way), and the model zoo. On a release between the oldest and the newest, what reads torch's own decisions (the reference, torch's
 # reasons, torch.compile's saved set at every budget, correctness, attention's kernels) and the model zoo, with its
 # timm and torchvision models (BWD_ZOO=all) where they load: the rest reads nothing that differs between releases
 # that the oldest and the newest do not cover, and CI's 90 minutes hold the whole list once, not twice.
@@ -109,7 +110,8 @@ TESTS=(tests/test_torch_version.py tests/test_reference.py tests/test_correctnes
 if [ "$TORCH" == "$NEWEST" ]; then
     TESTS+=(tests/test_extract.py tests/test_corpus.py tests/test_advisor.py tests/test_measure.py
         tests/test_keyword_inputs.py tests/test_tied.py tests/test_trace_cache.py tests/test_first_steps.py
-        tests/test_background_invisible.py tests/test_training_step.py tests/test_course_lessons.py)
+        tests/test_background_invisible.py tests/test_training_step.py tests/test_course_lessons.py
+        tests/test_studio.py)
 fi
 BWD_ZOO="$ZOO" BWD_WIDGETS_SITE="$SITE" PYTHONPATH="$WORK" "$VENV/bin/pytest" -p newest_torch_check -p no:logging \
     -n "${BWD_TEST_WORKERS:-2}" --dist worksteal --durations=10 "${TESTS[@]}" "$@"

@@ -472,14 +472,16 @@ def test_a_worker_that_stalls_is_given_up_on_and_its_budgets_are_partitioned_her
 
 def test_torchs_cse_pass_runs_once_per_trace_and_each_partition_equals_a_fresh_extraction(monkeypatch):
     """min-cut runs `fx_graph_cse` on the joint graph first; the trace keeps its output as the working copy
-    and hands it back (core/reuse.py `cse_once`), so three budgets run the pass once, not three times."""
+    and hands it back (core/reuse.py `cse_once`), so three budgets run the pass once, not three times, on
+    every tested torch: 2.14 on pass a key function made per call (`extra_node_key`), and a graph made under
+    it is handed back too. Each partition made so equals a fresh extraction's, forward and backward."""
     from bwd_widgets.core.compat import torch_partitioners
 
     calls = []
     original = torch_partitioners.fx_graph_cse
 
     def counted(graph, *args, **kwargs):
-        calls.append(kwargs)  # torch 2.14 on pass `extra_node_key`, a function made per call
+        calls.append(kwargs)
         return original(graph, *args, **kwargs)
 
     monkeypatch.setattr(torch_partitioners, "fx_graph_cse", counted)
@@ -489,11 +491,9 @@ def test_torchs_cse_pass_runs_once_per_trace_and_each_partition_equals_a_fresh_e
     for budget in (1.0, 0.5, 0.2):
         again = base.rerun("min_cut", budget)
         fresh = bw.extract(model, tokens, mode="fake", cache=False, partitioner="min_cut", memory_budget=budget)
-        assert [str(n) for n in again.partitions[0].backward.graph.nodes] == [
-            str(n) for n in fresh.partitions[0].backward.graph.nodes
-        ]
+        for graph in ("forward", "backward"):
+            assert [str(n) for n in getattr(again.partitions[0], graph).graph.nodes] == [
+                str(n) for n in getattr(fresh.partitions[0], graph).graph.nodes
+            ]
         assert [(s.name, s.bytes) for s in again.saved_tensors] == [(s.name, s.bytes) for s in fresh.saved_tensors]
-    if any(calls):  # a key made per call: no graph can be handed back, every split runs the pass (cse_once)
-        assert len(calls) == 3 + 3  # each budget's split of the trace, then each fresh extraction's
-    else:
-        assert len(calls) == 1 + 3  # the trace's first split only, then each fresh extraction's
+    assert len(calls) == 1 + 3  # the trace's first split only, then each fresh extraction's

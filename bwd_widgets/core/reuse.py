@@ -90,9 +90,7 @@ def cse_once() -> Iterator[None]:
         return
 
     def fx_graph_cse(fx_g: torch.fx.Graph, *args: Any, **kwargs: Any) -> torch.fx.Graph:
-        # torch 2.14 passes `extra_node_key`, a function made per call: its graphs are then never handed
-        # back (their mark differs), only torch 2.13's
-        made_with = repr((args, sorted(kwargs.items())))
+        made_with = repr((_described(args), sorted(_described(kwargs).items())))
         if getattr(fx_g, _CSE_MADE, None) == made_with:
             return fx_g
         result = original(fx_g, *args, **kwargs)
@@ -104,6 +102,20 @@ def cse_once() -> Iterator[None]:
         yield
     finally:
         torch_partitioners.fx_graph_cse = original  # type: ignore[attr-defined]  # imported there, not re-exported
+
+
+def _described(arguments: Any) -> Any:
+    """The CSE pass's arguments as its mark records them, a function by its name. torch 2.14 on passes
+    `extra_node_key`, a function min-cut makes anew per call (`partition_key`: does the backward need this
+    node?) from the very graph it hands the pass. A graph the pass made under that key is its own fixed point:
+    its merged nodes are needed by the backward exactly where the nodes they stand for were, so the key made
+    from it marks the same nodes, and the pass would return it unchanged (tests/test_studio.py checks that
+    on every tested torch)."""
+    if isinstance(arguments, dict):
+        return {k: _described(v) for k, v in arguments.items()}
+    if isinstance(arguments, (tuple, list)):
+        return type(arguments)(_described(v) for v in arguments)
+    return getattr(arguments, "__qualname__", arguments) if callable(arguments) else arguments
 
 
 def flow_key(flow_graph: Any, s: object, t: object) -> str:
