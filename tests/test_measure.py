@@ -6,6 +6,7 @@ end of backward), so their curves must agree step by step. Where they do not, th
 is wrong and why.
 """
 
+import dataclasses
 import json
 import pickle
 
@@ -44,6 +45,21 @@ def _assert_same_curve(g: bw.BackwardExtraction) -> None:
 def test_measured_curve_equals_the_prediction_on_the_course_models(course_models, name, partitioner, budget):
     """Exact, op by op, for every partitioner (GraphBreak: two regions, forwards then backwards in reverse)."""
     _assert_same_curve(course_models[name].rerun(partitioner, budget))
+
+
+def test_against_the_cuda_allocators_peak_the_prediction_is_counted_in_its_blocks(course_models):
+    """`torch.cuda.max_memory_allocated` counts whole 512-byte blocks: where it is the measured peak, the prediction
+    it is held against is the timeline in those blocks (`predicted_blocks`, set by `measure` on CUDA), so rounding
+    is no error; on the CPU the prediction stays in storage bytes. The MLP's storages are mostly under a block."""
+    g = course_models["MLP"]
+    measured = g.measure()
+    assert measured.predicted_blocks is None and measured.allocator_peak_bytes is None
+    blocks = [s["live_bytes"] for s in memory.timeline(g.partitions, memory.allocator_block)]
+    assert max(blocks) > 1.4 * g.peak_activation_bytes  # the rounding is no small term here
+    on_cuda = dataclasses.replace(measured, allocator_peak_bytes=max(blocks), predicted_blocks=blocks)
+    assert on_cuda.predicted_peak_bytes == on_cuda.peak_bytes == max(blocks) and on_cuda.error_percent == 0.0
+    bytes_only = dataclasses.replace(measured, allocator_peak_bytes=max(blocks))  # a snapshot's peak: no blocks
+    assert bytes_only.predicted_peak_bytes == g.peak_activation_bytes
 
 
 @pytest.fixture(scope="module")

@@ -51,6 +51,9 @@ class MeasuredMemory:
     """CUDA only: `torch.cuda.memory._snapshot()` of the run."""
     gradient_bytes: list[int] = field(default_factory=list, repr=False)
     """Live bytes, at each step of `curve`, of the parameters' gradients the backward returned."""
+    predicted_blocks: list[int] | None = field(default=None, repr=False)
+    """CUDA only: the prediction at the same steps with each storage counted as the caching allocator books it
+    (`memory.allocator_block`, whole 512-byte blocks), which is what `allocator_peak_bytes` counts."""
     reserved_peak_bytes: int | None = None
     """The most the allocator's segments held during the run, apart from the peak allocated: from a memory
     snapshot that records segment events (`core/snapshot_match.py`); None where nothing says."""
@@ -77,6 +80,10 @@ class MeasuredMemory:
 
     @property
     def predicted_peak_bytes(self) -> int:
+        """The prediction's peak, counted as `peak_bytes` is: in the allocator's blocks where the measured peak is
+        the CUDA allocator's, else in storage bytes."""
+        if self.allocator_peak_bytes is not None and self.predicted_blocks:
+            return max(self.predicted_blocks)
         return max(self.predicted, default=0)
 
     @property
@@ -314,9 +321,17 @@ def measure(partitions: list[Partition]) -> MeasuredMemory:
         if cuda is not None:
             _record_memory_history(enabled=None)  # stopped on failure too
     predicted = [s["live_bytes"] for s in memory.timeline(partitions)]
+    blocks = None if cuda is None else [s["live_bytes"] for s in memory.timeline(partitions, memory.allocator_block)]
     device = str(cuda) if cuda is not None else "cpu"
     return MeasuredMemory(
-        curve, predicted, device, list(tracker.events), allocator_peak, snapshot, gradient_bytes=gradient_bytes
+        curve,
+        predicted,
+        device,
+        list(tracker.events),
+        allocator_peak,
+        snapshot,
+        gradient_bytes=gradient_bytes,
+        predicted_blocks=blocks,
     )
 
 

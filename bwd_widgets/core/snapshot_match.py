@@ -82,7 +82,7 @@ pairs it gains (on two copies of one step, SKIP 1 straddled them; 3 takes the fi
 HANDED = (memory.SAVED, memory.GRADIENT)
 """The storages a graph hands over (to its backward, or as the gradients it returns): every backend allocates
 them, where a compiled kernel may fuse the others away."""
-BLOCK = 512
+BLOCK = memory.CUDA_BLOCK_BYTES
 """The CUDA caching allocator's smallest block and rounding (`kMinBlockSize`): a CUDA snapshot's sizes."""
 MAX_CELLS = 20_000_000
 """Most (predicted allocations x snapshot allocations) the alignment takes (5 bytes a cell): beyond, give a
@@ -154,7 +154,7 @@ def _fits(predicted: int, sizes: torch.Tensor, blocks: bool) -> torch.Tensor:
     BLOCKs (the CUDA caching allocator's, which its snapshots record), it rounded up to them."""
     if not blocks:
         return sizes == predicted
-    return sizes == max(BLOCK, -(-predicted // BLOCK) * BLOCK)
+    return sizes == memory.allocator_block(predicted)
 
 
 def _align(
