@@ -5,9 +5,10 @@ here, `dask`: a Dask cluster, `worker`: what runs in them, `transport`: files as
 `summary.json` (`summary`) up to date; `records` types what crosses processes. `extract_many` is both.
 """
 
+from ..core.cores import cores
 from .dask import DaskPool, TLSFiles, run_on_dask_worker
 from .plan import Batch, Job, ListBase, plan
-from .pool import InProcessPool, LocalPool, Pool, WorkerProcess, cores
+from .pool import InProcessPool, LocalPool, Pool, WorkerProcess
 from .records import DEFAULT_BACKEND, FAILED, FIGURES, STATUSES, SampleRecord, SampleRequest, Settings, Status
 from .run import DEFAULT_TIMEOUT, extract_many, run
 from .summary import SUMMARY_WRITER, BatchSummary, read_previous, validation_counts, write_summary

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 import torch
 
+from ..core.cores import cores
 from ..core.errors import BatchError
 from .scratch import SCRATCH_ENV, ScratchFolder
 from .worker import READY, THREADS_ENV, WORKER_COMMAND, run_sample
@@ -26,14 +27,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from .records import SampleRecord, SampleRequest
-
-
-def cores() -> int:
-    """Cores this process may use (the default number of workers)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 class Pool(Protocol):

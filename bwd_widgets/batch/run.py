@@ -12,13 +12,14 @@ import dataclasses
 import sys
 from typing import TYPE_CHECKING
 
+from ..core.cores import cores
 from ..core.errors import BatchError, OutputError
 from ..core.text import visible
 from ..graphnet.writer import SPLITS, Layout, check_target, clean_stale_staging, is_complete, prepare_output
 from .dask import DaskPool, TLSFiles
 from .lock import OutputLock, describe
 from .plan import Batch, Job, PathLike, plan
-from .pool import InProcessPool, LocalPool, Pool, cores
+from .pool import InProcessPool, LocalPool, Pool
 from .records import DEFAULT_BACKEND
 from .scratch import clean_stale_scratch
 from .summary import BatchSummary, read_previous, write_summary

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
+from ..core.cores import cores
 from ..core.trace import TORCH_WORK
 
 if TYPE_CHECKING:
@@ -48,8 +49,7 @@ def spare_cores() -> int:
     which refuses to run in a fork, is never asked."""
     if "fork" not in multiprocessing.get_all_start_methods():
         return 0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(cores - 1, 0)
+    return max(cores() - 1, 0)
 
 
 def default_workers(mode: str) -> int:
