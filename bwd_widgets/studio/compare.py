@@ -285,8 +285,8 @@ def _swept_base(
     if "partitioner" not in extract_kwargs and "memory_budget" not in extract_kwargs:
         extract_kwargs = {**extract_kwargs, "partitioner": "min_cut", "memory_budget": max(budgets)}
     base = _base(model_or_extraction, inputs, extract_kwargs)
-    own = [i for i, b in enumerate(budgets) if base.partitioner == "min_cut" and base.memory_budget == b][:1]
-    return base, own + [i for i in range(len(budgets)) if i not in own], own[0] if own else None
+    made = next((i for i, b in enumerate(budgets) if base.partitioner == "min_cut" and base.memory_budget == b), None)
+    return base, sorted(range(len(budgets)), key=lambda i: i != made), made  # `made` first, the rest in order
 
 
 def sweep(
