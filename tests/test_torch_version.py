@@ -74,6 +74,13 @@ def test_an_untested_torch_gets_one_sentence(version, monkeypatch):
     assert issubclass(compat.UntestedTorchWarning, UserWarning)
 
 
+def _python(code: str, folder: Path) -> subprocess.CompletedProcess:
+    """`code` run by a fresh Python in `folder` (so the source tree is not on its path), which must succeed."""
+    done = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_importing_under_an_untested_torch_warns_once_and_still_works(tmp_path):
     code = (
         "import warnings; warnings.simplefilter('always')\n"
@@ -81,8 +88,7 @@ def test_importing_under_an_untested_torch_warns_once_and_still_works(tmp_path):
         "import bwd_widgets as bw\n"
         "print('gradients', len(bw.extract(torch.nn.Linear(3, 2), torch.randn(4, 3)).gradients))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    done = _python(code, tmp_path)
     assert done.stdout.split()[0] == "gradients" and int(done.stdout.split()[1]) >= 2, done.stdout  # it works
     assert done.stderr.count("UntestedTorchWarning") == 1, done.stderr
     assert "torch 2.99.0 is installed" in done.stderr
@@ -97,8 +103,7 @@ def test_a_script_extracts_without_importing_ipython(tmp_path):
         "g = bw.extract(MLP(), torch.randn(2, 16))\n"
         "print(len(g.saved_tensors) > 0, 'IPython' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    done = _python(code, tmp_path)
     assert done.stdout.split() == ["True", "False"], done.stdout
 
 
