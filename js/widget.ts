@@ -116,16 +116,18 @@ function render({ model, el, experimental, signal: viewSignal }: RenderProps<Tra
     if (spec.traits?.length) watch(model, spec.traits, () => pane.update(graphData(model)), signal);
   }
   let landing = 0; // a newer payload stops the panes' turns for an older one
-  /** A new payload: each pane redraws in a task of its own, those on screen first, so that a big model's
+  /** A new payload: its JSON is parsed in a task of its own (a 48-layer model's takes as long as a pane's
+   *  drawing), then each pane redraws in a task of its own, those on screen first, so that a big model's
    *  payload does not hold the page for all of them at once. */
   const onData = () => {
-    const data = graphData(model);
     const mine = ++landing;
     const onScreen = (i: number) => PANES[i].slot !== "tab" || PANES[i].tab === root.dataset.tab;
     const order = panes.map((_, i) => i).sort((a, b) => Number(onScreen(b)) - Number(onScreen(a)));
-    inTurn(order.map((i) => () => panes[i].update(data)), () => mine === landing && !signal.aborted);
+    const parse = () => void graphData(model); // graphData keeps what it parsed: the panes' calls below reuse it
+    inTurn([parse, ...order.map((i) => () => panes[i].update(graphData(model)))], () => mine === landing && !signal.aborted);
   };
-  watch(model, ["data"], () => (dropAhead(model), onData()), signal); // the kernel's payload, with its diff
+  // the kernel's payload, with its diff: not parsed in the task of the message that brought it (JupyterLab's own)
+  watch(model, ["data"], () => (dropAhead(model), setTimeout(() => signal.aborted || onData(), 0)), signal);
   watch(model, ["error"], () => model.get("error") && dropAhead(model) && onData(), signal); // the move failed
   watch(model, ["selected"], () => highlight(model.get("selected"), true), signal);
   // the panes draw in a task after the one that made the view: a big payload's first view is not added to

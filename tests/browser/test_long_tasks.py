@@ -1,10 +1,12 @@
 """Issue 22, item 8, in a real JupyterLab in Chromium: long work gives feedback. While the kernel extracts
 a model for 20 s the cell shows a placeholder whose stage and elapsed time move on; when a 48-layer
 model's payload lands and when its code tab opens no task holds the page for over 100 ms (Chromium's own
-long-task entries, PerformanceObserver `longtask`), recorded in test-artifacts/long-tasks.json."""
+long-task entries, PerformanceObserver `longtask`), recorded in test-artifacts/long-tasks.json with the long
+animation frames' scripts."""
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -37,7 +39,16 @@ LONG_TASK_MS = 100
 OBSERVE = """window.__longTasks = [];
 new PerformanceObserver((list) => {
   for (const entry of list.getEntries()) window.__longTasks.push([Math.round(entry.startTime), Math.round(entry.duration)]);
-}).observe({ type: "longtask", buffered: true });"""
+}).observe({ type: "longtask", buffered: true });
+window.__frames = [];
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) {
+    const scripts = entry.scripts.filter((s) => s.duration >= 5).map((s) => [s.invoker, s.sourceURL.split("/").pop().split("?")[0], Math.round(s.duration)]);
+    window.__frames.push([Math.round(entry.startTime), Math.round(entry.duration), scripts]);
+  }
+}).observe({ type: "long-animation-frame", buffered: true });"""
+# ...and every long animation frame (Chromium's long-animation-frame entries), with the scripts that ran in it
+# for 5 ms or more ([invoker, file, ms]): when a task is long, they say whose work it was.
 
 
 def _cell_output(page, index: int) -> str:
@@ -147,7 +158,7 @@ def test_a_bare_extract_shows_its_stage_while_it_runs_and_leaves_no_output(long_
     assert not errors
 
 
-LANDINGS = 3  # the most times the 48-layer payload is shown for one landing without a long task
+ATTEMPTS = 4  # the most times the 48-layer payload is shown and its code tab opened for one attempt without a long task
 
 
 def _landing(page) -> list[list[int]]:
@@ -166,15 +177,10 @@ def _landing(page) -> list[list[int]]:
     return _long_tasks_since(page, before)
 
 
-def test_no_long_task_when_a_48_layer_models_payload_lands_or_its_code_tab_opens(long_page, artifacts, frontend):
-    """A task is long when the widget's own work is, or when this 2-core machine gave the page's thread to
-    the kernel or the server for a while (a pause seen with no JavaScript running in it). The payload is
-    shown again, up to LANDINGS times, until one landing has no long task: work of the widget's that holds
-    the page for over 100 ms does so every time, and fails."""
-    page, errors = long_page
-    landings = []
-    while len(landings) < LANDINGS and not (landings and all(d <= LONG_TASK_MS for _, d in landings[-1])):
-        landings.append(_landing(page))
+def _attempt(page) -> dict:
+    """The payload lands, then the code tab opens: the long tasks of each, and the long frames of both."""
+    started = page.evaluate("performance.now()")
+    landing = _landing(page)
     widget = _widget_in_cell(page, 3)
     assert int(widget.get_attribute("data-visible-nodes")) > 4
     lines = widget.locator("pre.bwd-code .bwd-line").count()
@@ -182,11 +188,26 @@ def test_no_long_task_when_a_48_layer_models_payload_lands_or_its_code_tab_opens
     widget.locator("button.bwd-tab-code").click()
     widget.locator("pre.bwd-code .bwd-line").first.wait_for(state="visible", timeout=10_000)
     page.wait_for_timeout(1_000)
-    code_tab = _long_tasks_since(page, opened)
-    widget.screenshot(path=frontend.shot(artifacts, "long-tasks-48-layers-code.png"))
-    found = {"landings": landings, "code_tab": code_tab, "code_lines": lines}
-    (artifacts / "long-tasks.json").write_text(json.dumps(found, indent=1))
-    assert lines > 3000, "the whole backward code is there"
-    assert all(duration <= LONG_TASK_MS for _, duration in landings[-1]), found
-    assert all(duration <= LONG_TASK_MS for _, duration in code_tab), found
+    frames = page.evaluate(f"window.__frames.filter(([at]) => at >= {started})")
+    return {"landing": landing, "code_tab": _long_tasks_since(page, opened), "code_lines": lines, "long_frames": frames}
+
+
+def _clean(attempt: dict) -> bool:
+    return all(duration <= LONG_TASK_MS for _, duration in attempt["landing"] + attempt["code_tab"])
+
+
+def test_no_long_task_when_a_48_layer_models_payload_lands_or_its_code_tab_opens(long_page, artifacts, frontend):
+    """A task is long when the widget's own work is, or when this 2-core machine gave the page's thread to
+    the kernel or the server for a while (a pause seen with no JavaScript running in it), or ran slower for a
+    while (a CI run saw every task of three landings at 1.5x its usual length). The payload is shown again and
+    its code tab opened again, up to ATTEMPTS times, until one attempt has no long task: work of the widget's
+    that holds the page for over 100 ms does so every time, and fails. The long frames say whose scripts ran."""
+    page, errors = long_page
+    attempts = []
+    while len(attempts) < ATTEMPTS and not (attempts and _clean(attempts[-1])):
+        attempts.append(_attempt(page))
+    _widget_in_cell(page, 3).screenshot(path=frontend.shot(artifacts, "long-tasks-48-layers-code.png"))
+    Path(frontend.shot(artifacts, "long-tasks.json")).write_text(json.dumps(attempts, indent=1))
+    assert attempts[-1]["code_lines"] > 3000, "the whole backward code is there"
+    assert _clean(attempts[-1]), attempts
     assert not errors
