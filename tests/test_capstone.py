@@ -81,11 +81,13 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 from test_capstone import notebook_namespace
 nb = notebook_namespace()
-print(json.dumps([nb["try_on_the_card"]({}), nb["try_on_the_card"](nb["FINAL"])]))
+print(json.dumps([nb["try_on_the_card"](setup) for setup in ({}, nb["FINAL"], {})]))
 """
 """The notebook's two steps on the card, in a Python process of their own, as in the notebook's fresh kernel: RLIMIT_AS
 caps new address space only, so in a process whose allocator kept memory mapped from earlier work (this test
-process, after thousands of tests) the plain step can fit under the cap; the notebook says so when it does."""
+process, after thousands of tests) the plain step can fit under the cap; the notebook says so when it does. The plain
+step comes twice: after the final one's work, glibc's default threshold would have left freed blocks mapped for it
+(it failed in backward one run in three, or fit)."""
 
 
 @linux_only
@@ -94,10 +96,10 @@ def test_the_plain_step_runs_out_of_memory_on_the_card_in_forward_and_the_final_
         [sys.executable, "-c", ON_THE_CARD, str(Path(__file__).parent)], capture_output=True, text=True, timeout=600
     )
     assert run.returncode == 0, run.stderr[-2000:]
-    plain, final = json.loads(run.stdout.strip().splitlines()[-1])
-    message, line = plain
-    assert "DefaultCPUAllocator: can't allocate memory: you tried to allocate" in message
-    assert line.startswith("logits = run(")  # forward, not backward
+    plain, final, plain_again = json.loads(run.stdout.strip().splitlines()[-1])
+    for message, line in (plain, plain_again):
+        assert "DefaultCPUAllocator: can't allocate memory: you tried to allocate" in message
+        assert line.startswith("logits = run(")  # forward, not backward
     assert final is None
 
 
