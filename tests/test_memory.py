@@ -108,6 +108,8 @@ def _check(extraction: bw.BackwardExtraction) -> None:
     assert max(s["live_bytes"] for s in timeline if s["phase"] == "forward") == pytest.approx(forward, rel=0.1)
     assert max(s["live_bytes"] for s in timeline if s["phase"] == "backward") == pytest.approx(backward, rel=0.1)
     assert phases == sorted(phases, key=["forward", "backward"].index), "forward, then backward"
+    shown = [n.name for n in partition.backward.graph.nodes if n.op == "call_function"]
+    assert [s["node"] for s in timeline if s["phase"] == "backward"] == shown, "the walk's ops are the views' ops"
     assert timeline[peak.step]["node"] == peak.node and timeline[peak.step]["phase"] == peak.phase
     graph = partition.forward if peak.phase == "forward" else partition.backward
     assert peak.node in {n.name for n in graph.graph.nodes}

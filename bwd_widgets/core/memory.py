@@ -222,7 +222,7 @@ def profile(partition: AnalysedPartition, blocks: Callable[[int], int] | None = 
     sources = partition.inputs
     forward = _Walk(partition.forward.graph, {}, blocks)
     forward_outputs = forward.output_keys(partition.forward.graph)
-    backward_graph = partition.backward.graph
+    backward_graph = partition.backward_with_nones.graph  # the same nodes as `backward`, without its copy
     placeholders = [n.name for n in backward_graph.find_nodes(op="placeholder")]
     saved_keys = {name: (forward_outputs.get(name) or [None])[0] for name in placeholders}
     # everything the forward returns lives to its end; into backward go the saved values only

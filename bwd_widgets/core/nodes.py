@@ -116,7 +116,7 @@ def _kind(node: torch.fx.Node, gradients: dict[str, list[str]]) -> NodeKind:
 def backward_modules(partition: AnalysedPartition) -> dict[str, str]:
     """The module of each backward node: a saved value's from its tensor, an op's from torch's module
     stack, and a sum of a tied parameter's gradients (no module's own op) the parameter's module."""
-    nodes = [n for n in partition.backward.graph.nodes if n.op != "output"]
+    nodes = [n for n in partition.backward_with_nones.graph.nodes if n.op != "output"]  # `backward`'s, uncopied
     saved = {entry.name: entry.module or "" for entry in partition.saved_tensors}
     parameters = {g.name: g.grad_of.rpartition(".")[0] for g in partition.gradients if g.kind == "parameter"}
     return graph_modules(nodes, partition.inputs, saved, parameters)
