@@ -81,6 +81,7 @@ MODELS = {
     "course_conv_bn": _course(ConvBN, (2, 3, 16, 16)),
     "zoo_bert": _zoo("bert_classifier"),
     "zoo_vit": _zoo("vit"),
+    "zoo_vae": _zoo("diffusers_vae"),  # keeps a `chunk`ed piece of its posterior: the whole storage counts
     "asks_whether_compiling": _course(AsksWhetherCompiling, (8, 16)),
     "graphnet_simcc_mobilenetv2": _sample("mmpose/simcc_mobilenetv2"),
     "graphnet_lraspp": _sample("torchvision/lraspp_mobilenet_v3_large"),
@@ -155,6 +156,42 @@ def test_a_sweep_point_is_torch_compiles_partition_too(name: str) -> None:
     args, kwargs = _with_gradients_as_decided(model, args, kwargs, sweep.points[0].extraction.requires_grad)
     for point in sweep.points:
         assert point.saved_activation_bytes == torch_compile_saved_bytes(model, args, kwargs, point.budget)
+
+
+PIECES = {
+    "chunk": lambda h: h.chunk(2, dim=-1),
+    "split": lambda h: h.split(8, dim=-1),
+    "split_with_sizes": lambda h: h.split([4, 12], dim=-1),
+    "tensor_split": lambda h: h.tensor_split(2, dim=-1),
+    "unbind": lambda h: h.unbind(0),
+}
+"""Views that return several tensors (their schema: `Tensor(a)[]`), each cutting a layer's output into pieces."""
+
+
+class SavesAPiece(torch.nn.Module):
+    """A layer's output cut into pieces (`PIECES[how]`), one piece kept for backward by its product with a scale
+    (the scale's gradient reads it): the piece shares the whole output's storage, so autograd holds all of it
+    (diffusers' VAE keeps its posterior's `chunk`ed mean so)."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how, self.linear, self.scale = how, torch.nn.Linear(16, 16), torch.nn.Parameter(torch.ones(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        first, second, *_ = PIECES[self.how](self.linear(x))
+        return (first * self.scale).sum() + second.sum()
+
+
+@pytest.mark.parametrize("budget", [0.0, 1.0])
+@pytest.mark.parametrize("how", sorted(PIECES))
+def test_a_saved_piece_of_a_view_op_counts_its_whole_storage_as_torch_compile_does(how: str, budget: float) -> None:
+    torch.manual_seed(0)
+    model, x = SavesAPiece(how), torch.randn(8, 16)
+    ours = bw.extract(model, x, partitioner="min_cut", memory_budget=budget, cache=False)
+    compiled = counted_saves(model, (x,), backend="aot_eager", budget=budget)
+    shown = [s.activation_bytes for s in ours.saved_tensors if s.activation_bytes]
+    assert (ours.saved_activation_bytes, len(shown)) == (compiled.bytes, compiled.tensors)
+    assert ours.saved_activation_bytes == ours.partitions[0].memory.saved_bytes == (512 if budget else 0)
 
 
 IGNORED_BUDGET_MODEL = _course(Transformer, (1, 4), integer=True, width=256, depth=2, heads=4, vocab=512)

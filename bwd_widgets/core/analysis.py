@@ -103,10 +103,15 @@ def _is_view(node: torch.fx.Node) -> bool:
 
 
 def storage_root(node: torch.fx.Node) -> torch.fx.Node:
-    """The node whose memory a chain of view ops (t, view, expand, detach...) shares."""
-    while _is_view(node) and isinstance(node.args[0], torch.fx.Node):
+    """The node whose memory a chain of view ops (t, view, expand, detach...) shares. A piece of a view op that
+    returns several (`split`, `unbind`, `chunk`: an `operator.getitem` of it) shares that op's input's memory, as
+    its schema says: saving one piece keeps the whole storage alive (a VAE's mean and log-variance, `chunk`ed)."""
+    while True:
+        if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node) and _is_view(node.args[0]):
+            node = node.args[0]
+        if not (_is_view(node) and isinstance(node.args[0], torch.fx.Node)):
+            return node
         node = node.args[0]
-    return node
 
 
 def _storage_bytes(node: torch.fx.Node) -> int:
