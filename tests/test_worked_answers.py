@@ -28,6 +28,8 @@ def kernel(tmp_path_factory):
     (folder / "answers").mkdir()
     (folder / "answers" / "demo.py").write_text(ANSWERS, encoding="utf-8")
     manager, client = start_new_kernel(kernel_name="python3", cwd=str(folder))
+    # the notebook's own cells, run once for every test here: pytest-xdist's worksteal may run them apart
+    client.execute_interactive('from bwd_widgets.jupyter.course import worked_answer\nword = "banana"', timeout=60)
     yield client
     client.stop_channels()
     manager.shutdown_kernel(now=True)
@@ -53,7 +55,6 @@ def run(client, code: str) -> tuple[dict, str]:
 
 
 def test_an_answer_runs_in_the_notebooks_namespace_and_replaces_the_cell_with_its_code(kernel):
-    run(kernel, 'from bwd_widgets.jupyter.course import worked_answer\nword = "banana"')
     reply, printed = run(kernel, 'worked_answer("answers/demo.py", 1)')
     assert reply["status"] == "ok"
     assert printed == "counted 3 from banana\n"
