@@ -102,16 +102,20 @@ def _is_view(node: torch.fx.Node) -> bool:
     return alias is not None and not alias.is_write and returned is not None and not returned.is_write
 
 
-def storage_root(node: torch.fx.Node) -> torch.fx.Node:
-    """The node whose memory a chain of view ops (t, view, expand, detach...) shares. A piece of a view op that
-    returns several (`split`, `unbind`, `chunk`: an `operator.getitem` of it) shares that op's input's memory, as
-    its schema says: saving one piece keeps the whole storage alive (a VAE's mean and log-variance, `chunk`ed)."""
-    while True:
-        if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node) and _is_view(node.args[0]):
-            node = node.args[0]
-        if not (_is_view(node) and isinstance(node.args[0], torch.fx.Node)):
-            return node
+def _shares_memory_of(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The node whose memory `node` shares by its op's schema: a view's input. A piece of a view op that returns
+    several (`split`, `unbind`, `chunk`: an `operator.getitem` of it) shares that op's input's memory: saving one
+    piece keeps the whole storage alive (a VAE's mean and log-variance, `chunk`ed)."""
+    if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node) and _is_view(node.args[0]):
         node = node.args[0]
+    return node.args[0] if _is_view(node) and isinstance(node.args[0], torch.fx.Node) else None
+
+
+def storage_root(node: torch.fx.Node) -> torch.fx.Node:
+    """The node whose memory a chain of views (t, view, expand, detach, a piece of a split...) shares."""
+    while (shared := _shares_memory_of(node)) is not None:
+        node = shared
+    return node
 
 
 def _storage_bytes(node: torch.fx.Node) -> int:
