@@ -126,13 +126,14 @@ function render({ model, el, experimental, signal: viewSignal }: RenderProps<Tra
     const parse = () => void graphData(model); // graphData keeps what it parsed: the panes' calls below reuse it
     inTurn([parse, ...order.map((i) => () => panes[i].update(graphData(model)))], () => mine === landing && !signal.aborted);
   };
+  const onDataLater = () => setTimeout(() => signal.aborted || onData(), 0);
   // the kernel's payload, with its diff: not parsed in the task of the message that brought it (JupyterLab's own)
-  watch(model, ["data"], () => (dropAhead(model), setTimeout(() => signal.aborted || onData(), 0)), signal);
+  watch(model, ["data"], () => (dropAhead(model), onDataLater()), signal);
   watch(model, ["error"], () => model.get("error") && dropAhead(model) && onData(), signal); // the move failed
   watch(model, ["selected"], () => highlight(model.get("selected"), true), signal);
   // the panes draw in a task after the one that made the view: a big payload's first view is not added to
   // the task in which JupyterLab and ipywidgets create the model and the view (issue 22, long tasks)
-  setTimeout(() => signal.aborted || onData(), 0);
+  onDataLater();
   return () => controller.abort();
 }
 
