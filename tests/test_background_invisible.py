@@ -14,6 +14,7 @@ from torch import nn
 
 import bwd_widgets as bw
 from bwd_widgets.core.fx_route import trace_patches
+from bwd_widgets.core.logger_calls import LoggerCalls
 from bwd_widgets.examples import Transformer
 
 WATCHED_SECONDS = 20.0
@@ -53,7 +54,10 @@ def _process_state() -> dict:
         "dynamo config": repr(sorted((k, repr(v)) for k, v in torch._dynamo.config.get_config_copy().items())),
         "fake tensor logger": logging.getLogger("torch._subclasses.fake_tensor").level,
         "threads": torch.get_num_threads(),
-        **{f"{getattr(owner, '__name__', owner)}.{name}": getattr(owner, name) for owner, name, _ in trace_patches([])},
+        **{
+            f"{getattr(owner, '__name__', owner)}.{name}": getattr(owner, name)
+            for owner, name, _ in trace_patches([], LoggerCalls())
+        },
     }
 
 

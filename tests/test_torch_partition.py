@@ -14,19 +14,30 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import io
+import logging
+import warnings
+from typing import TYPE_CHECKING
 
 import pytest
 import torch
+import torch._dynamo
+import torch._dynamo.config as dynamo_config
 import torch._inductor.config as inductor_config
+import transformers.utils.logging  # noqa: F401 - adds warning_once, info_once and warning_advice to every Logger
 import zoo_models as zoo
 from compiled_saves import counted_saves, torch_compile_saved_bytes
 
 import bwd_widgets as bw
 from bwd_widgets.core.kinds import BACKENDS, MODES
+from bwd_widgets.core.logger_calls import logger_methods
 from bwd_widgets.examples import MLP, Block, ConvBN, Transformer
 
 from models import ASKS_WHETHER_COMPILING, AsksWhetherCompiling
 from shared_data import shared_path
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 BUDGETS = (0.0, 0.1, 0.3, 0.5, 0.7, 1.0)
 
@@ -219,3 +230,143 @@ def test_where_torch_trades_the_budget_no_partition_says_it_was_ignored(budget: 
     ours = bw.extract(model, *args, partitioner="min_cut", memory_budget=budget, **kwargs)
     assert not ours.partitions[0].decisions.budget_ignored
     assert not any("ignored the memory budget" in n for n in ours.notes)
+
+
+LOGGER = logging.getLogger("bwd_widgets.tests.logs_in_forward")
+LOGGER.propagate, LOGGER.disabled = False, True  # the calls this file's models make print nothing
+
+
+class LogsInForward(torch.nn.Module):
+    """Two layers with a logger call between them (`LOGGER.<method>`), as transformers warns once about its loss
+    type: Dynamo cannot trace the call, so torch.compile breaks the graph there; the capture skips it instead."""
+
+    def __init__(self, method: str) -> None:
+        super().__init__()
+        self.method, self.first, self.second = method, torch.nn.Linear(16, 16), torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = torch.tanh(self.first(x))
+        log = getattr(LOGGER, self.method)
+        log(logging.INFO, "between the layers") if self.method == "log" else log("between the layers")  # the break
+        return self.second(hidden).sum()
+
+
+class LogsInForwardByKeyword(LogsInForward):
+    """The same model with a keyword-only input: torch.fx's route takes no such model, so Dynamo's captures it."""
+
+    def forward(self, *, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return super().forward(x)
+
+
+ROUTES = {
+    "torch.fx": lambda method, x: (LogsInForward(method), (x,), {}),
+    "dynamo": lambda method, x: (LogsInForwardByKeyword(method), (), {"x": x}),
+}
+"""Each capture route's model and call (`fx_route_possible` picks the route)."""
+
+_FORWARD, _FIRST = inspect.getsourcelines(LogsInForward.forward)
+_AT = _FIRST + next(i for i, line in enumerate(_FORWARD) if line.rstrip().endswith("# the break"))
+BREAK_LINE = f"{__file__}:{_AT}"
+"""Where LogsInForward's logger call is: the line the note names."""
+
+
+@pytest.mark.filterwarnings("ignore:The 'warn' method is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("route", sorted(ROUTES))
+@pytest.mark.parametrize("method", sorted(logger_methods()))
+def test_a_logger_call_says_where_torch_compile_breaks_and_how_to_match_it(method: str, route: str, mode: str) -> None:
+    """The note's words held against torch, on either capture route and mode: torch.compile breaks the graph at
+    the line named, and with the method in the user's `ignore_logging_functions` (the note's advice) it does not,
+    saves the set shown, and no note is left; the user's setting is the same set, unchanged, after either capture."""
+    torch.manual_seed(0)
+    model, args, kwargs = ROUTES[route](method, torch.randn(8, 16))
+    users = dynamo_config.ignore_logging_functions
+    before = set(users)
+    ours = bw.extract(model, *args, partitioner="min_cut", memory_budget=0.5, mode=mode, cache=False, **kwargs)
+    assert len(ours.partitions) == 1
+    (note,) = [n for n in ours.notes if n.startswith("torch.compile would break the graph")]
+    assert f"at {BREAK_LINE} (`log(" in note and f"Logger.{method} " in note
+    torch._dynamo.reset()
+    assert torch._dynamo.explain(model)(*args, **kwargs).graph_break_count == 1
+    with dynamo_config.patch(ignore_logging_functions={*before, getattr(logging.Logger, method)}):
+        advised = bw.extract(model, *args, partitioner="min_cut", memory_budget=0.5, mode=mode, cache=False, **kwargs)
+        torch._dynamo.reset()
+        assert torch._dynamo.explain(model)(*args, **kwargs).graph_break_count == 0
+        compiled = counted_saves(model, args, kwargs, backend="aot_eager", budget=0.5)
+    assert not any(n.startswith("torch.compile would break") for n in advised.notes)
+    shown = [s.activation_bytes for s in ours.saved_tensors if s.activation_bytes]
+    assert (ours.saved_activation_bytes, len(shown)) == (compiled.bytes, compiled.tensors)
+    assert advised.saved_activation_bytes == ours.saved_activation_bytes
+    assert dynamo_config.ignore_logging_functions is users and users == before
+
+
+def test_gpt2s_loss_warning_is_where_torch_compile_breaks_and_the_advice_makes_it_save_the_set_shown() -> None:
+    """transformers' GPT-2 with labels warns once about its loss type: torch.compile breaks its graph there, and
+    saves 4 bytes (the loss's `total_weight`) less than the one graph shown, until the note's advice is taken."""
+    model, inputs = zoo.BY_NAME["gpt2"].make()
+    ours = bw.extract(model, partitioner="min_cut", memory_budget=0.5, cache=False, **inputs)
+    (note,) = [n for n in ours.notes if n.startswith("torch.compile would break the graph")]
+    assert "transformers/modeling_utils.py:" in note and "Logger.warning_once" in note
+    args, kwargs = _with_gradients_as_decided(model, (), inputs, ours.requires_grad)
+    as_is = counted_saves(model, args, kwargs, backend="aot_eager", budget=0.5)
+    with dynamo_config.patch(ignore_logging_functions={logging.Logger.warning_once}):  # type: ignore[attr-defined]
+        advised = counted_saves(model, args, kwargs, backend="aot_eager", budget=0.5)
+    shown = [s.activation_bytes for s in ours.saved_tensors if s.activation_bytes]
+    assert (ours.saved_activation_bytes, len(shown)) == (advised.bytes, advised.tensors)
+    assert as_is.bytes != advised.bytes, "the break changes what torch.compile saves: the note's reason to exist"
+
+
+SINK = io.StringIO()
+UNTRACEABLE = {
+    "print": lambda: print("between the layers", file=SINK),
+    "warnings.warn": lambda: warnings.warn("between the layers", stacklevel=1),
+}
+"""Calls in a forward that Dynamo cannot trace and no setting lets it skip as it skips a logger call."""
+
+
+class CallsInForward(torch.nn.Module):
+    """Two layers with a call Dynamo cannot trace between them (`UNTRACEABLE[how]`)."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how, self.first, self.second = how, torch.nn.Linear(16, 16), torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = torch.tanh(self.first(x))
+        UNTRACEABLE[self.how]()
+        return self.second(hidden).sum()
+
+
+class CallsInForwardByKeyword(CallsInForward):
+    """The same model with a keyword-only input, for Dynamo's route."""
+
+    def forward(self, *, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return super().forward(x)
+
+
+@pytest.mark.filterwarnings("ignore:between the layers")
+@pytest.mark.parametrize("by_keyword", [False, True], ids=["torch.fx", "dynamo"])
+@pytest.mark.parametrize("how", sorted(UNTRACEABLE))
+def test_a_call_torch_compile_breaks_the_graph_at_breaks_the_capture_there_too(how: str, by_keyword: bool) -> None:
+    """Where torch.compile breaks the graph, both routes capture its regions (torch.fx would trace past the call:
+    that route refuses it), and the saved set is the one its regions save, in Dynamo's words why."""
+    torch.manual_seed(0)
+    x = torch.randn(8, 16)
+    model, args, kwargs = (
+        (CallsInForwardByKeyword(how), (), {"x": x}) if by_keyword else (CallsInForward(how), (x,), {})
+    )
+    ours = bw.extract(model, *args, partitioner="min_cut", memory_budget=0.5, cache=False, **kwargs)
+    graphs: list[torch.fx.GraphModule] = []
+
+    def counting(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(model, backend=counting)(*args, **kwargs)
+    torch._dynamo.reset()
+    assert len(ours.partitions) == len(graphs) == 2
+    assert any(n.startswith("Dynamo broke the graph") for n in ours.notes), ours.notes
+    compiled = counted_saves(model, args, kwargs, backend="aot_eager", budget=0.5)
+    shown = [s.activation_bytes for s in ours.saved_tensors if s.activation_bytes]
+    assert (ours.saved_activation_bytes, len(shown)) == (compiled.bytes, compiled.tensors)

@@ -12,7 +12,7 @@ import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 import torch.fx
@@ -44,6 +44,9 @@ from .naming import TensorNames, data_key, nested_argument, parse_source_name, w
 from .outputs import picked_output
 from .partitioners import Partitioner
 from .trace import Partition, RealValues, Split, Trace, build_partition
+
+if TYPE_CHECKING:
+    from .logger_calls import LoggerCalls
 
 _C = TypeVar("_C", bound=Callable[..., Any])
 
@@ -257,14 +260,14 @@ class CaptureSession:
                 gm, example_inputs
             )
 
-    def compile_fx(self, module: torch.nn.Module, inputs: list) -> Callable:
+    def compile_fx(self, module: torch.nn.Module, inputs: list, logger_calls: LoggerCalls) -> Callable:
         """Trace with torch.fx (module paths and source lines kept), then AOT Autograd; raises NotForFx.
 
         The compiled call returns what `outputs.picked_output` does on the Dynamo route: the part of the
         output the backward starts from (the loss when the output holds one), its keys, and whether the
         loss was picked by default; the choice is made on the traced graph's output, before AOT Autograd."""
         self._compiled_module = module
-        gm = fx_trace(module)
+        gm = fx_trace(module, logger_calls)
         self._inputs = self._fx_sources(gm)
         self._current = None
         output = gm.graph.output_node()

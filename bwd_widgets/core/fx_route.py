@@ -4,8 +4,13 @@ kept), refusing what torch.fx would silently get wrong; and a fake-mode run of s
 
 from __future__ import annotations
 
+import builtins
 import contextlib
+import functools
 import inspect
+import sys
+import threading
+import warnings
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
@@ -23,12 +28,13 @@ from .compat import (
     module_hooks,
 )
 from .errors import NotForFx
-from .naming import TensorNames
+from .naming import TensorNames, is_library_file
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .kinds import Backend
+    from .logger_calls import LoggerCalls
 
 
 def fake_values(gm: torch.fx.GraphModule, inputs: list) -> dict[torch.fx.Node, object]:
@@ -131,9 +137,10 @@ ASKS_WHETHER_COMPILING = "code that asks whether torch.compile runs (torch.compi
 model code takes another path on the answer (transformers' `is_torchdynamo_compiling`, torch's region budgets)."""
 
 
-def trace_patches(asked: list[str]) -> list[tuple[object, str, Callable]]:
+def trace_patches(asked: list[str], logger_calls: LoggerCalls) -> list[tuple[object, str, Callable]]:
     """What `fx_trace` replaces, process-wide, while torch.fx traces: each a refusal of what torch.fx would get
-    wrong (a refusal of asking whether torch.compile runs is also noted in `asked`)."""
+    wrong (a refusal of asking whether torch.compile runs is also noted in `asked`), and the logger's methods,
+    which note in `logger_calls` where torch.compile would break the graph."""
 
     def asks_whether_compiling(*args: object, **kwargs: object) -> NoReturn:
         asked.append(ASKS_WHETHER_COMPILING)  # held even where the model's code catches the refusal
@@ -148,13 +155,32 @@ def trace_patches(asked: list[str]) -> list[tuple[object, str, Callable]]:
         # torch's other spellings (torch._dynamo.is_compiling, torch._utils.is_compiling) call these two
         (torch.compiler, "is_compiling", asks_whether_compiling),
         (torch.compiler, "is_dynamo_compiling", asks_whether_compiling),
+        (builtins, "print", _refused_from_the_model("a print call", builtins.print)),
+        (warnings, "warn", _refused_from_the_model("a warnings.warn call", warnings.warn)),
+        *logger_calls.fx_patches(),
     ]
 
 
-def fx_trace(module: torch.nn.Module) -> torch.fx.GraphModule:
+def _refused_from_the_model(what: str, original: Callable) -> Callable:
+    """`original` as before in every other thread and from torch's own code; refused where the model's code calls
+    it in this thread (torch.fx's trace): torch.compile breaks the graph at such a call (Dynamo cannot trace it, 2.13.0
+    to 2.15.0), and Dynamo's route breaks it there too, where torch.fx would trace straight past it."""
+    thread = threading.get_ident()
+
+    @functools.wraps(original)
+    def call(*args: object, **kwargs: object) -> object:
+        caller = sys._getframe(1)  # noqa: SLF001 - whose code made the call
+        if threading.get_ident() == thread and not is_library_file(caller.f_code.co_filename):
+            raise NotForFx(what)
+        return original(*args, **kwargs)
+
+    return call
+
+
+def fx_trace(module: torch.nn.Module, logger_calls: LoggerCalls) -> torch.fx.GraphModule:
     tracer = _Tracer(TensorNames(module).tied())
     asked: list[str] = []
-    patches = trace_patches(asked)
+    patches = trace_patches(asked, logger_calls)
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
     try:
         for owner, name, replacement in patches:

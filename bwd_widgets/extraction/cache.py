@@ -23,7 +23,6 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
-import logging
 import types
 import weakref
 from collections import OrderedDict
@@ -49,6 +48,7 @@ from ..core.compat import (
 from ..core.fx_route import fx_route_possible
 from ..core.interrupts import interrupts_held
 from ..core.kinds import DEFAULT_BACKEND
+from ..core.logger_calls import LoggerCalls
 from ..core.trace import TORCH_WORK
 from .result import BackwardExtraction
 
@@ -309,7 +309,7 @@ def _guard_settings(capture_scalars: bool) -> contextlib.AbstractContextManager[
         skip_tensor_guards_with_matching_dict_tags=False,
         skip_no_tensor_aliasing_guards_on_parameters=False,
         capture_scalar_outputs=capture_scalars,
-        ignore_logging_functions=logging_methods(),
+        ignore_logging_functions=LoggerCalls().ignored,
     )
     return patched
 
@@ -318,15 +318,6 @@ def _cache_entries(code: types.CodeType) -> list:
     """Dynamo's cache entries on a code object, each with its `guard_manager` (2.13.0, 2.15.0; move to compat)."""
     entries: list = vars(dynamo_frames)["_debug_get_cache_entry_list"](code)
     return entries
-
-
-def logging_methods() -> set[Callable[..., object]]:
-    """Logger methods Dynamo may skip while tracing, as extract's capture skips them: a model that logs
-    (transformers warns once about its loss type) would otherwise break its graph in two there."""
-    names = ("debug", "info", "warning", "warn", "error", "exception", "critical", "log")
-    methods = {getattr(logging.Logger, n) for n in names}
-    methods |= {v for k, v in vars(logging.Logger).items() if callable(v) and k.endswith(("_once", "_advice"))}
-    return methods
 
 
 class _NotKeyable(Exception):  # noqa: N818

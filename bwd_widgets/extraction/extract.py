@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
-import logging
 import re
 import threading
 import time
@@ -49,6 +48,7 @@ from ..core.fake import faked
 from ..core.fx_route import fx_route_possible
 from ..core.interrupts import interrupts_held
 from ..core.kinds import DEFAULT_BACKEND, MODES, Backend, InputKind, Mode
+from ..core.logger_calls import LoggerCalls
 from ..core.model_libraries import settle
 from ..core.model_state import left_as_it_was
 from ..core.naming import signature_names
@@ -423,16 +423,18 @@ def _attempt(
     patched = dynamo_config.patch(options) if options else contextlib.nullcontext()
     ROUTE_BY_THREAD[threading.get_ident()] = route
     before = graph_break_reasons()
+    logger_calls = LoggerCalls()
     try:
         with patched:
-            told, notes, backward_ran = _run(session, route, call, inputs, mode, capture_scalars)
+            told, notes, backward_ran = _run(session, route, call, inputs, mode, capture_scalars, logger_calls)
     finally:
         ROUTE_BY_THREAD.pop(threading.get_ident(), None)
         session.finish()
     session.graph_breaks = graph_break_reasons() - before
     if session.graph_breaks or len(session.regions) > 1:
         notes = [*notes, *_graph_breaks(session.graph_breaks, len(session.regions))]
-    return session, told, notes, backward_ran
+    logged = logger_calls.note()
+    return session, told, notes if logged is None else [*notes, logged], backward_ran
 
 
 def _graph_breaks(reasons: Counter[str], regions: int) -> list[str]:
@@ -582,9 +584,16 @@ def _traced_into_skipped(
 
 
 def _run(
-    session: CaptureSession, route: str, call: _Call, inputs: _Inputs, mode: Mode, capture_scalars: bool
+    session: CaptureSession,
+    route: str,
+    call: _Call,
+    inputs: _Inputs,
+    mode: Mode,
+    capture_scalars: bool,
+    logger_calls: LoggerCalls,
 ) -> tuple[list[str], list[str], bool]:
-    """Compile by `route` and run forward (and, in real mode, backward) once; the session records.
+    """Compile by `route` and run forward (and, in real mode, backward) once; the session records, and
+    `logger_calls` where the forward logs.
 
     Returns what to tell about the outputs, the run's notes, and whether the real backward ran."""
     with contextlib.ExitStack() as stack:
@@ -598,18 +607,18 @@ def _run(
         session.rng_state = torch.get_rng_state()
         if route == "dynamo":
             stack.enter_context(own_dynamo_entries())
-            stack.enter_context(dynamo_config.patch(ignore_logging_functions=_logging_methods()))
+            stack.enter_context(dynamo_config.patch(ignore_logging_functions=logger_calls.ignored))
         args, kwargs = inputs.args, inputs.kwargs
         if mode == "fake":
             faked_values = stack.enter_context(faked(call.model, args + list(kwargs.values())))
             args, kwargs = faked_values[: len(args)], dict(zip(kwargs, faked_values[len(args) :]))
-            compiled = _compiled(session, route, call, args)
+            compiled = _compiled(session, route, call, args, logger_calls)
             picked = _picked(compiled(*args, **kwargs))
             session.started_from_loss = starts_from_loss(picked.value)
             return _told(picked, call.output), [], False
         session.keep_unchanged(_changeable(call.model, args + list(kwargs.values())))
         try:
-            compiled = _compiled(session, route, call, args)
+            compiled = _compiled(session, route, call, args, logger_calls)
             picked = _picked(compiled(*args, **kwargs))
             session.started_from_loss = starts_from_loss(picked.value)
             told = _told(picked, call.output)
@@ -633,15 +642,6 @@ def _changeable(model: Callable, values: list) -> list[torch.Tensor]:
     return buffers + [v for v in values if isinstance(v, torch.Tensor) and not v.requires_grad]
 
 
-def _logging_methods() -> set[Callable]:
-    """Logger methods Dynamo may skip while tracing: a model that logs (transformers warns once about
-    its loss type) would otherwise break its graph in two there. The user's own calls still log."""
-    names = ("debug", "info", "warning", "warn", "error", "exception", "critical", "log")
-    methods = {getattr(logging.Logger, n) for n in names}
-    methods |= {v for k, v in vars(logging.Logger).items() if callable(v) and k.endswith(("_once", "_advice"))}
-    return methods
-
-
 def _picked(result: object) -> Picked:
     """The compiled call's result, on either route: what the backward starts from, and what the output held."""
     assert isinstance(result, tuple) and len(result) == 3
@@ -655,8 +655,8 @@ def _told(picked: Picked, output: OutputChoice) -> list[str]:
     return [] if note is None else [note]
 
 
-def _compiled(session: CaptureSession, route: str, call: _Call, args: list) -> Callable:
+def _compiled(session: CaptureSession, route: str, call: _Call, args: list, logger_calls: LoggerCalls) -> Callable:
     if route == "fx":
         assert isinstance(call.model, torch.nn.Module)  # fx_route_possible admits modules only
-        return session.compile_fx(call.model, args)
+        return session.compile_fx(call.model, args, logger_calls)
     return session.compile_dynamo(selecting(call.model, call.output))

@@ -1,0 +1,109 @@
+"""Logger calls in a model's forward. Dynamo cannot trace one: `torch.compile(model)` breaks the graph there unless
+`torch._dynamo.config.ignore_logging_functions` names the method (transformers warns once about its loss type
+so). A capture traces past them on either route, keeping the whole forward in one graph, and keeps where each
+call was, for the note that says where torch.compile's graph breaks and which setting makes it match."""
+
+from __future__ import annotations
+
+import functools
+import linecache
+import logging
+import sys
+import threading
+from typing import TYPE_CHECKING
+
+from .compat import TracingContext, dynamo_config
+from .naming import is_library_file
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+def logger_methods() -> dict[str, Callable[..., object]]:
+    """`logging.Logger`'s methods that log, by name, with those libraries add to it (transformers' `warning_once`,
+    `info_once`, `warning_advice`)."""
+    names = ("debug", "info", "warning", "warn", "error", "exception", "critical", "log")
+    return {
+        name: method
+        for name, method in vars(logging.Logger).items()
+        if callable(method) and (name in names or name.endswith(("_once", "_advice")))
+    }
+
+
+class LoggerCalls:
+    """One capture's logger calls. `ignored` is the `ignore_logging_functions` Dynamo reads for the capture's own
+    trace (the user's setting and `logger_methods()`); `fx_patches` note the calls torch.fx's trace makes; `where`
+    keeps the line of each call to a method the user's setting does not name (where torch.compile breaks the
+    graph and the capture does not), with the method's name, in the order traced."""
+
+    def __init__(self) -> None:
+        own = set(dynamo_config.ignore_logging_functions)
+        self._methods = logger_methods()
+        self._added = frozenset(set(self._methods.values()) - own)
+        self.where: dict[str, str] = {}
+        self.ignored = _Ignored(own | set(self._methods.values()), self)
+
+    def seen(self, method: object, filename: str, line: int) -> None:
+        """A call to `method` at `filename:line`, noted where the user's setting lets torch.compile break there."""
+        if method in self._added:
+            code = linecache.getline(filename, line).strip()
+            self.where.setdefault(f"{filename}:{line} (`{code}`)", getattr(method, "__name__", "a logger method"))
+
+    def fx_patches(self) -> list[tuple[object, str, Callable[..., object]]]:
+        """`logging.Logger`'s methods, each calling the method as before in every thread and noting the call where
+        this thread (torch.fx's trace) makes it from the model's code (torch's own debug logging while it traces is
+        not); a method's own call of another (`warning_once` calls `warning`) is not noted again."""
+        thread, depth = threading.get_ident(), [0]
+
+        def noting(method: Callable[..., object]) -> Callable[..., object]:
+            @functools.wraps(method)
+            def call(logger: logging.Logger, *args: object, **kwargs: object) -> object:
+                if threading.get_ident() != thread:
+                    return method(logger, *args, **kwargs)
+                caller = sys._getframe(1)  # noqa: SLF001 - the line that called the logger
+                if not depth[0] and not is_library_file(caller.f_code.co_filename):
+                    self.seen(method, caller.f_code.co_filename, caller.f_lineno)
+                depth[0] += 1
+                try:
+                    return method(logger, *args, **kwargs)
+                finally:
+                    depth[0] -= 1
+
+            return call
+
+        return [(logging.Logger, name, noting(method)) for name, method in self._methods.items()]
+
+    def note(self) -> str | None:
+        """Where torch.compile breaks the graph and this capture did not, and the setting that makes it match."""
+        if not self.where:
+            return None
+        lines = " and ".join(self.where)
+        methods = ", ".join(f"Logger.{name}" for name in dict.fromkeys(self.where.values()))
+        return (
+            f"torch.compile would break the graph at {lines}: Dynamo traces a call to {methods} only where "
+            "torch._dynamo.config.ignore_logging_functions names the method, and this capture traced past it (your "
+            "setting is as it was). The forward is one graph here, while torch.compile's splits there and can save "
+            "other values at the split: add the method to that setting in your code to have torch.compile capture "
+            "it as shown."
+        )
+
+
+class _Ignored(set):
+    """The set Dynamo asks, call by call, whether to skip a logger call (`method in ignore_set`, 2.13.0 to
+    2.15.0): each yes is noted at the line Dynamo is tracing."""
+
+    def __init__(self, methods: set[Callable[..., object]], calls: LoggerCalls) -> None:
+        super().__init__(methods)
+        self._calls = calls
+
+    def __contains__(self, value: object) -> bool:
+        if not set.__contains__(self, value):
+            return False
+        frames = TracingContext.extract_stack()
+        if frames:
+            self._calls.seen(value, frames[-1].filename, frames[-1].lineno or 0)
+        return True
+
+    def __reduce__(self) -> tuple:
+        """A copy (Dynamo deep-copies its settings to log them) is the plain set of methods, noting nothing."""
+        return set, (set(self),)
