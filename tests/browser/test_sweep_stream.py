@@ -81,9 +81,9 @@ def test_the_sweep_streams_its_points_and_cancel_stops_it(sweep_page, artifacts)
     assert page.evaluate(PROGRESS) == f"{kept}/11 (cancelled)"
     drawn = [count for _, count in counts]
     assert drawn == sorted(drawn) and drawn[-1] == kept, counts
+    # drawn as they came, not at the end: frames showed points while the sweep ran (the worker's point and this
+    # process's may land in one frame, so two counts need not differ)
     assert len([c for c in drawn if c > 0]) >= 2, f"points arrived one by one, not at the end: {counts}"
-    first, second = next(t for t, c in counts if c >= 1), next(t for t, c in counts if c >= 2)
-    assert second > first, counts
     cancel.wait_for(state="hidden", timeout=30_000)  # Cancel goes as the progress line says "(cancelled)"...
     page.wait_for_function(  # ...and the Sweep button comes back when the busy flag drops, a moment later
         "!document.querySelector('.bwd-root button.bwd-sweep-button').disabled", timeout=30_000
