@@ -3,9 +3,11 @@ settings (no saved widget state): after a kernel restart and a reload the cell s
 never "Error displaying widget: model not found"; an untrusted notebook shows the picture and the charts
 as images, not their text."""
 
+import contextlib
 import json
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from jupyter_page import APP, KERNEL, SETUP, open_and_run, save_notebook, set_theme, write_notebook
 
@@ -64,6 +66,19 @@ def _wait_for_widget_outputs(page) -> None:
     page.wait_for_timeout(500)
 
 
+def _outputs_when(page, ready: str) -> dict:
+    """OUTPUTS once `ready` (a condition on them, named `s`) holds, or after a minute as they are: pictures load
+    and refit a moment after their cells draw, later on a loaded machine."""
+    condition = f"(() => {{ const s = ({OUTPUTS})(); return {ready}; }})()"
+    with contextlib.suppress(PlaywrightTimeout):
+        page.wait_for_function(condition, timeout=60_000)
+    return page.evaluate(OUTPUTS)
+
+
+PICTURES_READY = f"s.statics_shown === {WIDGETS} && s.images_loaded >= {2 * WIDGETS}"
+"""Every widget's picture shown, its graph and timeline loaded."""
+
+
 def test_live_the_widget_shows_and_the_picture_hides(saved_notebook, artifacts):
     page, *_ = saved_notebook
     seen = page.evaluate(OUTPUTS)
@@ -85,8 +100,8 @@ def test_after_a_restart_and_a_reload_the_cell_shows_the_picture(saved_notebook,
     )
     page.wait_for_function(f"{KERNEL}.connectionStatus === 'connected'", timeout=90_000)
     _wait_for_widget_outputs(page)
+    seen = _outputs_when(page, PICTURES_READY)
     page.screenshot(path=frontend.shot(artifacts, "offline-restarted-light.png"), full_page=True)
-    seen = page.evaluate(OUTPUTS)
     assert "model not found" not in seen["text"] and "Error displaying widget" not in seen["text"], seen["text"][:800]
     assert seen["hidden_errors"] == WIDGETS, "the widget outputs gave up, out of sight"
     assert seen["statics_shown"] == WIDGETS, seen
@@ -98,8 +113,7 @@ def test_after_a_restart_and_a_reload_the_cell_shows_the_picture(saved_notebook,
     set_theme(page, "JupyterLab Dark")
     page.screenshot(path=frontend.shot(artifacts, "offline-restarted-dark.png"), full_page=True)
     page.set_viewport_size({"width": 1000, "height": 1300})
-    page.wait_for_timeout(500)
-    narrow = page.evaluate(OUTPUTS)
+    narrow = _outputs_when(page, "s.widest <= s.page")
     page.screenshot(path=frontend.shot(artifacts, "offline-restarted-dark-1000.png"), full_page=True)
     set_theme(page, "JupyterLab Light")
     page.set_viewport_size({"width": 1500, "height": 1300})
@@ -125,8 +139,8 @@ def test_an_untrusted_notebook_shows_pictures_not_text(saved_notebook, artifacts
         " return [...Array(cells.length).keys()].map((i) => cells.get(i)).filter((c) => c.type === 'code').map((c) => c.trusted); })()"
     )
     assert not any(trusted), "the copy opens untrusted"
+    seen = _outputs_when(page, f"{PICTURES_READY} && s.chart_images >= 1")
     page.screenshot(path=frontend.shot(artifacts, "offline-untrusted.png"), full_page=True)
-    seen = page.evaluate(OUTPUTS)
     assert seen["statics_shown"] == WIDGETS and seen["images_loaded"] >= 2 * WIDGETS, seen
     assert seen["chart_images"] >= 1, "bw.plot's chart shows as an image"
     for text in ("BackwardExtraction(", "BackwardGraph(", "timeline: ", "model not found"):
