@@ -5,11 +5,13 @@ buttons download the view on screen (an SVG that keeps its colours outside the p
 size)."""
 
 import base64
+import contextlib
 import re
 import struct
 import xml.etree.ElementTree as ET
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from jupyter_page import COMPARISON, SETUP, collect_page_errors, low_contrast, open_and_run, set_theme, write_notebook
 
@@ -357,7 +359,13 @@ def test_two_partitions_side_by_side_follow_each_other(details_page, artifacts, 
     scale_before = widget.evaluate(f"(root) => ({BOTH_VIEWS})([root, 'tangents_1'])")[0]["scale"]
     for _ in range(3):
         page.mouse.wheel(0, -240)
-    page.wait_for_timeout(300)
+    zoomed_alike = (  # the wheel's zoom, then the other pane following it (a frame or more later)
+        f"([root, before]) => {{ const views = ({BOTH_VIEWS})([root, 'tangents_1']); if (!views) return false;"
+        " const [now, then] = views;"
+        " return now.scale > before * 1.1 && Math.abs(then.scale - now.scale) <= 0.02 * now.scale; }"
+    )
+    with contextlib.suppress(PlaywrightTimeout):
+        page.wait_for_function(zoomed_alike, arg=[widget.element_handle(), scale_before], timeout=10_000)
     views = widget.evaluate(f"(root) => ({BOTH_VIEWS})([root, 'tangents_1'])")
     now, then = views
     assert now["scale"] > scale_before * 1.1, "the wheel zoomed the graph of now"
