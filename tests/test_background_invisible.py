@@ -4,9 +4,11 @@ main thread never fails, the global random generator gives exactly the draws it 
 background, and no process-wide torch state (torch.fx's patch of `nn.Module.__call__`, torch's configs, grad
 mode, the loggers bwd_widgets quiets) ever reads differently from the main thread."""
 
+import inspect
 import logging
 import threading
 import time
+import warnings
 
 import pytest
 import torch
@@ -143,3 +145,29 @@ def test_a_partition_made_in_a_thread_replays_its_real_values_where_they_are_rea
         assert type(again) is type(first)
         if isinstance(first, torch.Tensor):
             assert torch.equal(again, first)
+
+
+def test_a_warning_another_thread_gives_while_torch_fx_traces_names_its_own_line():
+    """torch.fx's trace patches `warnings.warn` for the whole process (to refuse the model's own call): another
+    thread's warning still names the line that gave it, as without the patch, and is filtered by its module."""
+    patches = trace_patches([], LoggerCalls())
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    caught: list[warnings.WarningMessage] = []
+
+    def warn() -> None:
+        warnings.warn("from another thread", UserWarning, stacklevel=1)
+        caught.append(next(iter(shown)))
+
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        try:
+            for owner, name, replacement in patches:
+                setattr(owner, name, replacement)
+            thread = threading.Thread(target=warn)
+            thread.start()
+            thread.join()
+            line = inspect.getsourcelines(warn)[1] + 1
+        finally:
+            for owner, name, original in saved:
+                setattr(owner, name, original)
+    assert [(w.filename, w.lineno) for w in caught] == [(__file__, line)]

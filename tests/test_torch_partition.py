@@ -29,6 +29,7 @@ import zoo_models as zoo
 from compiled_saves import counted_saves, torch_compile_saved_bytes
 
 import bwd_widgets as bw
+from bwd_widgets.core import logger_calls
 from bwd_widgets.core.kinds import BACKENDS, MODES
 from bwd_widgets.core.logger_calls import logger_methods
 from bwd_widgets.examples import MLP, Block, ConvBN, Transformer
@@ -232,8 +233,22 @@ def test_where_torch_trades_the_budget_no_partition_says_it_was_ignored(budget: 
     assert not any("ignored the memory budget" in n for n in ours.notes)
 
 
+class _Kept(logging.Handler):
+    """The records a logger made, kept rather than printed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 LOGGER = logging.getLogger("bwd_widgets.tests.logs_in_forward")
-LOGGER.propagate, LOGGER.disabled = False, True  # the calls this file's models make print nothing
+KEPT = _Kept()
+LOGGER.propagate = False  # the calls this file's models make print nothing: KEPT keeps them
+LOGGER.addHandler(KEPT)
+LOGGER.setLevel(logging.DEBUG)
 
 
 class LogsInForward(torch.nn.Module):
@@ -282,8 +297,13 @@ def test_a_logger_call_says_where_torch_compile_breaks_and_how_to_match_it(metho
     model, args, kwargs = ROUTES[route](method, torch.randn(8, 16))
     users = dynamo_config.ignore_logging_functions
     before = set(users)
+    KEPT.records.clear()
     ours = bw.extract(model, *args, partitioner="min_cut", memory_budget=0.5, mode=mode, cache=False, **kwargs)
     assert len(ours.partitions) == 1
+    # torch.fx's trace runs the call (Dynamo skips it): its record names the model's line, not bwd_widgets'
+    assert all(r.pathname != logger_calls.__file__ for r in KEPT.records), [r.pathname for r in KEPT.records]
+    if route == "torch.fx" and not method.endswith(("_once", "_advice")):  # transformers' own log from its file
+        assert KEPT.records and {f"{r.pathname}:{r.lineno}" for r in KEPT.records} == {BREAK_LINE}
     (note,) = [n for n in ours.notes if n.startswith("torch.compile would break the graph")]
     assert f"at {BREAK_LINE} (`log(" in note and f"Logger.{method} " in note
     torch._dynamo.reset()

@@ -155,26 +155,46 @@ def trace_patches(asked: list[str], logger_calls: LoggerCalls) -> list[tuple[obj
         # torch's other spellings (torch._dynamo.is_compiling, torch._utils.is_compiling) call these two
         (torch.compiler, "is_compiling", asks_whether_compiling),
         (torch.compiler, "is_dynamo_compiling", asks_whether_compiling),
-        (builtins, "print", _refused_from_the_model("a print call", builtins.print)),
-        (warnings, "warn", _refused_from_the_model("a warnings.warn call", warnings.warn)),
+        *_untraceable_calls_refused(),
         *logger_calls.fx_patches(),
     ]
 
 
-def _refused_from_the_model(what: str, original: Callable) -> Callable:
-    """`original` as before in every other thread and from torch's own code; refused where the model's code calls
-    it in this thread (torch.fx's trace): torch.compile breaks the graph at such a call (Dynamo cannot trace it, 2.13.0
-    to 2.15.0), and Dynamo's route breaks it there too, where torch.fx would trace straight past it."""
-    thread = threading.get_ident()
+def _model_calls_here(thread: int) -> bool:
+    """Whether the call under way (in a patched function, two frames up) is the model's code calling in `thread`,
+    torch.fx's trace: not torch's own code, nor Python's (`Logger.warn` warns that it is deprecated), nor another
+    thread."""
+    caller = sys._getframe(2)  # noqa: SLF001 - whose code made the call
+    package = str(caller.f_globals.get("__name__", "")).partition(".")[0]
+    return (
+        threading.get_ident() == thread
+        and package not in sys.stdlib_module_names
+        and not is_library_file(caller.f_code.co_filename)
+    )
 
-    @functools.wraps(original)
-    def call(*args: object, **kwargs: object) -> object:
-        caller = sys._getframe(1)  # noqa: SLF001 - whose code made the call
-        if threading.get_ident() == thread and not is_library_file(caller.f_code.co_filename):
-            raise NotForFx(what)
-        return original(*args, **kwargs)
 
-    return call
+def _untraceable_calls_refused() -> list[tuple[object, str, Callable]]:
+    """`print` and `warnings.warn`, refused where the model's code calls them in this thread: torch.compile breaks
+    the graph at such a call (Dynamo cannot trace it, 2.13.0 to 2.15.0) and Dynamo's route breaks it there too,
+    where torch.fx would trace straight past it. Anywhere else they do what they did (a warning still names the
+    line that called it, not this module's)."""
+    thread, original_print, original_warn = threading.get_ident(), builtins.print, warnings.warn
+
+    @functools.wraps(original_print)
+    def refused_print(*args: Any, **kwargs: Any) -> None:
+        if _model_calls_here(thread):
+            raise NotForFx("a print call")
+        original_print(*args, **kwargs)
+
+    @functools.wraps(original_warn)
+    def refused_warn(
+        message: Any, category: Any = None, stacklevel: int = 1, source: Any = None, **kwargs: Any
+    ) -> None:
+        if _model_calls_here(thread):
+            raise NotForFx("a warnings.warn call")
+        original_warn(message, category, stacklevel + 1, source, **kwargs)
+
+    return [(builtins, "print", refused_print), (warnings, "warn", refused_warn)]
 
 
 def fx_trace(module: torch.nn.Module, logger_calls: LoggerCalls) -> torch.fx.GraphModule:

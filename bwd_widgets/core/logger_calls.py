@@ -10,7 +10,7 @@ import linecache
 import logging
 import sys
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .compat import TracingContext, dynamo_config
 from .naming import is_library_file
@@ -19,14 +19,17 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 
+_STANDARD = ("debug", "info", "warning", "warn", "error", "exception", "critical", "log")
+"""The methods logging itself gives a Logger (each takes `stacklevel`)."""
+
+
 def logger_methods() -> dict[str, Callable[..., object]]:
     """`logging.Logger`'s methods that log, by name, with those libraries add to it (transformers' `warning_once`,
     `info_once`, `warning_advice`)."""
-    names = ("debug", "info", "warning", "warn", "error", "exception", "critical", "log")
     return {
         name: method
         for name, method in vars(logging.Logger).items()
-        if callable(method) and (name in names or name.endswith(("_once", "_advice")))
+        if callable(method) and (name in _STANDARD or name.endswith(("_once", "_advice")))
     }
 
 
@@ -55,9 +58,11 @@ class LoggerCalls:
         not); a method's own call of another (`warning_once` calls `warning`) is not noted again."""
         thread, depth = threading.get_ident(), [0]
 
-        def noting(method: Callable[..., object]) -> Callable[..., object]:
+        def noting(name: str, method: Callable[..., object]) -> Callable[..., object]:
             @functools.wraps(method)
-            def call(logger: logging.Logger, *args: object, **kwargs: object) -> object:
+            def call(logger: logging.Logger, *args: Any, **kwargs: Any) -> object:
+                if name in _STANDARD:  # the record names the line that called, past this frame
+                    kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
                 if threading.get_ident() != thread:
                     return method(logger, *args, **kwargs)
                 caller = sys._getframe(1)  # noqa: SLF001 - the line that called the logger
@@ -71,7 +76,7 @@ class LoggerCalls:
 
             return call
 
-        return [(logging.Logger, name, noting(method)) for name, method in self._methods.items()]
+        return [(logging.Logger, name, noting(name, method)) for name, method in self._methods.items()]
 
     def note(self) -> str | None:
         """Where torch.compile breaks the graph and this capture did not, and the setting that makes it match."""
