@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import bwd_widgets as bw
-from bwd_widgets.core.fx_route import trace_patches
+from bwd_widgets.core.fx_route import TraceWindow, trace_patched, trace_patches
 from bwd_widgets.core.logger_calls import LoggerCalls
 from bwd_widgets.examples import Transformer
 
@@ -58,7 +58,7 @@ def _process_state() -> dict:
         "threads": torch.get_num_threads(),
         **{
             f"{getattr(owner, '__name__', owner)}.{name}": getattr(owner, name)
-            for owner, name, _ in trace_patches([], LoggerCalls())
+            for owner, name, _ in trace_patches(TraceWindow(), LoggerCalls())
         },
     }
 
@@ -149,25 +149,20 @@ def test_a_partition_made_in_a_thread_replays_its_real_values_where_they_are_rea
 
 def test_a_warning_another_thread_gives_while_torch_fx_traces_names_its_own_line():
     """torch.fx's trace patches `warnings.warn` for the whole process (to refuse the model's own call): another
-    thread's warning still names the line that gave it, as without the patch, and is filtered by its module."""
-    patches = trace_patches([], LoggerCalls())
-    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
-    caught: list[warnings.WarningMessage] = []
+    thread's warning still names the line that gave it, as without the patch."""
+    original = warnings.warn
+    caught: list[tuple[str, int]] = []
 
     def warn() -> None:
+        assert warnings.warn is not original, "the trace's patch is in place"
         warnings.warn("from another thread", UserWarning, stacklevel=1)
-        caught.append(next(iter(shown)))
+        caught.append((shown[-1].filename, shown[-1].lineno))
 
     with warnings.catch_warnings(record=True) as shown:
         warnings.simplefilter("always")
-        try:
-            for owner, name, replacement in patches:
-                setattr(owner, name, replacement)
+        with trace_patched(trace_patches(TraceWindow(), LoggerCalls())):
             thread = threading.Thread(target=warn)
             thread.start()
             thread.join()
-            line = inspect.getsourcelines(warn)[1] + 1
-        finally:
-            for owner, name, original in saved:
-                setattr(owner, name, original)
-    assert [(w.filename, w.lineno) for w in caught] == [(__file__, line)]
+    assert warnings.warn is original
+    assert caught == [(__file__, inspect.getsourcelines(warn)[1] + 2)]  # the line of its warnings.warn

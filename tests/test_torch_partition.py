@@ -337,11 +337,27 @@ def test_gpt2s_loss_warning_is_where_torch_compile_breaks_and_the_advice_makes_i
 
 
 SINK = io.StringIO()
+KEPT_FUNCTIONS: list[Callable] = []
+
+
+def _caught_print() -> None:
+    """A print the model's own code catches the failure of (as code guarding a debug print does)."""
+    try:
+        print("between the layers", file=SINK)
+    except Exception:  # noqa: BLE001, S110 - the model's own guard: the capture must not depend on it
+        pass
+
+
 UNTRACEABLE = {
     "print": lambda: print("between the layers", file=SINK),
     "warnings.warn": lambda: warnings.warn("between the layers", stacklevel=1),
+    "caught print": _caught_print,
+    "kept warnings.warn": lambda: (KEPT_FUNCTIONS.append(warnings.warn), KEPT_FUNCTIONS[-1]("between the layers")),
+    "LoggerAdapter": lambda: logging.LoggerAdapter(LOGGER, {}).warning("between the layers"),
 }
-"""Calls in a forward that Dynamo cannot trace and no setting lets it skip as it skips a logger call."""
+"""Calls in a forward that Dynamo cannot trace (with torch's settings as they are), each as a model makes it: one
+caught by the model's own code, one through a reference to the function kept for later, and a logger's call made
+by Python's `logging` for the model (a `LoggerAdapter`), which no `ignore_logging_functions` entry skips."""
 
 
 class CallsInForward(torch.nn.Module):
@@ -390,3 +406,7 @@ def test_a_call_torch_compile_breaks_the_graph_at_breaks_the_capture_there_too(h
     compiled = counted_saves(model, args, kwargs, backend="aot_eager", budget=0.5)
     shown = [s.activation_bytes for s in ours.saved_tensors if s.activation_bytes]
     assert (ours.saved_activation_bytes, len(shown)) == (compiled.bytes, compiled.tensors)
+    for kept in KEPT_FUNCTIONS:  # a reference taken while torch.fx traced works as the function, after the trace
+        with pytest.warns(UserWarning, match="after the capture"):
+            kept("after the capture")
+    KEPT_FUNCTIONS.clear()

@@ -28,10 +28,11 @@ from .compat import (
     module_hooks,
 )
 from .errors import NotForFx
-from .naming import TensorNames, is_library_file
+from .naming import TensorNames, is_library_file, is_python_file
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    import types
+    from collections.abc import Callable, Iterator
 
     from .kinds import Backend
     from .logger_calls import LoggerCalls
@@ -137,14 +138,36 @@ ASKS_WHETHER_COMPILING = "code that asks whether torch.compile runs (torch.compi
 model code takes another path on the answer (transformers' `is_torchdynamo_compiling`, torch's region budgets)."""
 
 
-def trace_patches(asked: list[str], logger_calls: LoggerCalls) -> list[tuple[object, str, Callable]]:
-    """What `fx_trace` replaces, process-wide, while torch.fx traces: each a refusal of what torch.fx would get
-    wrong (a refusal of asking whether torch.compile runs is also noted in `asked`), and the logger's methods,
-    which note in `logger_calls` where torch.compile would break the graph."""
+class TraceWindow:
+    """torch.fx's trace, as the functions it patches for the whole process see it: its thread, whether it is still
+    on (a reference to a patched function taken while it traced may be called later), and what it refused (kept
+    even where the model's code catches the refusal)."""
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+        self.open = True
+        self.refused: list[str] = []
+
+    def caller(self, frame: types.FrameType) -> str:
+        """Whose code made a call a patched function received (`frame`): "model" (the model's, in this trace),
+        "python" (Python's own library, in this trace: `Logger.fatal` calls `critical`), or "" (torch's or this
+        package's code, another thread, or no trace on)."""
+        if not self.open or threading.get_ident() != self.thread or is_library_file(frame.f_code.co_filename):
+            return ""
+        return "python" if is_python_file(frame.f_code.co_filename) else "model"
+
+    def refuse(self, what: str) -> NoReturn:
+        self.refused.append(what)
+        raise NotForFx(what)
+
+
+def trace_patches(window: TraceWindow, logger_calls: LoggerCalls) -> list[tuple[object, str, Callable]]:
+    """What `fx_trace` replaces, process-wide, while torch.fx traces (`window`): each a refusal of what torch.fx
+    would get wrong, and the logger's methods, which note in `logger_calls` where torch.compile would break the
+    graph."""
 
     def asks_whether_compiling(*args: object, **kwargs: object) -> NoReturn:
-        asked.append(ASKS_WHETHER_COMPILING)  # held even where the model's code catches the refusal
-        raise NotForFx(ASKS_WHETHER_COMPILING)
+        window.refuse(ASKS_WHETHER_COMPILING)
 
     return [  # reached however checkpointing is called (an imported name, FSDP's wrapper...)
         (torch.utils.checkpoint, "checkpoint", _refuse("activation checkpointing")),
@@ -155,66 +178,63 @@ def trace_patches(asked: list[str], logger_calls: LoggerCalls) -> list[tuple[obj
         # torch's other spellings (torch._dynamo.is_compiling, torch._utils.is_compiling) call these two
         (torch.compiler, "is_compiling", asks_whether_compiling),
         (torch.compiler, "is_dynamo_compiling", asks_whether_compiling),
-        *_untraceable_calls_refused(),
-        *logger_calls.fx_patches(),
+        *_untraceable_calls_refused(window),
+        *logger_calls.fx_patches(window),
     ]
 
 
-def _model_calls_here(thread: int) -> bool:
-    """Whether the call under way (in a patched function, two frames up) is the model's code calling in `thread`,
-    torch.fx's trace: not torch's own code, nor Python's (`Logger.warn` warns that it is deprecated), nor another
-    thread."""
-    caller = sys._getframe(2)  # noqa: SLF001 - whose code made the call
-    package = str(caller.f_globals.get("__name__", "")).partition(".")[0]
-    return (
-        threading.get_ident() == thread
-        and package not in sys.stdlib_module_names
-        and not is_library_file(caller.f_code.co_filename)
-    )
-
-
-def _untraceable_calls_refused() -> list[tuple[object, str, Callable]]:
-    """`print` and `warnings.warn`, refused where the model's code calls them in this thread: torch.compile breaks
+def _untraceable_calls_refused(window: TraceWindow) -> list[tuple[object, str, Callable]]:
+    """`print` and `warnings.warn`, refused where the model's code calls them in `window`: torch.compile breaks
     the graph at such a call (Dynamo cannot trace it, 2.13.0 to 2.15.0) and Dynamo's route breaks it there too,
     where torch.fx would trace straight past it. Anywhere else they do what they did (a warning still names the
     line that called it, not this module's)."""
-    thread, original_print, original_warn = threading.get_ident(), builtins.print, warnings.warn
+    original_print, original_warn = builtins.print, warnings.warn
 
     @functools.wraps(original_print)
     def refused_print(*args: Any, **kwargs: Any) -> None:
-        if _model_calls_here(thread):
-            raise NotForFx("a print call")
+        if window.caller(sys._getframe(1)) == "model":  # noqa: SLF001 - whose code made the call
+            window.refuse("a print call")
         original_print(*args, **kwargs)
 
     @functools.wraps(original_warn)
     def refused_warn(
         message: Any, category: Any = None, stacklevel: int = 1, source: Any = None, **kwargs: Any
     ) -> None:
-        if _model_calls_here(thread):
-            raise NotForFx("a warnings.warn call")
-        original_warn(message, category, stacklevel + 1, source, **kwargs)
+        if window.caller(sys._getframe(1)) == "model":  # noqa: SLF001 - whose code made the call
+            window.refuse("a warnings.warn call")
+        original_warn(message, category, max(stacklevel, 1) + 1, source, **kwargs)
 
     return [(builtins, "print", refused_print), (warnings, "warn", refused_warn)]
 
 
-def fx_trace(module: torch.nn.Module, logger_calls: LoggerCalls) -> torch.fx.GraphModule:
-    tracer = _Tracer(TensorNames(module).tied())
-    asked: list[str] = []
-    patches = trace_patches(asked, logger_calls)
+@contextlib.contextmanager
+def trace_patched(patches: list[tuple[object, str, Callable]]) -> Iterator[None]:
+    """`patches` in place for the block, the originals back after, whatever happens."""
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
     try:
         for owner, name, replacement in patches:
             setattr(owner, name, replacement)
-        graph = tracer.trace(module)
-    except NotForFx:
-        raise
-    except Exception as error:  # control flow on values, unpacked shapes...: Dynamo reads those
-        raise NotForFx(asked[0] if asked else f"torch.fx cannot trace it ({type(error).__name__})") from error
+        yield
     finally:
         for owner, name, original in saved:
             setattr(owner, name, original)
-    if asked:
-        raise NotForFx(asked[0])
+
+
+def fx_trace(module: torch.nn.Module, logger_calls: LoggerCalls) -> torch.fx.GraphModule:
+    tracer = _Tracer(TensorNames(module).tied())
+    window = TraceWindow()
+    try:
+        with trace_patched(trace_patches(window, logger_calls)):
+            graph = tracer.trace(module)
+    except NotForFx:
+        raise
+    except Exception as error:  # control flow on values, unpacked shapes...: Dynamo reads those
+        refused = window.refused
+        raise NotForFx(refused[0] if refused else f"torch.fx cannot trace it ({type(error).__name__})") from error
+    finally:
+        window.open = False
+    if window.refused:
+        raise NotForFx(window.refused[0])
     for node in graph.nodes:
         target = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
         changes_input = node.args and isinstance(node.args[0], torch.fx.Node) and node.args[0].op == "placeholder"

@@ -9,22 +9,23 @@ import functools
 import linecache
 import logging
 import sys
-import threading
+import types
 from typing import TYPE_CHECKING, Any
 
 from .compat import TracingContext, dynamo_config
-from .naming import is_library_file
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from .fx_route import TraceWindow
 
-_STANDARD = ("debug", "info", "warning", "warn", "error", "exception", "critical", "log")
+
+_STANDARD = ("debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log")
 """The methods logging itself gives a Logger (each takes `stacklevel`)."""
 
 
 def logger_methods() -> dict[str, Callable[..., object]]:
-    """`logging.Logger`'s methods that log, by name, with those libraries add to it (transformers' `warning_once`,
+    """`logging.Logger`'s methods that log, by name, with those that libraries add to it (transformers' `warning_once`,
     `info_once`, `warning_advice`)."""
     return {
         name: method
@@ -41,6 +42,7 @@ class LoggerCalls:
 
     def __init__(self) -> None:
         own = set(dynamo_config.ignore_logging_functions)
+        self._own = frozenset(own)
         self._methods = logger_methods()
         self._added = frozenset(set(self._methods.values()) - own)
         self.where: dict[str, str] = {}
@@ -52,21 +54,23 @@ class LoggerCalls:
             code = linecache.getline(filename, line).strip()
             self.where.setdefault(f"{filename}:{line} (`{code}`)", getattr(method, "__name__", "a logger method"))
 
-    def fx_patches(self) -> list[tuple[object, str, Callable[..., object]]]:
-        """`logging.Logger`'s methods, each calling the method as before in every thread and noting the call where
-        this thread (torch.fx's trace) makes it from the model's code (torch's own debug logging while it traces is
-        not); a method's own call of another (`warning_once` calls `warning`) is not noted again."""
-        thread, depth = threading.get_ident(), [0]
+    def fx_patches(self, window: TraceWindow) -> list[tuple[object, str, Callable[..., object]]]:
+        """`logging.Logger`'s methods, each calling the method as before, noting the call where the model's code
+        makes it in torch.fx's trace (`window`), and refusing the trace where Python's own `logging` makes it
+        (`Logger.fatal`, a `LoggerAdapter`: Dynamo breaks the graph at those whatever the setting, and so does
+        Dynamo's route); a method's own call of another (`warning_once` calls `warning`) is its caller's."""
+        depth = [0]
 
         def noting(name: str, method: Callable[..., object]) -> Callable[..., object]:
             @functools.wraps(method)
             def call(logger: logging.Logger, *args: Any, **kwargs: Any) -> object:
                 if name in _STANDARD:  # the record names the line that called, past this frame
                     kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
-                if threading.get_ident() != thread:
-                    return method(logger, *args, **kwargs)
-                caller = sys._getframe(1)  # noqa: SLF001 - the line that called the logger
-                if not depth[0] and not is_library_file(caller.f_code.co_filename):
+                caller = sys._getframe(1)  # noqa: SLF001 - whose code called the logger
+                who = window.caller(caller) if not depth[0] else ""
+                if who == "python":
+                    window.refuse(f"a logger call from Python's logging ({caller.f_code.co_name})")
+                if who == "model" and types.MethodType(method, logger) not in self._own:  # a setting for one logger
                     self.seen(method, caller.f_code.co_filename, caller.f_lineno)
                 depth[0] += 1
                 try:
@@ -85,17 +89,18 @@ class LoggerCalls:
         lines = " and ".join(self.where)
         methods = ", ".join(f"Logger.{name}" for name in dict.fromkeys(self.where.values()))
         return (
-            f"torch.compile would break the graph at {lines}: Dynamo traces a call to {methods} only where "
-            "torch._dynamo.config.ignore_logging_functions names the method, and this capture traced past it (your "
-            "setting is as it was). The forward is one graph here, while torch.compile's splits there and can save "
-            "other values at the split: add the method to that setting in your code to have torch.compile capture "
-            "it as shown."
+            f"torch.compile would break the graph at {lines}: Dynamo cannot trace a call to {methods} unless "
+            "torch._dynamo.config.ignore_logging_functions names the method, and then drops the call. This capture "
+            "traced past it and left your setting as it was, so what torch.compile saves around that line can "
+            "differ from what is shown; with the method in that setting (or `logger.<method>` for one logger), "
+            "torch.compile does not break there, and does not log it."
         )
 
 
 class _Ignored(set):
     """The set Dynamo asks, call by call, whether to skip a logger call (`method in ignore_set`, 2.13.0 to
-    2.15.0): each yes is noted at the line Dynamo is tracing."""
+    2.15.0): a yes for a method the user's own setting does not name is noted at the line Dynamo is tracing. (An
+    unbound call, `logging.Logger.warning(logger, ...)`, Dynamo matches by iterating the set: not noted.)"""
 
     def __init__(self, methods: set[Callable[..., object]], calls: LoggerCalls) -> None:
         super().__init__(methods)

@@ -6,6 +6,7 @@ import ast
 import inspect
 import os
 import re
+import sysconfig
 from typing import TYPE_CHECKING
 
 import torch
@@ -31,6 +32,17 @@ def is_library_file(path: str) -> bool:
         return True
     path = os.path.abspath(path) if not path.startswith("<") else path
     return path.startswith(_TORCH_DIR) or (path.startswith(_PACKAGE_DIR) and path not in _USER_FACING)
+
+
+_PYTHON_DIRS = tuple({os.path.abspath(sysconfig.get_paths()[key]) + os.sep for key in ("stdlib", "platstdlib")})
+
+
+def is_python_file(path: str) -> bool:
+    """A file of Python's own library (`logging`, `warnings`), by where it lies: not one installed beside it in a
+    `site-packages` folder, whatever its module's name."""
+    path = os.path.abspath(path) if not path.startswith("<") else path
+    parts = path.split(os.sep)
+    return path.startswith(_PYTHON_DIRS) and "site-packages" not in parts and "dist-packages" not in parts
 
 
 _FLAT_SEGMENT = re.compile(r"_(modules|parameters|buffers)_")
