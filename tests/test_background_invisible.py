@@ -15,8 +15,9 @@ import torch
 from torch import nn
 
 import bwd_widgets as bw
-from bwd_widgets.core.fx_route import TraceWindow, trace_patched, trace_patches
+from bwd_widgets.core.fx_route import trace_patched, trace_patches
 from bwd_widgets.core.logger_calls import LoggerCalls
+from bwd_widgets.core.trace_window import TraceWindow
 from bwd_widgets.examples import Transformer
 
 WATCHED_SECONDS = 20.0

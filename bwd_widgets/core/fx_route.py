@@ -9,7 +9,6 @@ import contextlib
 import functools
 import inspect
 import sys
-import threading
 import warnings
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -28,10 +27,10 @@ from .compat import (
     module_hooks,
 )
 from .errors import NotForFx
-from .naming import TensorNames, is_library_file, is_python_file
+from .naming import TensorNames
+from .trace_window import TraceWindow
 
 if TYPE_CHECKING:
-    import types
     from collections.abc import Callable, Iterator
 
     from .kinds import Backend
@@ -136,29 +135,6 @@ def fx_eligible(model: object, inputs: list) -> bool:
 ASKS_WHETHER_COMPILING = "code that asks whether torch.compile runs (torch.compiler.is_compiling())"
 """Why a model that asks is traced by Dynamo: torch.compile answers True there, torch.fx would answer False, and
 model code takes another path on the answer (transformers' `is_torchdynamo_compiling`, torch's region budgets)."""
-
-
-class TraceWindow:
-    """torch.fx's trace, as the functions it patches for the whole process see it: its thread, whether it is still
-    on (a reference to a patched function taken while it traced may be called later), and what it refused (kept
-    even where the model's code catches the refusal)."""
-
-    def __init__(self) -> None:
-        self.thread = threading.get_ident()
-        self.open = True
-        self.refused: list[str] = []
-
-    def caller(self, frame: types.FrameType) -> str:
-        """Whose code made a call a patched function received (`frame`): "model" (the model's, in this trace),
-        "python" (Python's own library, in this trace: `Logger.fatal` calls `critical`), or "" (torch's or this
-        package's code, another thread, or no trace on)."""
-        if not self.open or threading.get_ident() != self.thread or is_library_file(frame.f_code.co_filename):
-            return ""
-        return "python" if is_python_file(frame.f_code.co_filename) else "model"
-
-    def refuse(self, what: str) -> NoReturn:
-        self.refused.append(what)
-        raise NotForFx(what)
 
 
 def trace_patches(window: TraceWindow, logger_calls: LoggerCalls) -> list[tuple[object, str, Callable]]:

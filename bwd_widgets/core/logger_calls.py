@@ -17,7 +17,7 @@ from .compat import TracingContext, dynamo_config
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .fx_route import TraceWindow
+    from .trace_window import TraceWindow
 
 
 _STANDARD = ("debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log")
