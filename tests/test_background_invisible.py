@@ -58,7 +58,7 @@ def _process_state() -> dict:
         "fake tensor logger": logging.getLogger("torch._subclasses.fake_tensor").level,
         "threads": torch.get_num_threads(),
         **{
-            f"{getattr(owner, '__name__', owner)}.{name}": getattr(owner, name)
+            f"{getattr(owner, '__name__', owner)}.{name}": vars(owner).get(name)  # its own entry, not an inherited one
             for owner, name, _ in trace_patches(TraceWindow(), LoggerCalls())
         },
     }

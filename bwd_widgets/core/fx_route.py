@@ -10,7 +10,7 @@ import functools
 import inspect
 import sys
 import warnings
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
@@ -90,13 +90,6 @@ def _modes() -> tuple:
     return (torch.is_grad_enabled(), torch.is_autocast_enabled("cpu"), torch.is_autocast_enabled("cuda"))
 
 
-def _refuse(what: str) -> Callable:
-    def refuse(*args: object, **kwargs: object) -> NoReturn:
-        raise NotForFx(what)
-
-    return refuse
-
-
 def fx_route_possible(
     model: object, args: list, keywords: bool, output: object, capture_scalars: bool, backend: Backend
 ) -> bool:
@@ -139,61 +132,65 @@ model code takes another path on the answer (transformers' `is_torchdynamo_compi
 
 def trace_patches(window: TraceWindow, logger_calls: LoggerCalls) -> list[tuple[object, str, Callable]]:
     """What `fx_trace` replaces, process-wide, while torch.fx traces (`window`): each a refusal of what torch.fx
-    would get wrong, and the logger's methods, which note in `logger_calls` where torch.compile would break the
-    graph."""
+    would get wrong (`refusals`), and the logger's methods, which note in `logger_calls` where torch.compile would
+    break the graph."""
+    return [
+        (owner, name, window.refusing(what, getattr(owner, name), models_calls_only=models_only))
+        for owner, name, what, models_only in refusals()
+    ] + [_warn_refused(window), *logger_calls.fx_patches(window)]
 
-    def asks_whether_compiling(*args: object, **kwargs: object) -> NoReturn:
-        window.refuse(ASKS_WHETHER_COMPILING)
 
-    return [  # reached however checkpointing is called (an imported name, FSDP's wrapper...)
-        (torch.utils.checkpoint, "checkpoint", _refuse("activation checkpointing")),
-        (torch.utils.checkpoint, "_checkpoint_without_reentrant_generator", _refuse("activation checkpointing")),
-        (torch.utils.checkpoint.CheckpointFunction, "apply", _refuse("activation checkpointing")),
-        (torch.autograd.graph.saved_tensors_hooks, "__enter__", _refuse("saved-tensor hooks")),
-        (dynamo, "graph_break", _refuse("an explicit graph break")),
+def refusals() -> list[tuple[object, str, str, bool]]:
+    """What torch.fx would get wrong, as (owner, name, why, whether only the model's own calls count): torch's
+    features it cannot trace (reached however they are called: an imported name, FSDP's wrapper...), the question
+    whose answer it would get wrong, and the calls torch.compile breaks the graph at (Dynamo cannot trace them,
+    2.13.0 to 2.15.0) that torch.fx would trace straight past."""
+    return [
+        (torch.utils.checkpoint, "checkpoint", "activation checkpointing", False),
+        (torch.utils.checkpoint, "_checkpoint_without_reentrant_generator", "activation checkpointing", False),
+        (torch.utils.checkpoint.CheckpointFunction, "apply", "activation checkpointing", False),
+        (torch.autograd.graph.saved_tensors_hooks, "__enter__", "saved-tensor hooks", False),
+        (dynamo, "graph_break", "an explicit graph break", False),
         # torch's other spellings (torch._dynamo.is_compiling, torch._utils.is_compiling) call these two
-        (torch.compiler, "is_compiling", asks_whether_compiling),
-        (torch.compiler, "is_dynamo_compiling", asks_whether_compiling),
-        *_untraceable_calls_refused(window),
-        *logger_calls.fx_patches(window),
+        (torch.compiler, "is_compiling", ASKS_WHETHER_COMPILING, False),
+        (torch.compiler, "is_dynamo_compiling", ASKS_WHETHER_COMPILING, False),
+        (builtins, "print", "a print call", True),
     ]
 
 
-def _untraceable_calls_refused(window: TraceWindow) -> list[tuple[object, str, Callable]]:
-    """`print` and `warnings.warn`, refused where the model's code calls them in `window`: torch.compile breaks
-    the graph at such a call (Dynamo cannot trace it, 2.13.0 to 2.15.0) and Dynamo's route breaks it there too,
-    where torch.fx would trace straight past it. Anywhere else they do what they did (a warning still names the
-    line that called it, not this module's)."""
-    original_print, original_warn = builtins.print, warnings.warn
+def _warn_refused(window: TraceWindow) -> tuple[object, str, Callable]:
+    """`warnings.warn`, refused where the model's code calls it in `window` (as `refusals()`'s print), and
+    otherwise the function it was: a warning still names the line that called it, not this module's."""
+    original = warnings.warn
 
-    @functools.wraps(original_print)
-    def refused_print(*args: Any, **kwargs: Any) -> None:
-        if window.caller(sys._getframe(1)) == "model":  # noqa: SLF001 - whose code made the call
-            window.refuse("a print call")
-        original_print(*args, **kwargs)
-
-    @functools.wraps(original_warn)
+    @functools.wraps(original)
     def refused_warn(
         message: Any, category: Any = None, stacklevel: int = 1, source: Any = None, **kwargs: Any
     ) -> None:
         if window.caller(sys._getframe(1)) == "model":  # noqa: SLF001 - whose code made the call
             window.refuse("a warnings.warn call")
-        original_warn(message, category, max(stacklevel, 1) + 1, source, **kwargs)
+        original(message, category, max(stacklevel, 1) + 1, source, **kwargs)
 
-    return [(builtins, "print", refused_print), (warnings, "warn", refused_warn)]
+    return (warnings, "warn", refused_warn)
 
 
 @contextlib.contextmanager
 def trace_patched(patches: list[tuple[object, str, Callable]]) -> Iterator[None]:
-    """`patches` in place for the block, the originals back after, whatever happens."""
-    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    """`patches` in place for the block, and after it, whatever happens, each owner's own entries as they were:
+    an attribute it inherited (`CheckpointFunction.apply`, a classmethod of `Function`) is inherited again, not
+    left behind as a bound method of its own."""
+    missing = object()
+    saved = [(owner, name, vars(owner).get(name, missing)) for owner, name, _ in patches]
     try:
         for owner, name, replacement in patches:
             setattr(owner, name, replacement)
         yield
     finally:
-        for owner, name, original in saved:
-            setattr(owner, name, original)
+        for owner, name, original in reversed(saved):
+            if original is missing:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
 
 
 def fx_trace(module: torch.nn.Module, logger_calls: LoggerCalls) -> torch.fx.GraphModule:

@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+import functools
+import sys
 import threading
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .errors import NotForFx
 from .naming import is_library_file, is_python_file
 
 if TYPE_CHECKING:
     import types
+    from collections.abc import Callable
 
 
 class TraceWindow:
@@ -23,14 +26,34 @@ class TraceWindow:
         self.open = True
         self.refused: list[str] = []
 
+    def tracing(self) -> bool:
+        """Whether a call made now is the trace's: in its thread, while it runs."""
+        return self.open and threading.get_ident() == self.thread
+
     def caller(self, frame: types.FrameType) -> str:
         """Whose code made a call a patched function received (`frame`): "model" (the model's, in this trace),
         "python" (Python's own library, in this trace: `Logger.fatal` calls `critical`), or "" (torch's or this
         package's code, another thread, or no trace on)."""
-        if not self.open or threading.get_ident() != self.thread or is_library_file(frame.f_code.co_filename):
+        if not self.tracing() or is_library_file(frame.f_code.co_filename):
             return ""
         return "python" if is_python_file(frame.f_code.co_filename) else "model"
 
     def refuse(self, what: str) -> NoReturn:
+        """Refuse the trace for `what`: recorded first, so a refusal the model's own code catches still counts."""
         self.refused.append(what)
         raise NotForFx(what)
+
+    def refusing(self, what: str, original: Callable[..., Any], *, models_calls_only: bool = False) -> Callable:
+        """`original`, refusing the trace for `what` when the trace calls it: any code in it (torch's
+        `checkpoint_sequential` calls `checkpoint`), or the model's own code only (`models_calls_only`). Any other
+        call (another thread, a reference kept past the trace) is `original`'s, unchanged."""
+
+        @functools.wraps(original)
+        def refusing(*args: Any, **kwargs: Any) -> Any:
+            if self.tracing() and (
+                not models_calls_only or self.caller(sys._getframe(1)) == "model"  # noqa: SLF001 - whose call
+            ):
+                self.refuse(what)
+            return original(*args, **kwargs)
+
+        return refusing

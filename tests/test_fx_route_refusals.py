@@ -1,0 +1,175 @@
+"""What the torch.fx route refuses (`fx_route.refusals()`, and the model's `warnings.warn`) acts only on the trace:
+in its thread, while it runs. Each refusal sends the capture to Dynamo even where the model's own code catches
+it; the same function called by another thread during the trace, or through a reference kept past it, is the
+function it was; and after any trace every patched owner holds exactly the entries it held before.
+
+The cases are generated from the lists the route itself patches (`refusals()`, `trace_patches`): a refusal added
+there without a way to call it here fails `test_every_refusal_has_a_call_here`.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import warnings
+from typing import TYPE_CHECKING
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint as checkpoint_imported_by_name
+
+import bwd_widgets as bw
+from bwd_widgets.core.errors import NotForFx
+from bwd_widgets.core.fx_route import fx_trace, refusals, trace_patched, trace_patches
+from bwd_widgets.core.logger_calls import LoggerCalls
+from bwd_widgets.core.trace_window import TraceWindow
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+SINK = io.StringIO()
+
+
+def _with_saved_tensor_hooks(x: torch.Tensor) -> object:
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        return x.sin()
+
+
+CALLS: dict[str, Callable[[torch.Tensor], object]] = {
+    "torch.utils.checkpoint.checkpoint": lambda x: torch.utils.checkpoint.checkpoint(torch.sin, x, use_reentrant=False),
+    # `checkpoint` imported by name before the trace reaches the route's patch of what it calls
+    "torch.utils.checkpoint._checkpoint_without_reentrant_generator": lambda x: checkpoint_imported_by_name(
+        torch.sin, x, use_reentrant=False
+    ),
+    "torch.utils.checkpoint.CheckpointFunction.apply": lambda x: checkpoint_imported_by_name(
+        torch.sin, x, use_reentrant=True
+    ),
+    "torch.autograd.graph.saved_tensors_hooks.__enter__": _with_saved_tensor_hooks,
+    "torch._dynamo.graph_break": lambda x: torch._dynamo.graph_break(),
+    "torch.compiler.is_compiling": lambda x: torch.compiler.is_compiling(),
+    "torch.compiler.is_dynamo_compiling": lambda x: torch.compiler.is_dynamo_compiling(),
+    "builtins.print": lambda x: print("between the layers", file=SINK),
+    "warnings.warn": lambda x: warnings.warn("between the layers", stacklevel=1),
+}
+"""Each refused function as a model's forward calls it (on a hidden value `x`)."""
+
+
+def _owner_key(owner: object, name: str) -> str:
+    """`torch.utils.checkpoint.checkpoint` for a module's function, `...CheckpointFunction.apply` for a class's."""
+    if isinstance(owner, type):
+        return f"{owner.__module__}.{owner.__qualname__}.{name}"
+    return f"{getattr(owner, '__name__', owner)}.{name}"
+
+
+REFUSED = {_owner_key(owner, name): why for owner, name, why, _ in refusals()} | {
+    "warnings.warn": "a warnings.warn call"
+}
+
+
+def test_every_refusal_has_a_call_here() -> None:
+    assert set(CALLS) == set(REFUSED)
+
+
+class CallsBetweenLayers(nn.Module):
+    """Two layers with `CALLS[call]` between them, its failure caught by the model's own code where `caught`."""
+
+    def __init__(self, call: str, caught: bool) -> None:
+        super().__init__()
+        self.call, self.caught = call, caught
+        self.first, self.second = nn.Linear(8, 8), nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = torch.tanh(self.first(x))
+        if self.caught:
+            try:
+                CALLS[self.call](hidden)
+            except Exception:  # noqa: BLE001, S110 - the model's own guard: the capture must not depend on it
+                pass
+        else:
+            CALLS[self.call](hidden)
+        return self.second(hidden).sum()
+
+
+@pytest.mark.filterwarnings("ignore:between the layers")
+@pytest.mark.parametrize("caught", [False, True], ids=["raised", "caught by the model"])
+@pytest.mark.parametrize("call", sorted(CALLS))
+def test_a_refusal_sends_the_capture_to_dynamo_even_where_the_model_catches_it(call: str, caught: bool) -> None:
+    with pytest.raises(NotForFx, match=REFUSED[call].replace("(", r"\(").replace(")", r"\)")):
+        fx_trace(CallsBetweenLayers(call, caught), LoggerCalls())
+
+
+@pytest.mark.filterwarnings("ignore:between the layers")
+@pytest.mark.parametrize("call", sorted(CALLS))
+def test_a_refused_function_is_itself_to_another_thread_and_after_the_trace(call: str) -> None:
+    """Patched for the whole process while torch.fx traces: the trace's own call is refused, another thread's
+    call in the meantime and a call through a reference kept past the trace do what the function does."""
+    x = torch.randn(4, 8)
+    expected = CALLS[call](x)
+    window = TraceWindow()
+    others: list[object] = []
+
+    def in_another_thread() -> None:
+        try:
+            others.append(CALLS[call](x))
+        except Exception as error:  # noqa: BLE001 - the assertion below names it
+            others.append(error)
+
+    with trace_patched(trace_patches(window, LoggerCalls())):
+        thread = threading.Thread(target=in_another_thread)
+        thread.start()
+        thread.join()
+        with pytest.raises(NotForFx):
+            CALLS[call](x)
+        window.open = False  # the trace over, its patch is what a reference kept past it calls
+        after = CALLS[call](x)
+    assert window.refused == [REFUSED[call]]
+    assert not isinstance(others[0], Exception), f"another thread's call failed: {others[0]!r}"
+    _assert_same(others[0], expected)
+    _assert_same(after, expected)
+
+
+def _assert_same(got: object, expected: object) -> None:
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(got, torch.Tensor) and torch.equal(got, expected)
+    else:
+        assert got == expected
+
+
+class _Branches(nn.Module):
+    """A branch on a tensor's value: torch.fx's trace fails on it (not a refusal), Dynamo breaks the graph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = self.linear(x)
+        return hidden.relu().sum() if hidden.sum() > 0 else hidden.tanh().sum()
+
+
+class _Small(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x).relu().sum()
+
+
+@pytest.mark.filterwarnings("ignore:between the layers")
+@pytest.mark.parametrize("model", ["traced", "refused", "failed"])
+def test_every_patched_owner_holds_what_it_held_before_after_a_capture(model: str) -> None:
+    """The route's patches put back each owner's own entries, not what reading them gives: an attribute the owner
+    inherits (`CheckpointFunction.apply`, `Function`'s classmethod) stays inherited."""
+    models: dict[str, Callable[[], nn.Module]] = {
+        "traced": _Small,
+        "refused": lambda: CallsBetweenLayers("builtins.print", caught=False),
+        "failed": _Branches,
+    }
+    owners = [(owner, name) for owner, name, _ in trace_patches(TraceWindow(), LoggerCalls())]
+    missing = object()
+    before = [(name in vars(owner), vars(owner).get(name, missing)) for owner, name in owners]
+    bw.extract(models[model](), torch.randn(4, 8), cache=False)
+    after = [(name in vars(owner), vars(owner).get(name, missing)) for owner, name in owners]
+    assert after == before, [_owner_key(owner, name) for (owner, name), b, a in zip(owners, before, after) if a != b]
