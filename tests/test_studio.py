@@ -2,6 +2,7 @@
 
 import os
 import sys
+import time
 
 import pytest
 import torch
@@ -276,8 +277,26 @@ def test_shared_flop_counts_step_aside_for_an_op_that_writes_its_input():
     assert sum(counted_flops(plain, {}).values()) == 2 * 4 * 8 * 2
 
 
+def _points_slowed_in(monkeypatch, process: str, seconds: float = 0.5) -> None:
+    """Each sweep point takes `seconds` longer in the test's own process ("here") or in a forked worker
+    ("worker"), so which process makes which points does not hang on a race with the fork."""
+    import importlib
+
+    compare = importlib.import_module("bwd_widgets.studio.compare")  # the package's `compare` is its function
+
+    parent, point = os.getpid(), compare._point
+
+    def slowed(*args, **kwargs):
+        if (os.getpid() == parent) == (process == "here"):
+            time.sleep(seconds)
+        return point(*args, **kwargs)
+
+    monkeypatch.setattr(compare, "_point", slowed)
+
+
 @pytest.mark.parametrize("workers", [0, 1])
-def test_sweep_stops_between_points_when_asked(transformer, workers):
+def test_sweep_stops_between_points_when_asked(transformer, workers, monkeypatch):
+    _points_slowed_in(monkeypatch, "worker")  # a worker never makes every other point before the stop
     asked = []
 
     def stop_after_two():
@@ -348,7 +367,7 @@ def _numbers(point):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_sweep_shares_its_budgets_with_a_forked_worker_and_equals_one_made_in_process(
-    mode, transformer, fake_transformer
+    mode, transformer, fake_transformer, monkeypatch
 ):
     """In either mode a point is made from the graphs' shapes: a worker forked from a real-mode kernel sends
     the same numbers, and the point's real values are replayed here when read."""
@@ -358,6 +377,7 @@ def test_a_sweep_shares_its_budgets_with_a_forked_worker_and_equals_one_made_in_
     budgets = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
     arrived = []
     here = bw.sweep(base, budgets=budgets, progress=False, workers=0)
+    _points_slowed_in(monkeypatch, "here")  # the worker takes budgets, however long its fork takes
     shared = bw.sweep(base, budgets=budgets, progress=False, workers=1, on_point=lambda p, n, total: arrived.append(n))
     assert not shared.interrupted and arrived == [1, 2, 3, 4, 5, 6]
     assert [_numbers(p) for p in shared.points] == [_numbers(p) for p in here.points]
@@ -447,6 +467,7 @@ def test_a_worker_forked_while_another_thread_holds_a_cached_property_lock_still
     monkeypatch.setattr(forked, "STALLED_AFTER_SECONDS", 30.0)  # a hung worker is given up on sooner
     forked = threading.Event()
     thread = _hold_at_the_fork(Partition.__dict__["memory"].lock, forked)
+    _points_slowed_in(monkeypatch, "here")
     result = bw.sweep(fake_transformer, budgets=[0.0, 0.25, 0.5, 0.75, 1.0], progress=False, workers=1)
     thread.join()
     assert forked.is_set() and not result.interrupted and len(result.points) == 5

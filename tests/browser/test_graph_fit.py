@@ -79,8 +79,24 @@ def _widget(page, index):
     return page.locator(".bwd-root").nth(index)
 
 
-def _settle(page):
-    page.wait_for_timeout(1_500)  # the refit waits for the size to settle, then lays out from the cache
+REFITS = "[...document.querySelectorAll('.bwd-root')].map((root) => Number(root.dataset.refits || 0))"
+RENDERS = "[...document.querySelectorAll('.bwd-root')].map((root) => Number(root.dataset.rendered || 0))"
+
+
+def _resized(page, width):
+    """The page `width` px wide, once every widget's graph is placed for it again: each one's refit has run (its
+    counter moved) and its drawing has stopped changing (its render count the same over 0.4 s)."""
+    before = page.evaluate(f"() => {REFITS}")
+    page.set_viewport_size({"width": width, "height": 1300})
+    page.wait_for_function(f"() => {REFITS}.every((count, i) => count > {before}[i])", timeout=20_000)
+    renders = None
+    for _ in range(50):
+        now = page.evaluate(f"() => {RENDERS}")
+        if now == renders:
+            return
+        renders = now
+        page.wait_for_timeout(400)
+    raise AssertionError(f"the graphs kept drawing again after the resize to {width} px: {renders}")
 
 
 def _record(file: str, name, value):
@@ -124,8 +140,7 @@ def test_narrowing_the_pane_refits_with_labels_of_9_px(fit_page, artifacts, fron
     for index, name in ((SMALL, "transformer"), (CHAIN, "sequential")):
         _widget(page, index).scroll_into_view_if_needed()
         assert first_paint[index]["smallest_glyph_px"] >= 9, (name, first_paint[index])
-    page.set_viewport_size({"width": 1000, "height": 1300})
-    _settle(page)
+    _resized(page, 1000)
     try:
         for index, name in ((SMALL, "transformer"), (CHAIN, "sequential")):
             widget = _widget(page, index)
@@ -137,8 +152,7 @@ def test_narrowing_the_pane_refits_with_labels_of_9_px(fit_page, artifacts, fron
             assert narrowed["inside"] >= 0.9 or narrowed["smallest_glyph_px"] <= 12, (name, narrowed)
         assert not errors
     finally:
-        page.set_viewport_size({"width": 1500, "height": 1300})
-        _settle(page)
+        _resized(page, 1500)
 
 
 def test_a_users_own_zoom_survives_a_resize(fit_page, artifacts, frontend):
@@ -153,15 +167,13 @@ def test_a_users_own_zoom_survives_a_resize(fit_page, artifacts, frontend):
     page.keyboard.up("Control")
     page.wait_for_timeout(200)
     zoomed = widget.evaluate(GLYPHS)["smallest_glyph_px"]
-    page.set_viewport_size({"width": 1100, "height": 1300})
-    _settle(page)
+    _resized(page, 1100)
     try:
         kept = widget.evaluate(GLYPHS)["smallest_glyph_px"]
         _record(frontend.shot(artifacts, "graph-fit.json"), "hand_zoom_glyph_px_before_after_resize", [zoomed, kept])
         assert kept == pytest.approx(zoomed, rel=0.02), "the user's zoom is kept, not refitted"
     finally:
-        page.set_viewport_size({"width": 1500, "height": 1300})
-        _settle(page)
+        _resized(page, 1500)
     widget.locator("button.bwd-fit").click()
     assert not errors
 
