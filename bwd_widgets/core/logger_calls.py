@@ -34,6 +34,12 @@ def logger_methods() -> dict[str, Callable[..., object]]:
     }
 
 
+def skipped_in_a_capture() -> set[object]:
+    """The `ignore_logging_functions` a capture's Dynamo trace reads: the user's own setting and
+    `logger_methods()`, so the trace goes past every logger call (the trace cache's guard check reads it too)."""
+    return set(dynamo_config.ignore_logging_functions) | set(logger_methods().values())
+
+
 class LoggerCalls:
     """One capture's logger calls. `ignored` is the `ignore_logging_functions` Dynamo reads for the capture's own
     trace (the user's setting and `logger_methods()`); `fx_patches` note the calls torch.fx's trace makes; `where`
@@ -46,7 +52,7 @@ class LoggerCalls:
         self._methods = logger_methods()
         self._added = frozenset(set(self._methods.values()) - own)
         self.where: dict[str, str] = {}
-        self.ignored = _Ignored(own | set(self._methods.values()), self)
+        self.ignored = _Ignored(skipped_in_a_capture(), self)
 
     def seen(self, method: object, filename: str, line: int) -> None:
         """A call to `method` at `filename:line`, noted where the user's setting lets torch.compile break there."""
@@ -102,7 +108,7 @@ class _Ignored(set):
     2.15.0): a yes for a method the user's own setting does not name is noted at the line Dynamo is tracing. (An
     unbound call, `logging.Logger.warning(logger, ...)`, Dynamo matches by iterating the set: not noted.)"""
 
-    def __init__(self, methods: set[Callable[..., object]], calls: LoggerCalls) -> None:
+    def __init__(self, methods: set[object], calls: LoggerCalls) -> None:
         super().__init__(methods)
         self._calls = calls
 

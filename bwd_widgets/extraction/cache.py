@@ -48,7 +48,7 @@ from ..core.compat import (
 from ..core.fx_route import fx_route_possible
 from ..core.interrupts import interrupts_held
 from ..core.kinds import DEFAULT_BACKEND
-from ..core.logger_calls import LoggerCalls
+from ..core.logger_calls import skipped_in_a_capture
 from ..core.trace import TORCH_WORK
 from .result import BackwardExtraction
 
@@ -309,7 +309,7 @@ def _guard_settings(capture_scalars: bool) -> contextlib.AbstractContextManager[
         skip_tensor_guards_with_matching_dict_tags=False,
         skip_no_tensor_aliasing_guards_on_parameters=False,
         capture_scalar_outputs=capture_scalars,
-        ignore_logging_functions=LoggerCalls().ignored,
+        ignore_logging_functions=skipped_in_a_capture(),
     )
     return patched
 
