@@ -100,13 +100,14 @@ EOF
 # gradients, the claims of the course's notebook 8 (tests/test_course_lessons.py), attention's kernels, the studio's
 # sweeps and splits made again (tests/test_studio.py: they share torch's CSE pass and flow-graph cuts, which each
 # release calls its own way), and the model zoo. On a release between the oldest and the newest, what reads torch's own decisions (the reference, torch's
-# reasons, torch.compile's saved set at every budget, correctness, attention's kernels) and the model zoo, with its
+# reasons, torch.compile's saved set at every budget, correctness, attention's kernels, the torch.fx route's patches of
+# torch's checkpoint functions) and the model zoo, with its
 # timm and torchvision models (BWD_ZOO=all) where they load: the rest reads nothing that differs between releases
 # that the oldest and the newest do not cover, and CI's 90 minutes hold the whole list once, not twice.
 # tests/conftest.py marks these files newest_torch, reading these lists.
 NEWEST="${NEWER_TORCH[-1]}"
 TESTS=(tests/test_torch_version.py tests/test_reference.py tests/test_correctness.py tests/test_torch_reasons.py
-    tests/test_torch_partition.py tests/test_attention_kernels.py tests/test_zoo.py)
+    tests/test_torch_partition.py tests/test_attention_kernels.py tests/test_zoo.py tests/test_fx_route_refusals.py)
 if [ "$TORCH" == "$NEWEST" ]; then
     TESTS+=(tests/test_extract.py tests/test_corpus.py tests/test_advisor.py tests/test_measure.py
         tests/test_keyword_inputs.py tests/test_tied.py tests/test_trace_cache.py tests/test_first_steps.py

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 import torch.fx
+import torch.utils.checkpoint
 
 if TYPE_CHECKING:
     import types
@@ -274,6 +275,17 @@ def min_cut_solver() -> tuple[object, str]:
     return networkx, "minimum_cut"
 
 
+def checkpoint_generator() -> str:
+    """The name of the generator `torch.utils.checkpoint.checkpoint` runs without reentry, as the checkpoint module
+    holds it: `_checkpoint_without_reentrant_generator` on 2.13; from 2.14 it calls
+    `_checkpoint_without_reentrant_generator_impl`, keeping the old name as a wrapper of it for callers outside
+    torch. Patching this one catches both."""
+    newer = "_checkpoint_without_reentrant_generator_impl"
+    return (
+        newer if callable(getattr(torch.utils.checkpoint, newer, None)) else "_checkpoint_without_reentrant_generator"
+    )
+
+
 # The module or function `torch.compile` wrapped (`OptimizedModule._orig_mod`, a compiled function's
 # `_torchdynamo_orig_callable`): extract traces the user's own model, named as they name it (2.13.0, 2.14.1, 2.15.0).
 def compiled_original(model: object) -> Callable[..., Any] | None:
@@ -405,6 +417,7 @@ def cpu_offload_policies() -> tuple[str, ...]:
 
 
 __all__ = [
+    "checkpoint_generator",
     "compiled_original",
     "cpu_offload_policies",
     "region_memory_budget_available",

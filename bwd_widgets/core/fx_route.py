@@ -21,6 +21,7 @@ from .compat import (
     FakeTensorMode,
     OptimizedModule,
     _LazyGraphModule,
+    checkpoint_generator,
     detect_fake_mode,
     dynamo,
     global_module_hooks,
@@ -147,7 +148,7 @@ def refusals() -> list[tuple[object, str, str, bool]]:
     2.13.0 to 2.15.0) that torch.fx would trace straight past."""
     return [
         (torch.utils.checkpoint, "checkpoint", "activation checkpointing", False),
-        (torch.utils.checkpoint, "_checkpoint_without_reentrant_generator", "activation checkpointing", False),
+        (torch.utils.checkpoint, checkpoint_generator(), "activation checkpointing", False),
         (torch.utils.checkpoint.CheckpointFunction, "apply", "activation checkpointing", False),
         (torch.autograd.graph.saved_tensors_hooks, "__enter__", "saved-tensor hooks", False),
         (dynamo, "graph_break", "an explicit graph break", False),
