@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import os
 import re
@@ -131,8 +132,13 @@ def module_path(nn_module_stack: dict | None) -> str | None:
     if not nn_module_stack:
         return None
     path = list(nn_module_stack.values())[-1][0]
-    if not isinstance(path, str):
-        return None
+    return _module_of(path) if isinstance(path, str) else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _module_of(path: str) -> str | None:
+    """`module_path` of one stack entry's path, parsed once: every op of a module carries the same path, and each
+    partition of a trace reads them all again (a sweep's every point)."""
     segments = _segments(re.sub(r"\.(\d+)(?=\.|\[|$)", r"[\1]", path))  # `blocks.0.forward...`: parse `[0]`
     if segments is None:
         return path or None
