@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint as checkpoint_imported_by_name
+from torch.utils.checkpoint import checkpoint
 
 import bwd_widgets as bw
 from bwd_widgets.core.errors import NotForFx
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 SINK = io.StringIO()
+checkpoint_body = checkpoint.__wrapped__  # type: ignore[attr-defined]  # torch._disable_dynamo's functools.wraps
 
 
 def _with_saved_tensor_hooks(x: torch.Tensor) -> object:
@@ -36,24 +37,30 @@ def _with_saved_tensor_hooks(x: torch.Tensor) -> object:
         return x.sin()
 
 
+@torch._dynamo.disable
+def _run_eagerly(x: torch.Tensor) -> torch.Tensor:
+    """What torch.compile runs eagerly between two graphs (`torch.compiler.disable` is the same)."""
+    return torch.sin(x) * 2
+
+
 CALLS: dict[str, Callable[[torch.Tensor], object]] = {
     "torch.utils.checkpoint.checkpoint": lambda x: torch.utils.checkpoint.checkpoint(torch.sin, x, use_reentrant=False),
-    # `checkpoint` imported by name before the trace reaches the route's patch of what it calls (torch 2.13's
-    # generator, and 2.14's on: compat.checkpoint_generator)
-    "torch.utils.checkpoint._checkpoint_without_reentrant_generator": lambda x: checkpoint_imported_by_name(
+    # code that reaches checkpoint's own body, not through the wrapper torch puts on it (torch._disable_dynamo,
+    # refused as set_eval_frame below), reaches the route's patches of what it calls: torch 2.13's generator and
+    # 2.14's on (compat.checkpoint_generator), and the reentrant Function
+    "torch.utils.checkpoint._checkpoint_without_reentrant_generator": lambda x: checkpoint_body(
         torch.sin, x, use_reentrant=False
     ),
-    "torch.utils.checkpoint._checkpoint_without_reentrant_generator_impl": lambda x: checkpoint_imported_by_name(
+    "torch.utils.checkpoint._checkpoint_without_reentrant_generator_impl": lambda x: checkpoint_body(
         torch.sin, x, use_reentrant=False
     ),
-    "torch.utils.checkpoint.CheckpointFunction.apply": lambda x: checkpoint_imported_by_name(
-        torch.sin, x, use_reentrant=True
-    ),
+    "torch.utils.checkpoint.CheckpointFunction.apply": lambda x: checkpoint_body(torch.sin, x, use_reentrant=True),
     "torch.autograd.graph.saved_tensors_hooks.__enter__": _with_saved_tensor_hooks,
     "torch._dynamo.graph_break": lambda x: torch._dynamo.graph_break(),
     "torch.compiler.is_compiling": lambda x: torch.compiler.is_compiling(),
     "torch.compiler.is_dynamo_compiling": lambda x: torch.compiler.is_dynamo_compiling(),
     "builtins.print": lambda x: print("between the layers", file=SINK),
+    "torch._dynamo.eval_frame.set_eval_frame": _run_eagerly,
     "warnings.warn": lambda x: warnings.warn("between the layers", stacklevel=1),
 }
 """Each refused function as a model's forward calls it (on a hidden value `x`)."""

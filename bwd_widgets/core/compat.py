@@ -96,6 +96,10 @@ try:
     from torch._C._dynamo import eval_frame as dynamo_frames
     from torch._dynamo import convert_frame as dynamo_convert_frame
 
+    # Dynamo's Python frame switch: a function under `torch._dynamo.disable` turns Dynamo off with its
+    # `set_eval_frame` as it starts (the torch.fx route refuses what torch.compile runs eagerly so).
+    from torch._dynamo import eval_frame as dynamo_eval_frame
+
     # AOT Autograd as a Dynamo backend, and straight on a torch.fx module (the route GraphNet's extractor takes).
     from torch._dynamo.backends.common import aot_autograd
     from torch._dynamo.eval_frame import OptimizedModule
@@ -395,8 +399,8 @@ def eager_frame_note(reason: str) -> str | None:
     why = f" ({explained[-1].strip().rstrip('.')})" if explained else ""
     return (
         f"Dynamo ran {found.group(1)} ({found.group(2)}:{found.group(3)}) eagerly{why}: its own ops run outside every "
-        "compiled region, so what they save for backward is kept by eager autograd, and no graph here shows or "
-        "counts it."
+        "compiled region, so what they save for backward is kept by eager autograd, and no graph here shows it "
+        "(the note on what eager autograd saved counts it)."
     )
 
 
@@ -458,6 +462,7 @@ __all__ = [
     "dynamo_backends",
     "dynamo_convert_frame",
     "dynamo_frames",
+    "dynamo_eval_frame",
     "make_boxed_func",
     "torch_partitioners",
     "FakeTensorMode",

@@ -24,6 +24,7 @@ from .compat import (
     checkpoint_generator,
     detect_fake_mode,
     dynamo,
+    dynamo_eval_frame,
     global_module_hooks,
     module_hooks,
 )
@@ -126,6 +127,8 @@ def fx_eligible(model: object, inputs: list) -> bool:
     return True
 
 
+DYNAMO_DISABLED = "a function torch.compile does not trace (torch._dynamo.disable)"
+
 ASKS_WHETHER_COMPILING = "code that asks whether torch.compile runs (torch.compiler.is_compiling())"
 """Why a model that asks is traced by Dynamo: torch.compile answers True there, torch.fx would answer False, and
 model code takes another path on the answer (transformers' `is_torchdynamo_compiling`, torch's region budgets)."""
@@ -136,26 +139,31 @@ def trace_patches(window: TraceWindow, logger_calls: LoggerCalls) -> list[tuple[
     would get wrong (`refusals`), and the logger's methods, which note in `logger_calls` where torch.compile would
     break the graph."""
     return [
-        (owner, name, window.refusing(what, getattr(owner, name), models_calls_only=models_only))
-        for owner, name, what, models_only in refusals()
+        (owner, name, window.refusing(what, getattr(owner, name), models_frame=models_frame))
+        for owner, name, what, models_frame in refusals()
     ] + [_warn_refused(window), *logger_calls.fx_patches(window)]
 
 
-def refusals() -> list[tuple[object, str, str, bool]]:
-    """What torch.fx would get wrong, as (owner, name, why, whether only the model's own calls count): torch's
-    features it cannot trace (reached however they are called: an imported name, FSDP's wrapper...), the question
-    whose answer it would get wrong, and the calls torch.compile breaks the graph at (Dynamo cannot trace them,
-    2.13.0 to 2.15.0) that torch.fx would trace straight past."""
+def refusals() -> list[tuple[object, str, str, int | None]]:
+    """What torch.fx would get wrong, as (owner, name, why, where the model's own call must be for it to count:
+    `TraceWindow.refusing`'s `models_frame`): torch's features it cannot trace (reached however they are called: an
+    imported name, FSDP's wrapper...), the question whose answer it would get wrong, and the calls torch.compile
+    breaks the graph at (Dynamo cannot trace them, 2.13.0 to 2.15.0) that torch.fx would trace straight past."""
     return [
-        (torch.utils.checkpoint, "checkpoint", "activation checkpointing", False),
-        (torch.utils.checkpoint, checkpoint_generator(), "activation checkpointing", False),
-        (torch.utils.checkpoint.CheckpointFunction, "apply", "activation checkpointing", False),
-        (torch.autograd.graph.saved_tensors_hooks, "__enter__", "saved-tensor hooks", False),
-        (dynamo, "graph_break", "an explicit graph break", False),
+        (torch.utils.checkpoint, "checkpoint", "activation checkpointing", None),
+        (torch.utils.checkpoint, checkpoint_generator(), "activation checkpointing", None),
+        (torch.utils.checkpoint.CheckpointFunction, "apply", "activation checkpointing", None),
+        (torch.autograd.graph.saved_tensors_hooks, "__enter__", "saved-tensor hooks", None),
+        (dynamo, "graph_break", "an explicit graph break", None),
         # torch's other spellings (torch._dynamo.is_compiling, torch._utils.is_compiling) call these two
-        (torch.compiler, "is_compiling", ASKS_WHETHER_COMPILING, False),
-        (torch.compiler, "is_dynamo_compiling", ASKS_WHETHER_COMPILING, False),
-        (builtins, "print", "a print call", True),
+        (torch.compiler, "is_compiling", ASKS_WHETHER_COMPILING, None),
+        (torch.compiler, "is_dynamo_compiling", ASKS_WHETHER_COMPILING, None),
+        (builtins, "print", "a print call", 0),
+        # what a function the model put under `torch._dynamo.disable` (`torch.compiler.disable`) calls first, 2.13.0
+        # to 2.15.0: torch.compile runs it eagerly between two graphs, where torch.fx would trace into it. torch's
+        # own such functions (`torch._disable_dynamo`: fx's own `Tracer.trace`, `checkpoint`) reach it through
+        # torch's wrapper, not from the model's code.
+        (dynamo_eval_frame, "set_eval_frame", DYNAMO_DISABLED, 1),
     ]
 
 

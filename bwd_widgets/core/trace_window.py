@@ -43,15 +43,17 @@ class TraceWindow:
         self.refused.append(what)
         raise NotForFx(what)
 
-    def refusing(self, what: str, original: Callable[..., Any], *, models_calls_only: bool = False) -> Callable:
-        """`original`, refusing the trace for `what` when the trace calls it: any code in it (torch's
-        `checkpoint_sequential` calls `checkpoint`), or the model's own code only (`models_calls_only`). Any other
-        call (another thread, a reference kept past the trace) is `original`'s, unchanged."""
+    def refusing(self, what: str, original: Callable[..., Any], *, models_frame: int | None = None) -> Callable:
+        """`original`, refusing the trace for `what` when the trace calls it: any code in it (None: torch's
+        `checkpoint_sequential` calls `checkpoint`), or where the model's own code made the call, `models_frame`
+        frames above the one that called `original` (0: that one, as for `print`; 1: its caller, for what a wrapper
+        of torch's calls first on the model's behalf). Any other call (another thread, a reference kept past the
+        trace) is `original`'s, unchanged."""
 
         @functools.wraps(original)
         def refusing(*args: Any, **kwargs: Any) -> Any:
             if self.tracing() and (
-                not models_calls_only or self.caller(sys._getframe(1)) == "model"  # noqa: SLF001 - whose call
+                models_frame is None or self.caller(sys._getframe(models_frame + 1)) == "model"  # noqa: SLF001
             ):
                 self.refuse(what)
             return original(*args, **kwargs)
