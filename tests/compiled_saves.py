@@ -12,11 +12,17 @@ count.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
+from torch._dynamo import lookup_backend
 
 from bwd_widgets.core.compat import dynamo, functorch_config, pytree
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 @dataclass
@@ -44,12 +50,15 @@ def counted_saves(
     budget: float = 1.0,
     backward: bool = False,
     events: list[str] | None = None,
+    outside_regions: CompiledSaves | None = None,
     **patch: object,
 ) -> CompiledSaves:
     """What one call of `torch.compile(model, backend=backend)` (None: the model, eagerly) at memory `budget` (and the functorch settings
     `patch`) keeps for backward, by its pack hook. backward=True (or `events`) then runs backward from the sum of
     every output that needs a gradient; `events` records "pack", "unpack" and each parameter's gradient ("grad") in
-    order. The model's gradients are cleared after; the call's tensors keep theirs (a caller reads `x.grad`)."""
+    order. The model's gradients are cleared after; the call's tensors keep theirs (a caller reads `x.grad`).
+    `outside_regions` gets what eager autograd saved outside every compiled region (the backend's compiled callables
+    mark their calls), each storage once and none a region saved too."""
     kwargs = kwargs or {}
     parameters = list(getattr(model, "parameters", list)())
     held = [*parameters, *getattr(model, "buffers", list)()]
@@ -57,15 +66,42 @@ def counted_saves(
     held_storages = {t.untyped_storage().data_ptr() for t in held if t.numel()}
     saves = CompiledSaves()
     counted: set[int] = set()
+    in_region = [0]
+    by_regions: set[int] = set()
+    by_eager: dict[int, int] = {}
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
         if events is not None:
             events.append("pack")
         storage = tensor.untyped_storage()
+        if tensor.numel() and storage.data_ptr() not in held_storages:
+            if in_region[0]:
+                by_regions.add(storage.data_ptr())
+            else:
+                by_eager.setdefault(storage.data_ptr(), storage.nbytes())
         if tensor.numel() and storage.data_ptr() not in held_storages and storage.data_ptr() not in counted:
             counted.add(storage.data_ptr())
             saves.storage_bytes.append(storage.nbytes())
         return tensor
+
+    def marking(name: str) -> Callable:
+        """`name`'s backend, each compiled callable it gives marking its calls (`in_region`)."""
+        inner = lookup_backend(name)
+
+        def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+            compiled_region = inner(gm, example_inputs)
+
+            @functools.wraps(compiled_region)
+            def region(*region_args: object, **region_kwargs: object) -> object:
+                in_region[0] += 1
+                try:
+                    return compiled_region(*region_args, **region_kwargs)
+                finally:
+                    in_region[0] -= 1
+
+            return region
+
+        return backend
 
     def unpack(tensor: torch.Tensor) -> torch.Tensor:
         if events is not None:
@@ -75,7 +111,8 @@ def counted_saves(
     handles = [p.register_hook(lambda g: events.append("grad")) for p in parameters] if events is not None else []
     dynamo.reset()
     try:
-        compiled = model if backend is None else torch.compile(model, backend=backend)
+        marked = backend if backend is None or outside_regions is None else marking(backend)
+        compiled = model if marked is None else torch.compile(model, backend=marked)
         with functorch_config.patch(activation_memory_budget=budget, **patch):
             with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
                 output = compiled(*args, **kwargs)
@@ -88,6 +125,8 @@ def counted_saves(
         for parameter in parameters:
             parameter.grad = None
         dynamo.reset()
+    if outside_regions is not None:
+        outside_regions.storage_bytes.extend(size for key, size in by_eager.items() if key not in by_regions)
     return saves
 
 

@@ -26,7 +26,7 @@ import torch._dynamo.config as dynamo_config
 import torch._inductor.config as inductor_config
 import transformers.utils.logging  # noqa: F401 - adds warning_once, info_once and warning_advice to every Logger
 import zoo_models as zoo
-from compiled_saves import counted_saves, torch_compile_saved_bytes
+from compiled_saves import CompiledSaves, counted_saves, torch_compile_saved_bytes
 
 import bwd_widgets as bw
 from bwd_widgets.core import logger_calls
@@ -410,3 +410,81 @@ def test_a_call_torch_compile_breaks_the_graph_at_breaks_the_capture_there_too(h
         with pytest.warns(UserWarning, match="after the capture"):
             kept("after the capture")
     KEPT_FUNCTIONS.clear()
+
+
+@torch._dynamo.disable
+def _run_eagerly(x: torch.Tensor) -> torch.Tensor:
+    """Code torch.compile runs eagerly between two graphs (`torch.compiler.disable` is the same)."""
+    return torch.sin(x) * 2
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.linear(x)) * 2
+
+
+class _Squashed(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.linear(x))
+
+
+class EagerBetweenRegions(torch.nn.Module):
+    """Ops Dynamo runs eagerly, outside every compiled region (`EAGER_BETWEEN_REGIONS`): a function under
+    `torch._dynamo.disable` between two layers, or a whole frame it skips (a graph break inside a loop), whose own
+    ops run eagerly while each layer it calls is compiled on its own (two classes, so no region runs twice)."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how, self.first, self.second, self.head = how, _Scaled(), _Squashed(), torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.how == "disabled function":
+            return self.head(_run_eagerly(self.first(x))).sum()
+        for layer in (self.first, self.second):
+            x = torch.cos(layer(x)) * x
+            torch._dynamo.graph_break()
+        return self.head(x).sum()
+
+
+EAGER_BETWEEN_REGIONS = ("disabled function", "frame skipped")
+
+
+@pytest.mark.parametrize("budget", [0.0, 1.0])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("how", EAGER_BETWEEN_REGIONS)
+def test_what_eager_autograd_saves_between_regions_is_what_torch_compiles_run_saves_there(
+    how: str, mode: str, budget: float
+) -> None:
+    """The capture's regions are torch.compile's graphs (the torch.fx route refuses a disabled function, which it
+    would trace into), and what eager autograd saves outside them, counted as the capture's forward ran, is what it
+    saves there in a torch.compile run, by the tests' own pack hook: storage for storage, none a region saves too."""
+    torch.manual_seed(0)
+    model, x = EagerBetweenRegions(how), torch.randn(8, 16)
+    ours = bw.extract(model, x, partitioner="min_cut", memory_budget=budget, mode=mode, cache=False)
+    graphs: list[torch.fx.GraphModule] = []
+
+    def counting(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(model, backend=counting)(x)
+    torch._dynamo.reset()
+    assert len(ours.partitions) == len(graphs) == 2
+    outside = CompiledSaves()
+    counted_saves(model, (x.requires_grad_(ours.requires_grad["x"]),), {}, budget=budget, outside_regions=outside)
+    assert sorted(ours.saved_outside_regions) == sorted(outside.storage_bytes)
+    if outside.storage_bytes:
+        said = f"eager autograd saved {outside.bytes:,} B for backward in {outside.tensors} tensor"
+        assert any(said in note for note in ours.notes), ours.notes
+    else:
+        assert not any("eager autograd saved" in note for note in ours.notes), ours.notes
+    assert how != "disabled function" or budget != 0.0 or outside.bytes, "the disabled sine saves its input"

@@ -45,6 +45,10 @@ class BackwardExtraction(RichDisplay):
     """Gradients eager autograd computed (real mode), by argument or qualified parameter name."""
     requires_grad: dict[str, bool] = field(default_factory=dict)
     """Which inputs and parameters were given a gradient, as decided."""
+    saved_outside_regions: tuple[int, ...] = ()
+    """The bytes of each storage eager autograd saved for backward outside every compiled region as the capture's
+    forward ran (code Dynamo ran eagerly: between graph breaks, a frame it skipped), each once: torch.compile's run
+    keeps them too, and no partition holds them (`core/eager_saves.py`)."""
     measured: MeasuredMemory | None = field(default=None, init=False, repr=False)
     """The last `measure()` (None until then; `rerun` starts unmeasured): `bw.show` draws it over the prediction."""
 
