@@ -56,7 +56,8 @@ python3 -m venv "$VENV"
 "${PIP[@]}" "$PY" -m pip install --quiet "torch==$TORCH" "${VISION[@]}"
 assert_torch "installing torch ${VISION[*]}"
 # The model zoo's libraries and what these tests need (pytest; the project's own deps come with its wheel).
-"${PIP[@]}" "$PY" -m pip install --quiet "transformers==5.18.0" "diffusers==0.42.1" "pytest>=8" "pytest-xdist>=3.5"
+"${PIP[@]}" "$PY" -m pip install --quiet "transformers==5.18.0" "diffusers==0.42.1" "pytest>=8" "pytest-xdist>=3.5" \
+    "nbval>=0.11" "ipykernel>=6"
 assert_torch "installing transformers and pytest"
 
 phase "build the wheel"
@@ -117,4 +118,13 @@ fi
 BWD_ZOO="$ZOO" BWD_WIDGETS_SITE="$SITE" PYTHONPATH="$WORK" "$VENV/bin/pytest" -p newest_torch_check -p no:logging \
     -n "${BWD_TEST_WORKERS:-2}" --dist worksteal --durations=10 "${TESTS[@]}" "$@"
 assert_torch "the tests"
+if [ "$TORCH" == "$NEWEST" ]; then
+    # The notebooks, top to bottom, on the newest torch: a cell that raises fails; what a cell prints is held on the
+    # oldest torch only (scripts/nbval_any_output.cfg says why). The kernel runs in notebooks/, so it imports the
+    # installed wheel, not the source folder.
+    phase "the notebooks run top to bottom"
+    "$VENV/bin/pytest" -p no:logging --nbval-lax --nbval-current-env \
+        --nbval-sanitize-with scripts/nbval_any_output.cfg notebooks/
+    assert_torch "the notebooks"
+fi
 phase "done"
