@@ -10,6 +10,7 @@ The cases are generated from the lists the route itself patches on the torch ins
 from __future__ import annotations
 
 import io
+import logging
 import threading
 import warnings
 from typing import TYPE_CHECKING
@@ -21,8 +22,8 @@ from torch.utils.checkpoint import checkpoint
 
 import bwd_widgets as bw
 from bwd_widgets.core.errors import NotForFx
-from bwd_widgets.core.fx_route import fx_trace, refusals, trace_patched, trace_patches
-from bwd_widgets.core.logger_calls import LoggerCalls
+from bwd_widgets.core.fx_route import DYNAMO_DISABLED, fx_trace, refusals, trace_patched, trace_patches
+from bwd_widgets.core.logger_calls import LoggerCalls, logger_methods
 from bwd_widgets.core.trace_window import TraceWindow
 
 if TYPE_CHECKING:
@@ -74,11 +75,17 @@ def _owner_key(owner: object, name: str) -> str:
 
 
 REFUSED = {_owner_key(owner, name): why for owner, name, why, _ in refusals()} | {
-    "warnings.warn": "a warnings.warn call"
+    "warnings.warn": "a warnings.warn call",
+    "torch._dynamo.eval_frame.set_eval_frame": DYNAMO_DISABLED,
 }
+"""Why each patched function refuses the trace: `refusals()`, and the two the route builds its own way."""
 
 
 def test_every_refusal_has_a_call_here() -> None:
+    """Every function the trace patches, but the logger's methods (which note and do not refuse), is called here."""
+    patched = {_owner_key(owner, name) for owner, name, _ in trace_patches(TraceWindow(), LoggerCalls())}
+    loggers = {_owner_key(logging.Logger, name) for name in logger_methods()}
+    assert patched - loggers == set(REFUSED)
     assert set(REFUSED) <= set(CALLS), set(REFUSED) - set(CALLS)
 
 
@@ -184,3 +191,43 @@ def test_every_patched_owner_holds_what_it_held_before_after_a_capture(model: st
     bw.extract(models[model](), torch.randn(4, 8), cache=False)
     after = [(name in vars(owner), vars(owner).get(name, missing)) for owner, name in owners]
     assert after == before, [_owner_key(owner, name) for (owner, name), b, a in zip(owners, before, after) if a != b]
+
+
+class _DisabledLayer(nn.Module):
+    """A layer whose own `forward` is under `torch.compiler.disable`: `nn.Module.__call__` calls the wrapper."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    @torch.compiler.disable
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sin(self.linear(x))
+
+
+@torch.compile(backend="eager")
+def _compiled_inside(x: torch.Tensor) -> torch.Tensor:
+    return torch.cos(x) * 3
+
+
+class _Layers(nn.Module):
+    def __init__(self, inner: str) -> None:
+        super().__init__()
+        self.inner, self.first, self.disabled = inner, nn.Linear(8, 8), _DisabledLayer()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = self.first(x)
+        hidden = self.disabled(hidden) if self.inner == "disabled forward" else _compiled_inside(hidden)
+        return hidden.sum()
+
+
+def test_a_disabled_forward_is_refused_and_a_compiled_function_is_not() -> None:
+    """A layer's disabled `forward` is reached through torch's `nn.Module.__call__`: still the model's code under
+    `torch.compiler.disable`, refused. A `torch.compile`d function the model calls, and torch's own disabled
+    functions (fx's `Tracer.trace` runs under one), turn Dynamo's frame switch too: not refused as disabled."""
+    with pytest.raises(NotForFx, match=DYNAMO_DISABLED.replace("(", r"\(").replace(")", r"\)")):
+        fx_trace(_Layers("disabled forward"), LoggerCalls())
+    try:  # refused or not for what else it does (it asks whether torch.compile runs), never as a disabled function
+        fx_trace(_Layers("compiled function"), LoggerCalls())
+    except NotForFx as refused:
+        assert str(refused) != DYNAMO_DISABLED

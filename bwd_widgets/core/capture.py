@@ -37,7 +37,6 @@ from .compat import (
     tracing,
 )
 from .decisions import Decisions
-from .eager_saves import SavedOutsideRegions
 from .errors import NotForFx
 from .fx_route import fake_values, fx_trace
 from .kinds import DEFAULT_BACKEND, Backend, InputKind, InputSource, is_tangent
@@ -119,9 +118,9 @@ class CaptureSession:
     """On the torch.fx route, how many primals are the module's own parameters and buffers (they come first)."""
     notes: list[str] = field(default_factory=list)
     """What the captured graphs do that the model does not (a copy of an output aliasing an input)."""
-    saved_outside: SavedOutsideRegions | None = None
-    """On Dynamo's route, what eager autograd saves outside every compiled region while the forward runs: each
-    region's callable marks its own saves there."""
+    saved_outside: list[int] | None = None
+    """On Dynamo's route, the bytes of each storage eager autograd saved outside every compiled region in the
+    forward (`core/eager_saves.py`); None where not read."""
     backend: Backend = DEFAULT_BACKEND
     """Whose partition each region shows: on "inductor", Inductor's own compile runs (`compat.inductor_compile`) and
     the compilers below record the joint graph its passes made and the graphs its split gave."""
@@ -259,12 +258,10 @@ class CaptureSession:
                     compiled: Callable = (bw_compiler if is_backward else fw_compiler)(graph, inputs)
                     return compiled
 
-                region = inductor_compile(gm, example_inputs, compile_graph, partition_fn)
-            else:
-                region = aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn)(
-                    gm, example_inputs
-                )
-        return region if self.saved_outside is None else self.saved_outside.inside(region)
+                return inductor_compile(gm, example_inputs, compile_graph, partition_fn)
+            return aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn)(
+                gm, example_inputs
+            )
 
     def compile_fx(self, module: torch.nn.Module, inputs: list, logger_calls: LoggerCalls) -> Callable:
         """Trace with torch.fx (module paths and source lines kept), then AOT Autograd; raises NotForFx.

@@ -279,6 +279,11 @@ def min_cut_solver() -> tuple[object, str]:
     return networkx, "minimum_cut"
 
 
+REGION_BACKWARD_NODE = "CompiledFunctionBackward"
+"""The autograd node a compiled region leaves in the forward's graph: AOT Autograd's `CompiledFunction` (an
+autograd.Function made per region, named so on 2.13.0, 2.14.1 and 2.15.0), whose saved values are its partition's."""
+
+
 def checkpoint_generator() -> str:
     """The name of the generator `torch.utils.checkpoint.checkpoint` runs without reentry, as the checkpoint module
     holds it: `_checkpoint_without_reentrant_generator` on 2.13; from 2.14 it calls
@@ -400,7 +405,7 @@ def eager_frame_note(reason: str) -> str | None:
     return (
         f"Dynamo ran {found.group(1)} ({found.group(2)}:{found.group(3)}) eagerly{why}: its own ops run outside every "
         "compiled region, so what they save for backward is kept by eager autograd, and no graph here shows it "
-        "(the note on what eager autograd saved counts it)."
+        "(where they saved anything, a note counts it)."
     )
 
 
@@ -421,6 +426,7 @@ def cpu_offload_policies() -> tuple[str, ...]:
 
 
 __all__ = [
+    "REGION_BACKWARD_NODE",
     "checkpoint_generator",
     "compiled_original",
     "cpu_offload_policies",

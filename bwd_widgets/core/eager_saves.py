@@ -1,83 +1,99 @@
-"""What eager autograd saves for backward outside every compiled region while a capture's forward runs.
+"""What eager autograd saves for backward outside every compiled region, read from the autograd graph a capture's
+forward left.
 
 Where Dynamo breaks the graph, the code between its regions runs eagerly, and where it skips a whole frame (a graph
 break inside a loop) all of that frame's own ops do: eager autograd keeps what they save, torch.compile's run keeps it
-too, and no partition holds it. A `saved_tensors_hooks` pack hook around the capture's forward sees every tensor
-handed to autograd; a pack made while a compiled region runs (its autograd Function saving its partition's values)
-is the region's, any other is eager autograd's. Counted as torch.compile's own saves are counted: each storage once,
-the model's parameters and buffers and the call's tensors left out (the model and the caller hold those anyway), and
-a storage a region saves too counted with the region.
+too, and no partition holds it. After the capture's forward, and before any backward, the autograd graph holds every
+saved value: a compiled region is one node (AOT Autograd's `CompiledFunction`), whose saved values are its
+partition's; every other node's are eager autograd's. They are read there, not through a saved-tensor hook around the
+forward: a hook would hide the user's own hooks from what Dynamo compiles, and fail a forward that turns hooks off
+(`torch.func.grad`). Counted as torch.compile's own saves are counted: each storage once, the model's parameters and
+buffers and the call's tensors left out (the model and the caller hold those anyway), and a storage a region saves
+too counted with the region.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
-from .compat import storage_id
+from .compat import REGION_BACKWARD_NODE, storage_id
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
 
 
-class SavedOutsideRegions:
-    """One capture's count: `counting()` around its forward, each compiled region's callable `inside`."""
-
-    def __init__(self, held: list[torch.Tensor]) -> None:
-        self._held = {storage_id(t.untyped_storage()) for t in held if t.numel()}
-        self._depth = 0
-        self._regions: set[int] = set()
-        self._eager: dict[int, int] = {}
-
-    @property
-    def storage_bytes(self) -> list[int]:
-        """The bytes of each storage eager autograd saved and no region saved too, in the order packed."""
-        return [size for key, size in self._eager.items() if key not in self._regions]
-
-    def inside(self, compiled: Callable[..., Any]) -> Callable[..., Any]:
-        """A compiled region's callable, its saves marked as the region's (its attributes, Dynamo's `_boxed_call`
-        among them, kept)."""
-
-        @functools.wraps(compiled)
-        def region(*args: Any, **kwargs: Any) -> Any:
-            self._depth += 1
-            try:
-                return compiled(*args, **kwargs)
-            finally:
-                self._depth -= 1
-
-        return region
-
-    @contextlib.contextmanager
-    def counting(self) -> Iterator[None]:
-        """Count the forward run in the block (the hook is this thread's only, as autograd's hooks are)."""
-        with torch.autograd.graph.saved_tensors_hooks(self._pack, _unchanged):
-            yield
-
-    def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
-        if tensor.numel():
-            storage = tensor.untyped_storage()
-            key = storage_id(storage)
-            if key not in self._held:
-                if self._depth:
-                    self._regions.add(key)
-                else:
-                    self._eager.setdefault(key, storage.nbytes())
-        return tensor
+def saved_outside_regions(outputs: list[torch.Tensor], held: list[torch.Tensor]) -> list[int]:
+    """The bytes of each storage eager autograd saved for the backward of `outputs` and no compiled region saved
+    too, `held` (parameters, buffers, the call's tensors) left out. Read before any backward frees them."""
+    held_keys = {key for t in held if (key := _storage_key(t)) is not None}
+    by_regions: set[int] = set()
+    by_eager: dict[int, int] = {}
+    seen: dict[int, object] = {}  # the nodes by id, kept alive while the walk runs
+    stack = [t.grad_fn for t in outputs if t.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen[id(node)] = node
+        region = type(node).__name__ == REGION_BACKWARD_NODE
+        for tensor in _saved_by(node):
+            key = _storage_key(tensor)
+            if key is None or key in held_keys:
+                continue
+            if region:
+                by_regions.add(key)
+            else:
+                by_eager.setdefault(key, tensor.untyped_storage().nbytes())
+        stack.extend(following for following, _ in node.next_functions if following is not None)
+    return [size for key, size in by_eager.items() if key not in by_regions]
 
 
-def _unchanged(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor
+def _saved_by(node: object) -> Iterator[torch.Tensor]:
+    """What one autograd node keeps for backward: a Python Function's (a compiled region's among them) `saved_tensors`,
+    a built-in node's `_saved_*` values. One that cannot be read (changed in place since) is passed over."""
+    if hasattr(node, "saved_tensors"):
+        try:
+            yield from (t for t in node.saved_tensors if isinstance(t, torch.Tensor))
+        except RuntimeError:
+            pass
+        return
+    for name in dir(node):
+        if not name.startswith("_saved_"):
+            continue
+        try:
+            value = getattr(node, name)
+        except RuntimeError:
+            continue
+        values = value if isinstance(value, (list, tuple)) else [value]
+        yield from (v for v in values if isinstance(v, torch.Tensor))
+
+
+_PYTHON_NUMBER_DTYPES = (torch.int64, torch.float64, torch.complex128, torch.bool)
+
+
+def _storage_key(tensor: torch.Tensor) -> int | None:
+    """The tensor's storage (fake ones included), or None for one with no elements, no plain storage (sparse), or
+    one that is a Python number autograd wrapped (`x * 2` keeps the 2 as a 0-dim CPU tensor of Python's number
+    type): autograd keeps that one without a saved-tensor hook seeing it, so torch.compile's count leaves it out.
+    Python has no test for the wrap, so a 0-dim CPU tensor of those types that needs no gradient counts as one."""
+    if not tensor.numel():
+        return None
+    if tensor.dim() == 0 and tensor.dtype in _PYTHON_NUMBER_DTYPES and tensor.device.type == "cpu":
+        if not tensor.requires_grad:
+            return None
+    try:
+        return storage_id(tensor.untyped_storage())
+    except (RuntimeError, NotImplementedError):
+        return None
 
 
 def saved_outside_note(storage_bytes: list[int]) -> str:
-    """What eager autograd kept outside every compiled region, counted as the capture's forward ran."""
+    """What eager autograd kept outside every compiled region, read after the capture's forward."""
     tensors = f"{len(storage_bytes)} tensor{'s' if len(storage_bytes) != 1 else ''}"
     return (
-        f"Outside every compiled region, eager autograd saved {sum(storage_bytes):,} B for backward in {tensors} as "
-        "the forward ran (counted by a saved-tensor hook, each storage once): torch.compile's run keeps them beside "
+        f"Outside every compiled region, eager autograd saved {sum(storage_bytes):,} B for backward in {tensors} (read "
+        "from the autograd graph the capture's forward left, each storage once): torch.compile's run keeps them beside "
         "each region's saved set, and no partition here shows them."
     )

@@ -29,10 +29,11 @@ from .compat import (
     module_hooks,
 )
 from .errors import NotForFx
-from .naming import TensorNames
+from .naming import TensorNames, is_library_file
 from .trace_window import TraceWindow
 
 if TYPE_CHECKING:
+    import types
     from collections.abc import Callable, Iterator
 
     from .kinds import Backend
@@ -141,7 +142,7 @@ def trace_patches(window: TraceWindow, logger_calls: LoggerCalls) -> list[tuple[
     return [
         (owner, name, window.refusing(what, getattr(owner, name), models_frame=models_frame))
         for owner, name, what, models_frame in refusals()
-    ] + [_warn_refused(window), *logger_calls.fx_patches(window)]
+    ] + [_warn_refused(window), _disabled_call_refused(window), *logger_calls.fx_patches(window)]
 
 
 def refusals() -> list[tuple[object, str, str, int | None]]:
@@ -159,11 +160,6 @@ def refusals() -> list[tuple[object, str, str, int | None]]:
         (torch.compiler, "is_compiling", ASKS_WHETHER_COMPILING, None),
         (torch.compiler, "is_dynamo_compiling", ASKS_WHETHER_COMPILING, None),
         (builtins, "print", "a print call", 0),
-        # what a function the model put under `torch._dynamo.disable` (`torch.compiler.disable`) calls first, 2.13.0
-        # to 2.15.0: torch.compile runs it eagerly between two graphs, where torch.fx would trace into it. torch's
-        # own such functions (`torch._disable_dynamo`: fx's own `Tracer.trace`, `checkpoint`) reach it through
-        # torch's wrapper, not from the model's code.
-        (dynamo_eval_frame, "set_eval_frame", DYNAMO_DISABLED, 1),
     ]
 
 
@@ -183,19 +179,51 @@ def _warn_refused(window: TraceWindow) -> tuple[object, str, Callable]:
     return (warnings, "warn", refused_warn)
 
 
+def _disabled_call_refused(window: TraceWindow) -> tuple[object, str, Callable]:
+    """Dynamo's `set_eval_frame`, refused in `window` where the wrapper `torch._dynamo.disable` (or
+    `torch.compiler.disable`) made around a function of the model's code calls it, as that wrapper does first
+    (2.13.0 to 2.15.0): torch.compile runs such a function eagerly between two graphs, where torch.fx would trace into
+    it. Whoever called the function (the model, `nn.Module.__call__` for a disabled `forward`, a decorator of
+    Python's). torch's own disabled functions (fx's `Tracer.trace`, `checkpoint`) and a `torch.compile`d function
+    pass; so does `disable(fn, recursive=False)`, whose wrapper never calls it."""
+    original = vars(dynamo_eval_frame)["set_eval_frame"]  # imported there from torch._C, not re-exported
+
+    @functools.wraps(original)
+    def set_eval_frame(*args: Any, **kwargs: Any) -> Any:
+        if window.tracing() and _disables_the_models_code(sys._getframe(1)):  # noqa: SLF001 - the wrapper calling
+            window.refuse(DYNAMO_DISABLED)
+        return original(*args, **kwargs)
+
+    return (dynamo_eval_frame, "set_eval_frame", set_eval_frame)
+
+
+def _disables_the_models_code(frame: types.FrameType) -> bool:
+    """Whether `frame` is the wrapper `torch._dynamo.disable` made (its `DisableContext` is `self` there) around a
+    function of the model's own code, not torch's or this package's."""
+    if not isinstance(frame.f_locals.get("self"), dynamo_eval_frame.DisableContext):
+        return False
+    disabled = frame.f_locals.get("fn")
+    if not callable(disabled):
+        return False
+    code = getattr(inspect.unwrap(getattr(disabled, "__func__", disabled)), "__code__", None)
+    return code is not None and not is_library_file(code.co_filename)
+
+
 @contextlib.contextmanager
 def trace_patched(patches: list[tuple[object, str, Callable]]) -> Iterator[None]:
     """`patches` in place for the block, and after it, whatever happens, each owner's own entries as they were:
     an attribute it inherited (`CheckpointFunction.apply`, a classmethod of `Function`) is inherited again, not
     left behind as a bound method of its own."""
     missing = object()
-    saved = [(owner, name, vars(owner).get(name, missing)) for owner, name, _ in patches]
+    applied: list[tuple[object, str, object]] = []
     try:
         for owner, name, replacement in patches:
+            original = vars(owner).get(name, missing)
             setattr(owner, name, replacement)
+            applied.append((owner, name, original))
         yield
     finally:
-        for owner, name, original in reversed(saved):
+        for owner, name, original in reversed(applied):
             if original is missing:
                 delattr(owner, name)
             else:

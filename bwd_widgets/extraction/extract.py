@@ -32,7 +32,7 @@ from ..core.compat import (
     graph_break_note,
     graph_break_reasons,
 )
-from ..core.eager_saves import SavedOutsideRegions, saved_outside_note
+from ..core.eager_saves import saved_outside_note, saved_outside_regions
 from ..core.errors import (
     BwdWidgetsError,
     CallError,
@@ -57,6 +57,7 @@ from ..core.outputs import (
     OutputChoice,
     Picked,
     bind_inputs,
+    differentiable_leaves,
     differentiable_outputs,
     outputs_note,
     selecting,
@@ -327,7 +328,7 @@ def _capture_as_decided(
         seconds=time.perf_counter() - started,
         autograd_gradients={n: g for n, g in grads.items() if g is not None},
         requires_grad=call.requires_grad,
-        saved_outside_regions=tuple(session.saved_outside.storage_bytes) if session.saved_outside else (),
+        saved_outside_regions=tuple(session.saved_outside or ()),
     )
     return extraction, notes, session.started_from_loss
 
@@ -435,9 +436,8 @@ def _attempt(
     session.graph_breaks = graph_break_reasons() - before
     if session.graph_breaks or len(session.regions) > 1:
         notes = [*notes, *_graph_breaks(session.graph_breaks, len(session.regions))]
-    outside = session.saved_outside.storage_bytes if session.saved_outside is not None else []
-    if outside:
-        notes = [*notes, saved_outside_note(outside)]
+    if session.saved_outside:
+        notes = [*notes, saved_outside_note(session.saved_outside)]
     logged = logger_calls.note()
     return session, told, notes if logged is None else [*notes, logged], backward_ran
 
@@ -618,15 +618,15 @@ def _run(
             faked_values = stack.enter_context(faked(call.model, args + list(kwargs.values())))
             args, kwargs = faked_values[: len(args)], dict(zip(kwargs, faked_values[len(args) :]))
             compiled = _compiled(session, route, call, args, logger_calls)
-            with _saves_counted(session, route, call, args + list(kwargs.values())):
-                picked = _picked(compiled(*args, **kwargs))
+            picked = _picked(compiled(*args, **kwargs))
+            _read_saved_outside(session, route, call, picked, args + list(kwargs.values()))
             session.started_from_loss = starts_from_loss(picked.value)
             return _told(picked, call.output), [], False
         session.keep_unchanged(_changeable(call.model, args + list(kwargs.values())))
         try:
             compiled = _compiled(session, route, call, args, logger_calls)
-            with _saves_counted(session, route, call, args + list(kwargs.values())):
-                picked = _picked(compiled(*args, **kwargs))
+            picked = _picked(compiled(*args, **kwargs))
+            _read_saved_outside(session, route, call, picked, args + list(kwargs.values()))
             session.started_from_loss = starts_from_loss(picked.value)
             told = _told(picked, call.output)
             differentiable = differentiable_outputs(picked.value)
@@ -642,19 +642,17 @@ def _run(
     return told, [], True
 
 
-def _saves_counted(
-    session: CaptureSession, route: str, call: _Call, values: list
-) -> contextlib.AbstractContextManager[None]:
-    """On Dynamo's route, the forward run with what eager autograd saves outside every compiled region counted
-    (`session.saved_outside`); the model's parameters and buffers and the call's `values` left out. The torch.fx
-    route compiles the whole forward as one region: nothing runs outside it."""
+def _read_saved_outside(session: CaptureSession, route: str, call: _Call, picked: Picked, values: list) -> None:
+    """On Dynamo's route, what eager autograd saved outside every compiled region for the picked output's backward
+    (`session.saved_outside`), read before the backward runs; the model's parameters and buffers and the call's
+    `values` left out. The torch.fx route compiles the whole forward as one region: nothing runs outside it."""
     if route != "dynamo":
-        return contextlib.nullcontext()
+        return
     module = call.model if isinstance(call.model, torch.nn.Module) else None
     held = [*module.parameters(), *module.buffers()] if module is not None else []
     held += [*call.parameters.values(), *(v for v in values if isinstance(v, torch.Tensor))]
-    session.saved_outside = SavedOutsideRegions(held)
-    return session.saved_outside.counting()
+    outputs = [t for _, t in differentiable_leaves(picked.value)]
+    session.saved_outside = saved_outside_regions(outputs, held)
 
 
 def _changeable(model: Callable, values: list) -> list[torch.Tensor]:
