@@ -51,23 +51,22 @@ def saved_outside_regions(outputs: list[torch.Tensor], held: list[torch.Tensor])
 
 
 def _saved_by(node: object) -> Iterator[torch.Tensor]:
-    """What one autograd node keeps for backward: a Python Function's (a compiled region's among them) `saved_tensors`,
-    a built-in node's `_saved_*` values. One that cannot be read (changed in place since) is passed over."""
-    if hasattr(node, "saved_tensors"):
-        try:
-            yield from (t for t in node.saved_tensors if isinstance(t, torch.Tensor))
-        except RuntimeError:
-            pass
-        return
-    for name in dir(node):
-        if not name.startswith("_saved_"):
+    """What one autograd node keeps for backward, as it keeps it, never unpacked: unpacking runs saved-tensor hooks
+    (an eager checkpoint's would run its forward again, batch norm's statistics updated with it). A Python Function's
+    (a compiled region's among them) `_raw_saved_tensors`, a built-in node's `_raw_saved_*`; what a hook packed into
+    something other than a tensor is passed over."""
+    names = ["_raw_saved_tensors"] if hasattr(node, "_raw_saved_tensors") else dir(node)
+    for name in names:
+        if not name.startswith("_raw_saved_"):
             continue
         try:
             value = getattr(node, name)
-        except RuntimeError:
+        except RuntimeError:  # freed, or no longer readable
             continue
-        values = value if isinstance(value, (list, tuple)) else [value]
-        yield from (v for v in values if isinstance(v, torch.Tensor))
+        for saved in value if isinstance(value, (list, tuple)) else [value]:
+            packed = getattr(saved, "data", None)  # the SavedTensor's own record: the tensor, or a hook's package
+            if isinstance(packed, torch.Tensor):
+                yield packed
 
 
 _PYTHON_NUMBER_DTYPES = (torch.int64, torch.float64, torch.complex128, torch.bool)
