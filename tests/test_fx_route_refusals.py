@@ -21,8 +21,17 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 import bwd_widgets as bw
+from bwd_widgets.core.compat import dynamo_config
 from bwd_widgets.core.errors import NotForFx
-from bwd_widgets.core.fx_route import DYNAMO_DISABLED, fx_trace, refusals, trace_patched, trace_patches
+from bwd_widgets.core.fx_route import (
+    DYNAMO_DISABLED,
+    RECURRENT,
+    RECURRENT_LAYERS,
+    fx_trace,
+    refusals,
+    trace_patched,
+    trace_patches,
+)
 from bwd_widgets.core.logger_calls import LoggerCalls, logger_methods
 from bwd_widgets.core.trace_window import TraceWindow
 
@@ -231,3 +240,43 @@ def test_a_disabled_forward_is_refused_and_a_compiled_function_is_not() -> None:
         fx_trace(_Layers("compiled function"), LoggerCalls())
     except NotForFx as refused:
         assert str(refused) != DYNAMO_DISABLED
+
+
+class _Recurrent(nn.Module):
+    """A recurrent layer (`RECURRENT_LAYERS[layer]`) between two linear layers, its call caught or not by the model."""
+
+    def __init__(self, layer: type[nn.Module], caught: bool) -> None:
+        super().__init__()
+        self.first, self.rnn, self.last, self.caught = (
+            nn.Linear(8, 8),
+            layer(8, 8, batch_first=True),
+            nn.Linear(8, 2),
+            caught,
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = self.first(x)
+        try:
+            hidden = self.rnn(hidden)[0]
+        except NotForFx:
+            if not self.caught:
+                raise
+        return self.last(hidden).sum()
+
+
+@pytest.mark.parametrize("caught", [False, True])
+@pytest.mark.parametrize("layer", RECURRENT_LAYERS, ids=lambda layer: layer.__name__)
+def test_a_recurrent_layer_is_refused_unless_allow_rnn(layer: type[nn.Module], caught: bool) -> None:
+    """torch.compile leaves nn.RNN, nn.GRU and nn.LSTM out of its graphs while `allow_rnn` is unset, and traces
+    them with it set: torch.fx's route refuses the layer (the model catching it or not) only while it is unset,
+    and an extraction then names the setting torch.compile needs to make the graphs shown."""
+    torch.manual_seed(0)
+    model = _Recurrent(layer, caught)
+    assert dynamo_config.allow_rnn is False
+    with pytest.raises(NotForFx, match=RECURRENT):
+        fx_trace(model, LoggerCalls())
+    with dynamo_config.patch(allow_rnn=True):
+        fx_trace(model, LoggerCalls())
+    extraction = bw.extract(_Recurrent(layer, caught=False), torch.randn(2, 3, 8), cache=False)
+    assert extraction.torch_compile_settings == {"allow_rnn": True}
+    assert dynamo_config.allow_rnn is False

@@ -146,6 +146,43 @@ def test_the_saved_set_is_torch_compiles_at_every_budget(backend: str, name: str
     assert (ours.saved_activation_bytes, len(shown)) == (compiled.bytes, compiled.tensors)
 
 
+ZOO_BUDGETS = (0.1, 0.5, 1.0)
+"""Budgets across the range for every zoo model (the course's models above take every budget in BUDGETS; a
+compile of a zoo model costs 2-10 s here)."""
+
+
+@functools.cache
+def _zoo_extraction(name: str) -> tuple[object, tuple, dict, bw.BackwardExtraction]:
+    """One extraction per zoo model, called as a user calls it (`model(**inputs)`, vision models `model(x)`),
+    partitioned again at each budget below."""
+    entry = zoo.BY_NAME[name]
+    model, inputs = entry.make()
+    args, kwargs = (tuple(inputs.values()), {}) if entry.positional else ((), inputs)
+    return model, args, kwargs, bw.extract(model, *args, partitioner="min_cut", cache=False, **kwargs)
+
+
+ZOO_TRAINED = zoo.tested() + [entry for entry in zoo.SPEECH if entry.output == "loss"]
+"""Every zoo model the checks run on, and the speech models called with labels (a training step): their forward
+is 7 compiled regions, two of them run once per encoder layer, with eager code between."""
+
+
+@pytest.mark.parametrize("budget", ZOO_BUDGETS)
+@pytest.mark.parametrize("name", [entry.name for entry in ZOO_TRAINED])
+def test_every_zoo_model_saves_what_torch_compile_saves_under_the_settings_it_names(name: str, budget: float) -> None:
+    """Every zoo model: what the capture shows saved (its regions' storages, each once, once per run of a region;
+    and what eager autograd saved between regions) is what `torch.compile(model)` saves, storage for storage, when
+    compiled under the extraction's `torch_compile_settings` (what its notes say torch.compile does otherwise: a
+    logger call it breaks the graph at, a recurrent layer it leaves out)."""
+    model, args, kwargs, extraction = _zoo_extraction(name)
+    ours = extraction.rerun("min_cut", budget)
+    args, kwargs = _with_gradients_as_decided(model, args, kwargs, ours.requires_grad)
+    outside = CompiledSaves()
+    with dynamo_config.patch(**ours.torch_compile_settings):
+        compiled = counted_saves(model, args, kwargs, backend="aot_eager", budget=budget, outside_regions=outside)
+    assert sorted(ours.saved_storage_bytes + list(ours.saved_outside_regions)) == sorted(compiled.storage_bytes)
+    assert sorted(ours.saved_outside_regions) == sorted(outside.storage_bytes)
+
+
 @pytest.mark.parametrize("asks", sorted(ASKS_WHETHER_COMPILING))
 @pytest.mark.parametrize("mode", MODES)
 def test_code_asking_whether_torch_compile_runs_gets_torch_compiles_answer(asks: str, mode: str) -> None:
@@ -404,8 +441,8 @@ def test_a_call_torch_compile_breaks_the_graph_at_breaks_the_capture_there_too(h
     assert len(ours.partitions) == len(graphs) == 2
     assert any(n.startswith("Dynamo broke the graph") for n in ours.notes), ours.notes
     compiled = counted_saves(model, args, kwargs, backend="aot_eager", budget=0.5)
-    shown = [s.activation_bytes for s in ours.saved_tensors if s.activation_bytes]
-    assert (ours.saved_activation_bytes, len(shown)) == (compiled.bytes, compiled.tensors)
+    # the value the break hands on, saved by the second region (and by the first, for tanh's backward): one storage
+    assert sorted(ours.saved_storage_bytes + list(ours.saved_outside_regions)) == sorted(compiled.storage_bytes)
     for kept in KEPT_FUNCTIONS:  # a reference taken while torch.fx traced works as the function, after the trace
         with pytest.warns(UserWarning, match="after the capture"):
             kept("after the capture")
@@ -465,7 +502,8 @@ def test_what_eager_autograd_saves_between_regions_is_what_torch_compiles_run_sa
 ) -> None:
     """The capture's regions are torch.compile's graphs (the torch.fx route refuses a disabled function, which it
     would trace into), and what eager autograd saves outside them, counted as the capture's forward ran, is what it
-    saves there in a torch.compile run, by the tests' own pack hook: storage for storage, none a region saves too."""
+    saves there in a torch.compile run, by the tests' own pack hook: storage for storage, none a region saves too;
+    with the regions' own storages, everything the run saves."""
     torch.manual_seed(0)
     model, x = EagerBetweenRegions(how), torch.randn(8, 16)
     ours = bw.extract(model, x, partitioner="min_cut", memory_budget=budget, mode=mode, cache=False)
@@ -480,11 +518,63 @@ def test_what_eager_autograd_saves_between_regions_is_what_torch_compiles_run_sa
     torch._dynamo.reset()
     assert len(ours.partitions) == len(graphs) == 2
     outside = CompiledSaves()
-    counted_saves(model, (x.requires_grad_(ours.requires_grad["x"]),), {}, budget=budget, outside_regions=outside)
+    compiled = counted_saves(
+        model, (x.requires_grad_(ours.requires_grad["x"]),), {}, budget=budget, outside_regions=outside
+    )
     assert sorted(ours.saved_outside_regions) == sorted(outside.storage_bytes)
+    # and with what the regions save (the second region's input, made by the first or by the eager code, included)
+    assert sorted(ours.saved_storage_bytes + list(ours.saved_outside_regions)) == sorted(compiled.storage_bytes)
     if outside.storage_bytes:
         said = f"eager autograd saved {outside.bytes:,} B for backward in {outside.tensors} tensor"
         assert any(said in note for note in ours.notes), ours.notes
     else:
         assert not any("eager autograd saved" in note for note in ours.notes), ours.notes
     assert how != "disabled function" or budget != 0.0 or outside.bytes, "the disabled sine saves its input"
+
+
+class _BrokenBlock(torch.nn.Module):
+    """A block with a graph break inside: its first region saves its `tanh` output for tanh's backward, and the
+    region after the break takes that value in and saves it for its linear layer's weight gradient."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.second = torch.nn.Linear(16, 16), torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = torch.tanh(self.first(x))
+        torch._dynamo.graph_break()
+        return self.second(hidden)
+
+
+class RegionsSharingAValue(torch.nn.Module):
+    """`runs` blocks of one class called in a loop: Dynamo skips the loop's frame (its ops run eagerly) and compiles
+    each block's two regions once, which every block then runs. One storage kept by both regions' saves, in each
+    run."""
+
+    def __init__(self, runs: int) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(_BrokenBlock() for _ in range(runs))
+        self.head = torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x).sum()
+
+
+@pytest.mark.parametrize("budget", [0.0, 0.5, 1.0])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("runs", [1, 3])
+def test_saved_bytes_across_regions_count_each_storage_once_and_every_run(runs: int, mode: str, budget: float) -> None:
+    """What the regions keep, as torch.compile's run keeps it by the tests' pack hook: a storage two regions save
+    counts once, an input the forward made counts where a region saves it, and a region run once per block counts
+    every run."""
+    torch.manual_seed(0)
+    model, x = RegionsSharingAValue(runs), torch.randn(8, 16)
+    ours = bw.extract(model, x, partitioner="min_cut", memory_budget=budget, mode=mode, cache=False)
+    compiled = counted_saves(model, (x.requires_grad_(ours.requires_grad["x"]),), {}, budget=budget)
+    assert sorted(ours.saved_storage_bytes + list(ours.saved_outside_regions)) == sorted(compiled.storage_bytes)
+    assert ours.saved_activation_bytes == sum(ours.saved_storage_bytes)
+    if budget == 1.0:  # the value the break hands on is saved on both sides of it: one storage, counted once
+        keys = [[p.storages.key(0, s.storage_ref) for s in p.saved_tensors if s.storage_ref] for p in ours.partitions]
+        assert any(set(first) & set(second) for first, second in zip(keys, keys[1:])), keys

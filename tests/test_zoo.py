@@ -17,7 +17,6 @@ registered with torch's pytree without a keys function), transformers models und
 """
 
 import functools
-import os
 
 import pytest
 import torch
@@ -27,13 +26,7 @@ import bwd_widgets as bw
 from bwd_widgets.core.compat import dynamo_config
 from bwd_widgets.core.errors import ExtractionFailed
 
-ENTRIES = (
-    zoo.TRANSFORMERS
-    + zoo.RECURRENT
-    + zoo.DIFFUSERS
-    + zoo.CHECKPOINTED
-    + (zoo.VISION if os.environ.get("BWD_ZOO") == "all" else [])
-)
+ENTRIES = zoo.tested()
 NAMES = [entry.name for entry in ENTRIES]
 CHECKPOINTED = [entry.name for entry in zoo.CHECKPOINTED]
 
@@ -112,15 +105,16 @@ def test_layerdrop_in_training_mode_leaves_gradients_outside_the_graphs_and_says
 @pytest.mark.parametrize("name", [entry.name for entry in zoo.RECURRENT])
 def test_recurrent_models_have_their_rnn_in_the_graphs_and_dynamos_setting_as_it_was(name):
     """Both forward signatures of torch's word-language-model example extract, the recurrent layers inside the
-    graphs: the one with `state=None` goes through Dynamo, which leaves RNNs out unless `allow_rnn` is set (it said
-    "no output depends on an input or parameter requiring grad", then "Dynamo compiled no part of it"); the capture
-    sets it for its own trace only, and says so."""
+    graphs. torch.compile leaves RNNs out of its graphs unless `allow_rnn` is set, whichever signature: the torch.fx
+    route refuses the layer (the plain signature), so both go through Dynamo, whose hint names the setting; the
+    capture sets it for its own trace only, says so, and names it in `torch_compile_settings`."""
     entry, model, inputs, extraction = real(name)
     assert dynamo_config.allow_rnn is False
     assert not extraction.gradients_outside_graphs
     assert {g.key for g in extraction.gradients} >= {n for n, _ in model.rnn.named_parameters(prefix="rnn")}
     said = [note for note in extraction.notes if "torch._dynamo.config.allow_rnn" in note]
-    assert len(said) == (1 if name.endswith("_state") else 0), extraction.notes
+    assert len(said) == 1, extraction.notes
+    assert extraction.torch_compile_settings == {"allow_rnn": True}
 
 
 @pytest.mark.parametrize("allow_rnn", [True, False])

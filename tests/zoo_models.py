@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -616,6 +617,14 @@ a frozen encoder's output): torch refuses that on a tensor computed from an inpu
 
 ZOO = TRANSFORMERS + VISION
 BY_NAME = {entry.name: entry for entry in ZOO + DETECTION + RECURRENT + DIFFUSERS + CHECKPOINTED + SPEECH}
+
+
+def tested() -> list[ZooModel]:
+    """The zoo every check runs on: each family called as its docs call it, the timm and torchvision models where
+    torchvision loads beside this torch (`BWD_ZOO=all`, set by scripts/test_newest_torch.sh). Detection and the
+    speech models have their own tests (tests/test_zoo.py)."""
+    vision = VISION if os.environ.get("BWD_ZOO") == "all" else []
+    return TRANSFORMERS + RECURRENT + DIFFUSERS + CHECKPOINTED + vision
 
 
 # The checks every zoo model goes through; test_zoo.py runs them by model name.

@@ -10,7 +10,7 @@ import torch
 import torch.fx
 
 from .compat import op_packet, op_schema
-from .kinds import InputKind, InputSource, SavedKind, is_tangent
+from .kinds import InputKind, InputSource, RegionStorages, SavedKind, StorageRef, is_tangent
 from .naming import module_path, source_line
 from .why import why_saved
 
@@ -49,6 +49,9 @@ class SavedTensor:
     why: str = ""  # why it is saved, in one sentence, torch's own reason in it
     torch_reason: str = ""  # torch's own phrase for that reason ("cannot recompute: materialized in backward")
     source_aliases: tuple[str, ...] = ()  # the other names of the parameter or buffer it is (tied weights)
+    storage_ref: StorageRef | None = None
+    """Where the storage it keeps alive comes from, where another region may keep the same one (an input the forward
+    made, a value the region hands on: `kinds.RegionStorages.key`); None where only this region holds it."""
 
     @property
     def is_activation(self) -> bool:
@@ -269,7 +272,8 @@ def saved_tensors(partition: PartitionView) -> list[SavedTensor]:
     forward_nodes = _producers(partition)
     joint_nodes = {n.name: n for n in partition.joint.graph.nodes}
     sources = partition.inputs
-    counted_storages: set[str] = set()
+    storages = partition.storages
+    counted_storages: set[object] = set()
     saved = []
     for node in partition.backward_with_nones.graph.find_nodes(op="placeholder"):
         if is_tangent(node.name):
@@ -285,10 +289,14 @@ def saved_tensors(partition: PartitionView) -> list[SavedTensor]:
             module = source.rpartition(".")[0] or None
         else:
             module = node_module(producer, sources)
-        alias_of = storage_op = None
+        alias_of = storage_op = storage_ref = None
         activation_bytes = info.bytes if is_activation else 0
         if is_activation and producer is not None:
-            alias_of, storage_op, activation_bytes = _storage(producer, info.bytes, sources, counted_storages)
+            alias_of, storage_op, activation_bytes, storage_ref = _storage(
+                producer, info.bytes, sources, storages, counted_storages
+            )
+        elif index is not None and index in storages.made[0]:  # an input the forward made: its saving keeps it
+            storage_ref, activation_bytes = _made_input(storages, index, counted_storages)
         reason = why_saved(
             kind,
             producer if is_activation else None,
@@ -317,9 +325,40 @@ def saved_tensors(partition: PartitionView) -> list[SavedTensor]:
                 why=reason.text,
                 torch_reason=reason.torch,
                 source_aliases=aliases,
+                storage_ref=storage_ref,
             )
         )
     return saved
+
+
+def saved_storages(partitions: Sequence[PartitionView]) -> list[tuple[SavedTensor, int]]:
+    """Each storage the partitions' saved values keep alive beyond the model's tensors and the call's, with the
+    saved value that counts it and its bytes: each run of a region its own (`RegionStorages.runs`), a storage two
+    regions save once (a value one region hands on and another takes in, both saving it). What `torch.compile`'s run
+    of the forward keeps for backward in its compiled regions."""
+    counted: set[int] = set()
+    storages = []
+    for partition in partitions:
+        regions = partition.storages
+        for run in range(regions.runs):
+            for saved in partition.saved_tensors:
+                key = regions.key(run, saved.storage_ref)
+                if not saved.activation_bytes or key in counted:
+                    continue
+                if key is not None:
+                    counted.add(key)
+                storages.append((saved, saved.activation_bytes))
+    return storages
+
+
+def _made_input(storages: RegionStorages, index: int, counted: set[object]) -> tuple[StorageRef, int]:
+    """A primal the forward made (`RegionStorages.made`): where its storage comes from, and its storage's bytes
+    where this partition has not counted it yet (by its first run)."""
+    ref: StorageRef = ("input", index)
+    if ref in counted:
+        return ref, 0
+    counted.add(ref)
+    return ref, storages.made[0][index][1]
 
 
 def _kind_and_source(
@@ -342,22 +381,29 @@ def _view_of(producer: torch.fx.Node | None, alias_of: str | None) -> tuple[str,
 
 
 def _storage(
-    producer: torch.fx.Node, nbytes: int, sources: list[InputSource], counted: set[str]
-) -> tuple[str | None, str | None, int]:
+    producer: torch.fx.Node, nbytes: int, sources: list[InputSource], storages: RegionStorages, counted: set[object]
+) -> tuple[str | None, str | None, int, StorageRef | None]:
     """For a saved activation: what its memory is a view of (a forward input, or a forward value and the
-    op that made it), and the bytes it adds, each storage counted once (`counted` records those seen)."""
+    op that made it), the bytes it adds, each storage counted once (`counted` records those seen), and where its
+    storage comes from where another region may keep it too (`SavedTensor.storage_ref`)."""
     alias_of = storage_op = None
     root = storage_root(producer)
+    index_of_root = primal_index(root.name) if root.op == "placeholder" else None
     if root is not producer:
-        index_of_root = primal_index(root.name) if root.op == "placeholder" else None
         if index_of_root is not None and index_of_root < len(sources):
             alias_of = sources[index_of_root].name
         else:
             alias_of, storage_op = root.name, op_name(root)
-    if root.op == "placeholder" or root.name in counted:
-        return alias_of, storage_op, 0
+    if root.op == "placeholder":  # a view of an input: held by the model or the caller, unless the forward made it
+        if index_of_root is None or index_of_root not in storages.made[0]:
+            return alias_of, storage_op, 0, None
+        made, added = _made_input(storages, index_of_root, counted)
+        return alias_of, storage_op, added, made
+    handed_on: StorageRef | None = ("output", root.name) if root.name in storages.handed_on[0] else None
+    if root.name in counted:
+        return alias_of, storage_op, 0, handed_on
     counted.add(root.name)
-    return alias_of, storage_op, _storage_bytes(root) if root is not producer else nbytes
+    return alias_of, storage_op, _storage_bytes(root) if root is not producer else nbytes, handed_on
 
 
 def tangents(backward: torch.fx.GraphModule) -> list[TensorInfo]:

@@ -18,6 +18,7 @@ import torch
 import torch.fx
 
 from .aliasing import AliasedOutputs, aliasing_outputs, outputs_aliasing_inputs
+from .analysis import storage_root
 from .compat import (
     FakeTensorMode,
     TracingContext,
@@ -33,13 +34,14 @@ from .compat import (
     make_boxed_func,
     mark_boxed,
     pytree,
+    storage_id,
     tensor_version,
     tracing,
 )
 from .decisions import Decisions
 from .errors import NotForFx
 from .fx_route import fake_values, fx_trace
-from .kinds import DEFAULT_BACKEND, Backend, InputKind, InputSource, is_tangent
+from .kinds import DEFAULT_BACKEND, Backend, InputKind, InputSource, RegionStorages, is_tangent
 from .naming import TensorNames, data_key, nested_argument, parse_source_name, wrapper_argument
 from .outputs import picked_output
 from .partitioners import Partitioner
@@ -68,6 +70,9 @@ class _Region:
     forward_runs: int = 0
     """How often the run called this region's forward: more than once when Dynamo compiled one frame (a
     block's forward past a graph break, say) and the model called it again."""
+    made: list[dict[int, tuple[int, int]]] = field(default_factory=list)
+    handed_on: list[dict[str, int]] = field(default_factory=list)
+    """Per run, what it took in that the forward made, and what it handed on (`kinds.RegionStorages`)."""
 
 
 _ISOLATED: dict[str, bool] = (
@@ -121,6 +126,17 @@ class CaptureSession:
     saved_outside: list[int] | None = None
     """On Dynamo's route, the bytes of each storage eager autograd saved outside every compiled region in the
     forward (`core/eager_saves.py`); None where not read."""
+    torch_compile_settings: dict[str, object] = field(default_factory=dict)
+    """The `torch._dynamo.config` settings under which `torch.compile` makes the graphs this capture made, beside
+    the user's own: those the capture set for its own trace, and the logger methods it traced past
+    (`LoggerCalls.setting`); empty where the user's settings give them already."""
+    held: list[torch.Tensor] | None = None
+    """The model's tensors and the call's as the forward runs them (fake ones in fake mode), set before the run
+    and dropped after it (`forward_ran`): a region's input sharing none of their storages is one the forward made
+    (`RegionStorages.made`). None: no run being noted."""
+    _storage_keys: dict[int, tuple[int, torch.UntypedStorage]] = field(default_factory=dict)
+    """Each storage a region's run took in or handed on, by identity -> its key, with the storage held until
+    `finish` so that no later storage takes its identity."""
     backend: Backend = DEFAULT_BACKEND
     """Whose partition each region shows: on "inductor", Inductor's own compile runs (`compat.inductor_compile`) and
     the compilers below record the joint graph its passes made and the graphs its split gave."""
@@ -155,7 +171,8 @@ class CaptureSession:
             if region.forward_values is not None and region.forward_versions is not None:
                 tangents = region.tangent_values if backward_ran else None
                 real = RealValues(region.forward_values, region.forward_versions, self.rng_state, tangents)
-            region.trace.record(real, notes if region is self.regions[0] else [])
+            storages = RegionStorages(tuple(region.made), tuple(region.handed_on)) if region.made else RegionStorages()
+            region.trace.record(real, notes if region is self.regions[0] else [], storages)
             backward_inputs = region.backward_inputs if backward_ran else None
             partitions.append(
                 build_partition(
@@ -354,12 +371,13 @@ class CaptureSession:
                     self.notes.append(
                         f"compiled region {index} ran {region.forward_runs} times in one forward (Dynamo compiled "
                         "one frame, such as a block's forward past a graph break or inside checkpoint_sequential, "
-                        "and the model called it again): its graphs are one of those runs, and saved bytes, "
-                        "memory and FLOPs count it once."
+                        "and the model called it again): its graphs are one of those runs; the extraction's saved "
+                        "bytes count every run, its memory timeline and FLOPs one."
                     )
         self.recording = False
         self._current = None
         self._arguments = {}
+        self.forward_ran()
 
     def keep_unchanged(self, tensors: list[torch.Tensor]) -> None:
         """Copies of what the real run may change in place, taken before it: `restore_mutated` puts them back
@@ -383,13 +401,49 @@ class CaptureSession:
 
         def run(args: list) -> Any:
             owner, current = session(), target()
-            if counted and owner is not None and current is not None and owner.recording:
+            if owner is None or current is None or not owner.recording:
+                return gm(*args)
+            if counted:
                 current.forward_runs += 1
-            if owner is not None and current is not None and owner.recording and owner.keep_real_inputs:
+            if owner.keep_real_inputs:
                 keep(owner, args, current)
-            return gm(*args)
+            outputs = gm(*args)
+            if counted and owner.held is not None:
+                owner._note_storages(current, gm, args, outputs)  # noqa: SLF001 - the session's own record
+            return outputs
 
         return mark_boxed(run)
+
+    def _note_storages(self, region: _Region, gm: torch.fx.GraphModule, args: list, outputs: object) -> None:
+        """One run of a region: which of its primals the forward made (no storage of `held`), and the storage of
+        each value its forward graph `gm` returned, by the name of the value's storage root there."""
+        assert self.held is not None
+        held = {storage_id(storage) for t in self.held if (storage := _storage_of(t)) is not None}
+        made: dict[int, tuple[int, int]] = {}
+        for index, value in enumerate(args[: len(region.trace.inputs)]):
+            storage = _storage_of(value)
+            if storage is not None and storage_id(storage) not in held:
+                made[index] = (self._storage_key(storage), int(storage.nbytes()))
+        handed_on: dict[str, int] = {}
+        returned = gm.graph.output_node().args[0]
+        if isinstance(returned, (tuple, list)) and isinstance(outputs, (tuple, list)):
+            for node, value in zip(returned, outputs):
+                storage = _storage_of(value)
+                if isinstance(node, torch.fx.Node) and storage is not None:
+                    handed_on.setdefault(storage_root(node).name, self._storage_key(storage))
+        region.made.append(made)
+        region.handed_on.append(handed_on)
+
+    def forward_ran(self) -> None:
+        """The capture's forward is over: no more runs to note, and the storages noted are let go before backward."""
+        self.held = None
+        self._storage_keys = {}
+
+    def _storage_key(self, storage: torch.UntypedStorage) -> int:
+        identity = storage_id(storage)
+        if identity not in self._storage_keys:
+            self._storage_keys[identity] = (len(self._storage_keys), storage)
+        return self._storage_keys[identity][0]
 
     def _keep_forward_inputs(self, args: list, region: _Region) -> None:
         """Parameters and inputs requiring grad are kept by reference (autograd forbids changing them in
@@ -474,6 +528,16 @@ class CaptureSession:
         if local is not None and local in self.input_names:
             kind, name = self.input_names[local]
         return InputSource(kind, name, key)
+
+
+def _storage_of(value: object) -> torch.UntypedStorage | None:
+    """A tensor's storage (a fake one's too); None for no tensor, no elements, or no plain storage (sparse)."""
+    if not isinstance(value, torch.Tensor) or not value.numel():
+        return None
+    try:
+        return value.untyped_storage()
+    except (RuntimeError, NotImplementedError):
+        return None
 
 
 def _named(names: TensorNames, value: object) -> InputSource | None:

@@ -24,6 +24,7 @@ from .compat import (
     checkpoint_generator,
     detect_fake_mode,
     dynamo,
+    dynamo_config,
     dynamo_eval_frame,
     global_module_hooks,
     module_hooks,
@@ -69,11 +70,20 @@ class _FakeInterpreter(torch.fx.Interpreter):
 class _Tracer(torch.fx.Tracer):
     """torch.fx's tracer with source lines, refusing what it would silently get wrong."""
 
-    def __init__(self, tied: set[int]) -> None:
+    def __init__(self, tied: set[int], window: TraceWindow) -> None:
         super().__init__()
         self.record_stack_traces = True
         self._modes = _modes()
         self._tied = tied
+        self._window = window
+
+    def call_module(
+        self, m: torch.nn.Module, forward: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """Each submodule call of the trace; a recurrent layer Dynamo will not wrap is refused (`RECURRENT`)."""
+        if isinstance(m, RECURRENT_LAYERS) and not dynamo_config.allow_rnn:
+            self._window.refuse(RECURRENT)
+        return super().call_module(m, forward, args, kwargs)
 
     def is_leaf_module(self, m: torch.nn.Module, module_qualified_name: str) -> bool:
         """A leaf holding a tied tensor is traced through: its reads of the tensor then go by the tensor's
@@ -129,6 +139,13 @@ def fx_eligible(model: object, inputs: list) -> bool:
 
 
 DYNAMO_DISABLED = "a function torch.compile does not trace (torch._dynamo.disable)"
+
+RECURRENT = "an nn.RNN, nn.GRU or nn.LSTM layer, which torch.compile runs eagerly unless allow_rnn is set"
+RECURRENT_LAYERS = (torch.nn.RNN, torch.nn.GRU, torch.nn.LSTM)
+"""The layers Dynamo refuses to wrap while `torch._dynamo.config.allow_rnn` is unset (its builder's check, 2.13.0 to
+2.15.0), breaking the graph around them: torch.fx would trace them into the graph. Refused here, the capture goes
+to Dynamo, whose own words then name the setting (`extraction/extract.py` `_SWITCHES`: captured with it, and a note
+saying so), so what is shown is what `torch.compile` makes under the settings the extraction names."""
 
 ASKS_WHETHER_COMPILING = "code that asks whether torch.compile runs (torch.compiler.is_compiling())"
 """Why a model that asks is traced by Dynamo: torch.compile answers True there, torch.fx would answer False, and
@@ -231,8 +248,8 @@ def trace_patched(patches: list[tuple[object, str, Callable]]) -> Iterator[None]
 
 
 def fx_trace(module: torch.nn.Module, logger_calls: LoggerCalls) -> torch.fx.GraphModule:
-    tracer = _Tracer(TensorNames(module).tied())
     window = TraceWindow()
+    tracer = _Tracer(TensorNames(module).tied(), window)
     try:
         with trace_patched(trace_patches(window, logger_calls)):
             graph = tracer.trace(module)

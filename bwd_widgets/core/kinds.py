@@ -6,6 +6,7 @@ A value outside one of these is a bug, not a user's choice: user input is checke
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal, NamedTuple, get_args
 
 Mode = Literal["real", "fake"]
@@ -24,6 +25,41 @@ a batch output whose settings name none was made by."""
 
 InputKind = Literal["parameter", "buffer", "input"]
 """What a forward primal is."""
+
+
+@dataclass(frozen=True)
+class RegionStorages:
+    """The storages each run of one compiled region took in from the forward and handed on, as keys the capture's
+    regions share: what counting saved memory across regions needs, as `torch.compile`'s run keeps it (each storage
+    once, each run of a region its own). A region after the first takes values the forward made (an earlier
+    region's output, eager code's result): saving one keeps it alive, where the model's tensors and the call's are
+    held anyway. A region loaded from files, or the torch.fx route's one region, has one run and made nothing."""
+
+    made: tuple[dict[int, tuple[int, int]], ...] = ({},)
+    """Per run: primal index -> (storage key, storage bytes), for each primal the forward made."""
+    handed_on: tuple[dict[str, int], ...] = ({},)
+    """Per run: forward value name (a storage's root in the region's graphs) -> storage key, for each value the
+    region's forward returned: a later region may take and save the same storage."""
+
+    @property
+    def runs(self) -> int:
+        """How often the capture's forward ran this region (a frame Dynamo compiled once, called for every block)."""
+        return len(self.made)
+
+    def key(self, run: int, ref: StorageRef | None) -> int | None:
+        """The storage key of `ref` (`SavedTensor.storage_ref`) in `run`; None where no other region can hold it."""
+        if ref is None:
+            return None
+        where, what = ref
+        if where == "input":
+            made = self.made[run].get(int(what))
+            return made[0] if made is not None else None
+        return self.handed_on[run].get(str(what))
+
+
+StorageRef = tuple[Literal["input", "output"], "int | str"]
+"""Where a saved value's storage comes from in its region's run: ("input", primal index) for an input the forward
+made, ("output", value name) for a value the region hands on (`RegionStorages.key` reads its key per run)."""
 
 
 class InputSource(NamedTuple):

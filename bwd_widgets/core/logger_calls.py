@@ -88,6 +88,15 @@ class LoggerCalls:
 
         return [(logging.Logger, name, noting(name, method)) for name, method in self._methods.items()]
 
+    def setting(self) -> dict[str, object]:
+        """The `ignore_logging_functions` under which torch.compile traces past the calls noted, as this capture did
+        (the user's own setting and the methods noted); empty where none was noted."""
+        if not self.where:
+            return {}
+        names = set(self.where.values())
+        noted = {method for name, method in self._methods.items() if name in names}
+        return {"ignore_logging_functions": set(self._own) | noted}
+
     def note(self) -> str | None:
         """Where torch.compile breaks the graph and this capture did not, and the setting that makes it match."""
         if not self.where:

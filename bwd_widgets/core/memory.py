@@ -405,10 +405,10 @@ def parameter_gradients_live(partitions: Sequence[ProfiledPartition]) -> list[in
     return bands.get("parameter gradient", [0] * len(timeline(partitions)))
 
 
-def bytes_by_module(saved: list[SavedTensor]) -> dict[str, int]:
-    """Saved activation bytes per module ("" for the top level), largest first; they sum to the total."""
+def bytes_by_module(storages: list[tuple[SavedTensor, int]]) -> dict[str, int]:
+    """Saved activation bytes per module ("" for the top level), largest first, from `analysis.saved_storages`;
+    they sum to the total."""
     totals: dict[str, int] = {}
-    for s in saved:
-        if s.activation_bytes:
-            totals[s.module or ""] = totals.get(s.module or "", 0) + s.activation_bytes
+    for s, nbytes in storages:
+        totals[s.module or ""] = totals.get(s.module or "", 0) + nbytes
     return dict(sorted(totals.items(), key=lambda item: -item[1]))

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import torch.fx
 
+    from .analysis import SavedTensor
     from .decisions import Decisions
-    from .kinds import InputSource
+    from .kinds import InputSource, RegionStorages
     from .partitioners import Partitioner
 
 
@@ -27,6 +28,14 @@ class PartitionView(Protocol):
 
     @property
     def inputs(self) -> list[InputSource]: ...
+
+    @property
+    def saved_tensors(self) -> list[SavedTensor]:
+        """`analysis.saved_tensors` of this partition, made once."""
+
+    @property
+    def storages(self) -> RegionStorages:
+        """Which storages the region's run took in from the forward and handed on (`kinds.RegionStorages`)."""
 
     @property
     def joint(self) -> torch.fx.GraphModule: ...

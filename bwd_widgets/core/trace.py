@@ -30,7 +30,7 @@ from .compat import (
 from .decisions import Decisions, recording
 from .errors import PartitionerError, describe_failure
 from .interrupts import interrupts_held
-from .kinds import DEFAULT_BACKEND, Backend, InputSource
+from .kinds import DEFAULT_BACKEND, Backend, InputSource, RegionStorages
 from .memory import MemoryProfile, profile
 from .nodes import BackwardNode, backward_nodes
 from .partitioners import Partitioner, check_allowed_on, resolve_for_backend
@@ -125,6 +125,9 @@ class Trace:
     """Real mode: what the real run used (set once, by `record`, when the capture ends)."""
     notes: tuple[str, ...] = ()
     """What the capture has to say about this region (set once, by `record`)."""
+    storages: RegionStorages = field(default_factory=RegionStorages)
+    """What the capture's run of this region took in from the forward and handed on, and how often it ran (set
+    once, by `record`): the same at every budget."""
     _work: torch.fx.GraphModule | None = None
     _recorded: bool = False
     _cuts: MinCuts = field(default_factory=MinCuts, repr=False)
@@ -132,11 +135,13 @@ class Trace:
     op_flops: dict = field(default_factory=dict, repr=False)
     """FLOP counts by op and arguments, shared by every partition of this joint graph."""
 
-    def record(self, real: RealValues | None, notes: list[str]) -> None:
-        """Keep the real run's values and the capture's notes; a trace is recorded once."""
+    def record(self, real: RealValues | None, notes: list[str], storages: RegionStorages | None = None) -> None:
+        """Keep the real run's values, the capture's notes and the run's storages; a trace is recorded once."""
         if self._recorded:
             raise RuntimeError(f"trace {self.index} was already recorded")
         self.real, self.notes, self._recorded = real, tuple(notes), True
+        if storages is not None:
+            self.storages = storages
 
     @property
     def forward_inputs(self) -> list | None:
@@ -390,6 +395,10 @@ class Partition:
         return self.trace.inputs
 
     @property
+    def storages(self) -> RegionStorages:
+        return self.trace.storages
+
+    @property
     def joint(self) -> torch.fx.GraphModule:
         return self.trace.joint
 
@@ -462,7 +471,8 @@ class Partition:
 
     @property
     def saved_activation_bytes(self) -> int:
-        """Memory saved on top of the forward inputs (views of inputs cost nothing)."""
+        """Memory one run of the region saves on top of the model's tensors and the call's (views of those cost
+        nothing; an input the forward made, kept alive by the saving, counts)."""
         return sum(s.activation_bytes for s in self.saved_tensors)
 
     @property
@@ -474,5 +484,7 @@ class Partition:
     @property
     def saved_input_bytes(self) -> int:
         """Forward inputs (parameters, buffers, user inputs) kept alive for backward, each tensor once."""
-        kept = {s.source or s.name: s.bytes for s in self.saved_tensors if not s.is_activation}
+        kept = {
+            s.source or s.name: s.bytes for s in self.saved_tensors if not s.is_activation and not s.activation_bytes
+        }
         return sum(kept.values())

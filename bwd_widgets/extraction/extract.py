@@ -329,6 +329,7 @@ def _capture_as_decided(
         autograd_gradients={n: g for n, g in grads.items() if g is not None},
         requires_grad=call.requires_grad,
         saved_outside_regions=tuple(session.saved_outside or ()),
+        torch_compile_settings=dict(session.torch_compile_settings),
     )
     return extraction, notes, session.started_from_loss
 
@@ -438,6 +439,7 @@ def _attempt(
         notes = [*notes, *_graph_breaks(session.graph_breaks, len(session.regions))]
     if session.saved_outside:
         notes = [*notes, saved_outside_note(session.saved_outside)]
+    session.torch_compile_settings = {**settings, **logger_calls.setting()}
     logged = logger_calls.note()
     return session, told, notes if logged is None else [*notes, logged], backward_ran
 
@@ -618,15 +620,17 @@ def _run(
             faked_values = stack.enter_context(faked(call.model, args + list(kwargs.values())))
             args, kwargs = faked_values[: len(args)], dict(zip(kwargs, faked_values[len(args) :]))
             compiled = _compiled(session, route, call, args, logger_calls)
+            session.held = _held(call, args + list(kwargs.values()))
             picked = _picked(compiled(*args, **kwargs))
-            _read_saved_outside(session, route, call, picked, args + list(kwargs.values()))
+            _read_saved_outside(session, route, picked)
             session.started_from_loss = starts_from_loss(picked.value)
             return _told(picked, call.output), [], False
         session.keep_unchanged(_changeable(call.model, args + list(kwargs.values())))
         try:
             compiled = _compiled(session, route, call, args, logger_calls)
+            session.held = _held(call, args + list(kwargs.values()))
             picked = _picked(compiled(*args, **kwargs))
-            _read_saved_outside(session, route, call, picked, args + list(kwargs.values()))
+            _read_saved_outside(session, route, picked)
             session.started_from_loss = starts_from_loss(picked.value)
             told = _told(picked, call.output)
             differentiable = differentiable_outputs(picked.value)
@@ -642,17 +646,23 @@ def _run(
     return told, [], True
 
 
-def _read_saved_outside(session: CaptureSession, route: str, call: _Call, picked: Picked, values: list) -> None:
-    """On Dynamo's route, what eager autograd saved outside every compiled region for the picked output's backward
-    (`session.saved_outside`), read before the backward runs; the model's parameters and buffers and the call's
-    `values` left out. The torch.fx route compiles the whole forward as one region: nothing runs outside it."""
-    if route != "dynamo":
-        return
+def _held(call: _Call, values: list) -> list[torch.Tensor]:
+    """What the model and the caller hold whatever the forward saves: the model's parameters and buffers (fake ones
+    inside fake mode), a function's closure tensors, and the call's own tensors `values`."""
     module = call.model if isinstance(call.model, torch.nn.Module) else None
     held = [*module.parameters(), *module.buffers()] if module is not None else []
-    held += [*call.parameters.values(), *(v for v in values if isinstance(v, torch.Tensor))]
-    outputs = [t for _, t in differentiable_leaves(picked.value)]
-    session.saved_outside = saved_outside_regions(outputs, held)
+    return held + [*call.parameters.values(), *(v for v in values if isinstance(v, torch.Tensor))]
+
+
+def _read_saved_outside(session: CaptureSession, route: str, picked: Picked) -> None:
+    """On Dynamo's route, what eager autograd saved outside every compiled region for the picked output's backward
+    (`session.saved_outside`), read before the backward runs; what the model and the caller hold (`session.held`)
+    left out. The torch.fx route compiles the whole forward as one region: nothing runs outside it. Either way the
+    forward is over (`CaptureSession.forward_ran`)."""
+    if route == "dynamo":
+        outputs = [t for _, t in differentiable_leaves(picked.value)]
+        session.saved_outside = saved_outside_regions(outputs, session.held or [])
+    session.forward_ran()
 
 
 def _changeable(model: Callable, values: list) -> list[torch.Tensor]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..core import memory
+from ..core import analysis, memory
 from ..core.kinds import Backend, Mode
 from ..core.measure import MeasuredMemory
 from ..core.measure import measure as measure_partitions
@@ -49,6 +49,11 @@ class BackwardExtraction(RichDisplay):
     """The bytes of each storage eager autograd saved for backward outside every compiled region as the capture's
     forward ran (code Dynamo ran eagerly: between graph breaks, a frame it skipped), each once: torch.compile's run
     keeps them too, and no partition holds them (`core/eager_saves.py`)."""
+    torch_compile_settings: dict[str, object] = field(default_factory=dict)
+    """The `torch._dynamo.config` settings, beside your own, under which `torch.compile` makes the graphs shown:
+    those the capture set for its own trace (`allow_rnn`...) and the `ignore_logging_functions` that skips the
+    logger calls it traced past, each named in a note. `with torch._dynamo.config.patch(**e.torch_compile_settings):`
+    compiles the model as shown; empty where your settings do already."""
     measured: MeasuredMemory | None = field(default=None, init=False, repr=False)
     """The last `measure()` (None until then; `rerun` starts unmeasured): `bw.show` draws it over the prediction."""
 
@@ -151,8 +156,17 @@ class BackwardExtraction(RichDisplay):
         return sum(p.recompute_flops for p in self.partitions)
 
     @property
+    def saved_storage_bytes(self) -> list[int]:
+        """The bytes of each storage the compiled regions keep for backward beyond the model's tensors and the
+        call's: each once across regions, once per run of a region the forward ran more than once
+        (`analysis.saved_storages`). What a `torch.compile` run keeps in its regions; `saved_outside_regions` is
+        what eager autograd keeps between them."""
+        return [nbytes for _, nbytes in analysis.saved_storages(self.partitions)]
+
+    @property
     def saved_activation_bytes(self) -> int:
-        return sum(p.saved_activation_bytes for p in self.partitions)
+        """The sum of `saved_storage_bytes`; for one region run once, its partition's `saved_activation_bytes`."""
+        return sum(self.saved_storage_bytes)
 
     @property
     def saved_input_bytes(self) -> int:
@@ -169,7 +183,7 @@ class BackwardExtraction(RichDisplay):
     def memory_by_module(self) -> dict[str, int]:
         """Saved activation bytes per module ("" for the top level), largest first; they sum to
         `saved_activation_bytes`."""
-        return memory.bytes_by_module(self.saved_tensors)
+        return memory.bytes_by_module(analysis.saved_storages(self.partitions))
 
     def memory_timeline(self) -> list[dict]:
         """Activation memory alive after each op, `{"phase", "node", "live_bytes", "graph"}`, as AOT
