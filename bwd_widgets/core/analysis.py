@@ -273,7 +273,7 @@ def saved_tensors(partition: PartitionView) -> list[SavedTensor]:
     joint_nodes = {n.name: n for n in partition.joint.graph.nodes}
     sources = partition.inputs
     storages = partition.storages
-    counted_storages: set[object] = set()
+    counted: set[object] = set()
     saved = []
     for node in partition.backward_with_nones.graph.find_nodes(op="placeholder"):
         if is_tangent(node.name):
@@ -289,14 +289,9 @@ def saved_tensors(partition: PartitionView) -> list[SavedTensor]:
             module = source.rpartition(".")[0] or None
         else:
             module = node_module(producer, sources)
-        alias_of = storage_op = storage_ref = None
-        activation_bytes = info.bytes if is_activation else 0
-        if is_activation and producer is not None:
-            alias_of, storage_op, activation_bytes, storage_ref = _storage(
-                producer, info.bytes, sources, storages, counted_storages
-            )
-        elif index is not None and index in storages.made[0]:  # an input the forward made: its saving keeps it
-            storage_ref, activation_bytes = _made_input(storages, index, counted_storages)
+        alias_of, storage_op, activation_bytes, storage_ref = _memory_kept(
+            producer if is_activation else None, index, info.bytes if is_activation else 0, sources, storages, counted
+        )
         reason = why_saved(
             kind,
             producer if is_activation else None,
@@ -331,24 +326,23 @@ def saved_tensors(partition: PartitionView) -> list[SavedTensor]:
     return saved
 
 
-def saved_storages(partitions: Sequence[PartitionView]) -> list[tuple[SavedTensor, int]]:
-    """Each storage the partitions' saved values keep alive beyond the model's tensors and the call's, with the
-    saved value that counts it and its bytes: each run of a region its own (`RegionStorages.runs`), a storage two
-    regions save once (a value one region hands on and another takes in, both saving it). What `torch.compile`'s run
-    of the forward keeps for backward in its compiled regions."""
-    counted: set[int] = set()
-    storages = []
-    for partition in partitions:
-        regions = partition.storages
-        for run in range(regions.runs):
-            for saved in partition.saved_tensors:
-                key = regions.key(run, saved.storage_ref)
-                if not saved.activation_bytes or key in counted:
-                    continue
-                if key is not None:
-                    counted.add(key)
-                storages.append((saved, saved.activation_bytes))
-    return storages
+def _memory_kept(
+    producer: torch.fx.Node | None,
+    index: int | None,
+    activation_bytes: int,
+    sources: list[InputSource],
+    storages: RegionStorages,
+    counted: set[object],
+) -> tuple[str | None, str | None, int, StorageRef | None]:
+    """What a saved value keeps alive: for an activation (its forward `producer`), `_storage`; for a primal (`index`)
+    the forward made, its storage (`_made_input`); else nothing beyond `activation_bytes` (a forward input held
+    anyway, 0; an activation with no forward node, its own bytes)."""
+    if producer is not None:
+        return _storage(producer, activation_bytes, sources, storages, counted)
+    if index is not None and index in storages.made[0]:  # an input the forward made: its saving keeps it
+        ref, added = _made_input(storages, index, counted)
+        return None, None, added, ref
+    return None, None, activation_bytes, None
 
 
 def _made_input(storages: RegionStorages, index: int, counted: set[object]) -> tuple[StorageRef, int]:

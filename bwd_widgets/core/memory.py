@@ -406,7 +406,7 @@ def parameter_gradients_live(partitions: Sequence[ProfiledPartition]) -> list[in
 
 
 def bytes_by_module(storages: list[tuple[SavedTensor, int]]) -> dict[str, int]:
-    """Saved activation bytes per module ("" for the top level), largest first, from `analysis.saved_storages`;
+    """Saved activation bytes per module ("" for the top level), largest first, from `trace.saved_storages`;
     they sum to the total."""
     totals: dict[str, int] = {}
     for s, nbytes in storages:

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import torch.fx
 
-    from .analysis import SavedTensor
     from .decisions import Decisions
     from .kinds import InputSource, RegionStorages
     from .partitioners import Partitioner
@@ -28,10 +27,6 @@ class PartitionView(Protocol):
 
     @property
     def inputs(self) -> list[InputSource]: ...
-
-    @property
-    def saved_tensors(self) -> list[SavedTensor]:
-        """`analysis.saved_tensors` of this partition, made once."""
 
     @property
     def storages(self) -> RegionStorages:

@@ -38,7 +38,7 @@ from .reuse import MinCuts, counted_flops, cse_once
 from .units import format_bytes
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
 
 class _TorchWork:
@@ -488,3 +488,23 @@ class Partition:
             s.source or s.name: s.bytes for s in self.saved_tensors if not s.is_activation and not s.activation_bytes
         }
         return sum(kept.values())
+
+
+def saved_storages(partitions: Sequence[Partition]) -> list[tuple[analysis.SavedTensor, int]]:
+    """Each storage the partitions' saved values keep alive beyond the model's tensors and the call's, with the
+    saved value that counts it and its bytes: each run of a region its own (`RegionStorages.runs`), a storage two
+    regions save once (a value one region hands on and another takes in, both saving it). What `torch.compile`'s run
+    of the forward keeps for backward in its compiled regions."""
+    counted: set[int] = set()
+    storages = []
+    for partition in partitions:
+        regions = partition.storages
+        for run in range(regions.runs):
+            for saved in partition.saved_tensors:
+                key = regions.key(run, saved.storage_ref)
+                if not saved.activation_bytes or key in counted:
+                    continue
+                if key is not None:
+                    counted.add(key)
+                storages.append((saved, saved.activation_bytes))
+    return storages

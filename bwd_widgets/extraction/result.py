@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..core import analysis, memory
+from ..core import memory
 from ..core.kinds import Backend, Mode
 from ..core.measure import MeasuredMemory
 from ..core.measure import measure as measure_partitions
 from ..core.partitioners import resolve_for_backend
-from ..core.trace import TORCH_WORK, Partition
+from ..core.trace import TORCH_WORK, Partition, saved_storages
 from ..graphnet.writer import Layout, save_extraction
 from .display_hook import RichDisplay
 
@@ -159,9 +159,9 @@ class BackwardExtraction(RichDisplay):
     def saved_storage_bytes(self) -> list[int]:
         """The bytes of each storage the compiled regions keep for backward beyond the model's tensors and the
         call's: each once across regions, once per run of a region the forward ran more than once
-        (`analysis.saved_storages`). What a `torch.compile` run keeps in its regions; `saved_outside_regions` is
+        (`core.trace.saved_storages`). What a `torch.compile` run keeps in its regions; `saved_outside_regions` is
         what eager autograd keeps between them."""
-        return [nbytes for _, nbytes in analysis.saved_storages(self.partitions)]
+        return [nbytes for _, nbytes in saved_storages(self.partitions)]
 
     @property
     def saved_activation_bytes(self) -> int:
@@ -183,7 +183,7 @@ class BackwardExtraction(RichDisplay):
     def memory_by_module(self) -> dict[str, int]:
         """Saved activation bytes per module ("" for the top level), largest first; they sum to
         `saved_activation_bytes`."""
-        return memory.bytes_by_module(analysis.saved_storages(self.partitions))
+        return memory.bytes_by_module(saved_storages(self.partitions))
 
     def memory_timeline(self) -> list[dict]:
         """Activation memory alive after each op, `{"phase", "node", "live_bytes", "graph"}`, as AOT
