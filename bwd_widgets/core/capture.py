@@ -135,8 +135,8 @@ class CaptureSession:
     and dropped after it (`forward_ran`): a region's input sharing none of their storages is one the forward made
     (`RegionStorages.made`). None: no run being noted."""
     _storage_keys: dict[int, tuple[int, torch.UntypedStorage]] = field(default_factory=dict)
-    """Each storage a region's run took in or handed on, by identity -> its key, with the storage held until
-    `finish` so that no later storage takes its identity."""
+    """Each storage a region's run took in or handed on, by identity -> its key, with the storage held until the
+    forward is over (`forward_ran`) so that no later storage of the forward takes its identity."""
     backend: Backend = DEFAULT_BACKEND
     """Whose partition each region shows: on "inductor", Inductor's own compile runs (`compat.inductor_compile`) and
     the compilers below record the joint graph its passes made and the graphs its split gave."""
