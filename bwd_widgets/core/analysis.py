@@ -45,7 +45,7 @@ class SavedTensor:
     graph_index: int = 0
     alias_of: str | None = None  # a view: the forward input or forward value whose memory it shares
     storage_op: str | None = None  # for views, the op that made the memory they share
-    activation_bytes: int = 0  # memory it adds on top of the forward inputs, each storage counted once
+    activation_bytes: int = 0  # memory it adds beyond the model's tensors and the call's, each storage once
     why: str = ""  # why it is saved, in one sentence, torch's own reason in it
     torch_reason: str = ""  # torch's own phrase for that reason ("cannot recompute: materialized in backward")
     source_aliases: tuple[str, ...] = ()  # the other names of the parameter or buffer it is (tied weights)
