@@ -564,14 +564,20 @@ class RegionsSharingAValue(torch.nn.Module):
 
 @pytest.mark.parametrize("budget", [0.0, 0.5, 1.0])
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("x_grad", [False, True])
 @pytest.mark.parametrize("runs", [1, 3])
-def test_saved_bytes_across_regions_count_each_storage_once_and_every_run(runs: int, mode: str, budget: float) -> None:
+def test_saved_bytes_across_regions_count_each_storage_once_and_every_run(
+    runs: int, x_grad: bool, mode: str, budget: float
+) -> None:
     """What the regions keep, as torch.compile's run keeps it by the tests' pack hook: a storage two regions save
     counts once, an input the forward made counts where a region saves it, and a region run once per block counts
-    every run."""
+    every run. With the call's `x` needing a gradient, the first block's region runs on it (held by the caller) and
+    again on what the block before made."""
     torch.manual_seed(0)
     model, x = RegionsSharingAValue(runs), torch.randn(8, 16)
-    ours = bw.extract(model, x, partitioner="min_cut", memory_budget=budget, mode=mode, cache=False)
+    ours = bw.extract(
+        model, x, partitioner="min_cut", memory_budget=budget, mode=mode, cache=False, requires_grad={"x": x_grad}
+    )
     compiled = counted_saves(model, (x.requires_grad_(ours.requires_grad["x"]),), {}, budget=budget)
     assert sorted(ours.saved_storage_bytes + list(ours.saved_outside_regions)) == sorted(compiled.storage_bytes)
     assert ours.saved_activation_bytes == sum(ours.saved_storage_bytes)

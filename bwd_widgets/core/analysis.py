@@ -339,20 +339,28 @@ def _memory_kept(
     anyway, 0; an activation with no forward node, its own bytes)."""
     if producer is not None:
         return _storage(producer, activation_bytes, sources, storages, counted)
-    if index is not None and index in storages.made[0]:  # an input the forward made: its saving keeps it
+    if index is not None and _made_in_a_run(storages, index):  # an input the forward made: its saving keeps it
         ref, added = _made_input(storages, index, counted)
         return None, None, added, ref
     return None, None, activation_bytes, None
 
 
+def _made_in_a_run(storages: RegionStorages, index: int) -> bool:
+    """Whether the forward made primal `index` in some run of the region (the model or the caller may hold it in
+    another: a loop's first block takes the call's tensor, the next ones what the block before made)."""
+    return any(index in made for made in storages.made)
+
+
 def _made_input(storages: RegionStorages, index: int, counted: set[object]) -> tuple[StorageRef, int]:
-    """A primal the forward made (`RegionStorages.made`): where its storage comes from, and its storage's bytes
-    where this partition has not counted it yet (by its first run)."""
+    """A primal the forward made (`RegionStorages.made`): where its storage comes from, and its storage's bytes in
+    the region's first run (0 where held then; `RegionStorages.bytes_in` gives every run's) where this partition has
+    not counted it yet."""
     ref: StorageRef = ("input", index)
     if ref in counted:
         return ref, 0
     counted.add(ref)
-    return ref, storages.made[0][index][1]
+    first = storages.made[0].get(index)
+    return ref, first[1] if first is not None else 0
 
 
 def _kind_and_source(
@@ -389,7 +397,7 @@ def _storage(
         else:
             alias_of, storage_op = root.name, op_name(root)
     if root.op == "placeholder":  # a view of an input: held by the model or the caller, unless the forward made it
-        if index_of_root is None or index_of_root not in storages.made[0]:
+        if index_of_root is None or not _made_in_a_run(storages, index_of_root):
             return alias_of, storage_op, 0, None
         made, added = _made_input(storages, index_of_root, counted)
         return alias_of, storage_op, added, made

@@ -134,6 +134,8 @@ class CaptureSession:
     """The model's tensors and the call's as the forward runs them (fake ones in fake mode), set before the run
     and dropped after it (`forward_ran`): a region's input sharing none of their storages is one the forward made
     (`RegionStorages.made`). None: no run being noted."""
+    _held_storages: set[int] | None = None
+    """The storages of `held`, by identity, read at the forward's first region run."""
     _storage_keys: dict[int, tuple[int, torch.UntypedStorage]] = field(default_factory=dict)
     """Each storage a region's run took in or handed on, by identity -> its key, with the storage held until the
     forward is over (`forward_ran`) so that no later storage of the forward takes its identity."""
@@ -418,7 +420,9 @@ class CaptureSession:
         """One run of a region: which of its primals the forward made (no storage of `held`), and the storage of
         each value its forward graph `gm` returned, by the name of the value's storage root there."""
         assert self.held is not None
-        held = {storage_id(storage) for t in self.held if (storage := _storage_of(t)) is not None}
+        if self._held_storages is None:
+            self._held_storages = {storage_id(storage) for t in self.held if (storage := _storage_of(t)) is not None}
+        held = self._held_storages
         made: dict[int, tuple[int, int]] = {}
         for index, value in enumerate(args[: len(region.trace.inputs)]):
             storage = _storage_of(value)
@@ -436,7 +440,7 @@ class CaptureSession:
 
     def forward_ran(self) -> None:
         """The capture's forward is over: no more runs to note, and the storages noted are let go before backward."""
-        self.held = None
+        self.held = self._held_storages = None
         self._storage_keys = {}
 
     def _storage_key(self, storage: torch.UntypedStorage) -> int:

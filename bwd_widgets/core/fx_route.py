@@ -250,6 +250,8 @@ def trace_patched(patches: list[tuple[object, str, Callable]]) -> Iterator[None]
 def fx_trace(module: torch.nn.Module, logger_calls: LoggerCalls) -> torch.fx.GraphModule:
     window = TraceWindow()
     tracer = _Tracer(TensorNames(module).tied(), window)
+    if isinstance(module, RECURRENT_LAYERS) and not dynamo_config.allow_rnn:  # the root: no call_module for it
+        raise NotForFx(RECURRENT)
     try:
         with trace_patched(trace_patches(window, logger_calls)):
             graph = tracer.trace(module)

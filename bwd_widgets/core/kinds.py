@@ -46,6 +46,14 @@ class RegionStorages:
         """How often the capture's forward ran this region (a frame Dynamo compiled once, called for every block)."""
         return len(self.made)
 
+    def bytes_in(self, run: int, ref: StorageRef | None, one_run: int) -> int:
+        """The bytes a saved value keeps alive in `run`: an input's storage where the forward made it in that run
+        (0 where the model or the caller held it then), else `one_run` (its `activation_bytes`)."""
+        if ref is None or ref[0] != "input":
+            return one_run
+        made = self.made[run].get(int(ref[1]))
+        return made[1] if made is not None else 0
+
     def key(self, run: int, ref: StorageRef | None) -> int | None:
         """The storage key of `ref` (`SavedTensor.storage_ref`) in `run`; None where no other region can hold it."""
         if ref is None:

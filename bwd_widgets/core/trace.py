@@ -501,10 +501,11 @@ def saved_storages(partitions: Sequence[Partition]) -> list[tuple[analysis.Saved
         regions = partition.storages
         for run in range(regions.runs):
             for saved in partition.saved_tensors:
+                nbytes = regions.bytes_in(run, saved.storage_ref, saved.activation_bytes)
                 key = regions.key(run, saved.storage_ref)
-                if not saved.activation_bytes or key in counted:
+                if not nbytes or key in counted:
                     continue
                 if key is not None:
                     counted.add(key)
-                storages.append((saved, saved.activation_bytes))
+                storages.append((saved, nbytes))
     return storages

@@ -31,6 +31,7 @@ from ..core.compat import (
     functorch_config,
     graph_break_note,
     graph_break_reasons,
+    pytree,
 )
 from ..core.eager_saves import saved_outside_note, saved_outside_regions
 from ..core.errors import (
@@ -648,10 +649,14 @@ def _run(
 
 def _held(call: _Call, values: list) -> list[torch.Tensor]:
     """What the model and the caller hold whatever the forward saves: the model's parameters and buffers (fake ones
-    inside fake mode), a function's closure tensors, and the call's own tensors `values`."""
+    inside fake mode) and the tensors its modules keep as plain attributes, a function's closure tensors, and the
+    call's own tensors `values`, those nested in the containers pytree flattens (lists, tuples, dicts) included."""
     module = call.model if isinstance(call.model, torch.nn.Module) else None
     held = [*module.parameters(), *module.buffers()] if module is not None else []
-    return held + [*call.parameters.values(), *(v for v in values if isinstance(v, torch.Tensor))]
+    if module is not None:
+        held += [v for m in module.modules() for v in vars(m).values() if isinstance(v, torch.Tensor)]
+    nested = pytree.tree_leaves(values)
+    return held + [*call.parameters.values(), *(v for v in nested if isinstance(v, torch.Tensor))]
 
 
 def _read_saved_outside(session: CaptureSession, route: str, picked: Picked) -> None:

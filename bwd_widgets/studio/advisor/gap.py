@@ -55,8 +55,9 @@ class OffloadPrediction(NamedTuple):
 
 
 def saved_sizes(base: BackwardExtraction) -> list[int]:
-    """Bytes of min-cut 1.0's saved activations, largest first: the sizes an offload plan chooses among."""
-    return sorted((s.activation_bytes for s in base.saved_tensors if s.activation_bytes), reverse=True)
+    """Bytes of each storage min-cut 1.0 saves, largest first (each once across regions, each run of a region its
+    own: `saved_storage_bytes`): the sizes an offload plan chooses among."""
+    return sorted(base.saved_storage_bytes, reverse=True)
 
 
 def predict(base: BackwardExtraction, chosen: int) -> OffloadPrediction:
