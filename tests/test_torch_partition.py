@@ -476,37 +476,54 @@ class _Squashed(torch.nn.Module):
 class EagerBetweenRegions(torch.nn.Module):
     """Ops Dynamo runs eagerly, outside every compiled region (`EAGER_BETWEEN_REGIONS`): a function under
     `torch._dynamo.disable` between two layers, or a whole frame it skips (a graph break inside a loop), whose own
-    ops run eagerly while each layer it calls is compiled on its own (two classes, so no region runs twice)."""
+    ops run eagerly while each layer it calls is compiled on its own (two classes, so no region runs twice); or a
+    disabled function saving the first region's output, which the second region saves too at budget 0 (it keeps
+    its inputs and recomputes) and not at 0.5 and up (it keeps its frozen matmul's tanh instead)."""
 
     def __init__(self, how: str) -> None:
         super().__init__()
         self.how, self.first, self.second, self.head = how, _Scaled(), _Squashed(), torch.nn.Linear(16, 4)
+        self.frozen = torch.nn.Parameter(torch.randn(16, 16), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.how == "disabled function":
             return self.head(_run_eagerly(self.first(x))).sum()
+        if self.how == "saved by a region at some budgets":
+            hidden = self.first(x)
+            sines = _run_eagerly(hidden)
+            return self.head(torch.tanh(hidden @ self.frozen) * sines).sum()
         for layer in (self.first, self.second):
             x = torch.cos(layer(x)) * x
             torch._dynamo.graph_break()
         return self.head(x).sum()
 
 
-EAGER_BETWEEN_REGIONS = ("disabled function", "frame skipped")
+EAGER_BETWEEN_REGIONS = ("disabled function", "frame skipped", "saved by a region at some budgets")
 
 
-@pytest.mark.parametrize("budget", [0.0, 1.0])
+@functools.cache
+def _eager_between_regions(how: str, mode: str, captured_at: float) -> bw.BackwardExtraction:
+    torch.manual_seed(0)
+    model, x = EagerBetweenRegions(how), torch.randn(8, 16)
+    return bw.extract(model, x, partitioner="min_cut", memory_budget=captured_at, mode=mode, cache=False)
+
+
+@pytest.mark.parametrize("budget", [0.0, 0.5, 1.0])
+@pytest.mark.parametrize("captured_at", [0.0, 1.0])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("how", EAGER_BETWEEN_REGIONS)
 def test_what_eager_autograd_saves_between_regions_is_what_torch_compiles_run_saves_there(
-    how: str, mode: str, budget: float
+    how: str, mode: str, captured_at: float, budget: float
 ) -> None:
     """The capture's regions are torch.compile's graphs (the torch.fx route refuses a disabled function, which it
     would trace into), and what eager autograd saves outside them, counted as the capture's forward ran, is what it
-    saves there in a torch.compile run, by the tests' own pack hook: storage for storage, none a region saves too;
-    with the regions' own storages, everything the run saves."""
+    saves there in a torch.compile run at `budget`, by the tests' own pack hook: storage for storage, none a region
+    saves too; with the regions' own storages, everything the run saves. Whatever budget the capture ran at: a
+    storage eager code and a region both save at one budget and only eager code at another counts once at each."""
+    extraction = _eager_between_regions(how, mode, captured_at)
+    ours = extraction if budget == captured_at else extraction.rerun("min_cut", budget)
     torch.manual_seed(0)
     model, x = EagerBetweenRegions(how), torch.randn(8, 16)
-    ours = bw.extract(model, x, partitioner="min_cut", memory_budget=budget, mode=mode, cache=False)
     graphs: list[torch.fx.GraphModule] = []
 
     def counting(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
@@ -530,6 +547,8 @@ def test_what_eager_autograd_saves_between_regions_is_what_torch_compiles_run_sa
     else:
         assert not any("eager autograd saved" in note for note in ours.notes), ours.notes
     assert how != "disabled function" or budget != 0.0 or outside.bytes, "the disabled sine saves its input"
+    if how == "saved by a region at some budgets":  # the case is what it says, by torch's own count
+        assert bool(outside.bytes) == (budget > 0), outside.storage_bytes
 
 
 class _BrokenBlock(torch.nn.Module):

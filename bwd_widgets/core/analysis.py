@@ -353,7 +353,7 @@ def _made_in_a_run(storages: RegionStorages, index: int) -> bool:
 
 def _made_input(storages: RegionStorages, index: int, counted: set[object]) -> tuple[StorageRef, int]:
     """A primal the forward made (`RegionStorages.made`): where its storage comes from, and its storage's bytes in
-    the region's first run (0 where held then; `RegionStorages.bytes_in` gives every run's) where this partition has
+    the region's first run (0 where held then; `RegionStorages.kept` gives every run's) where this partition has
     not counted it yet."""
     ref: StorageRef = ("input", index)
     if ref in counted:

@@ -41,7 +41,7 @@ from .compat import (
 from .decisions import Decisions
 from .errors import NotForFx
 from .fx_route import fake_values, fx_trace
-from .kinds import DEFAULT_BACKEND, Backend, InputKind, InputSource, RegionStorages, is_tangent
+from .kinds import DEFAULT_BACKEND, Backend, EagerStorage, InputKind, InputSource, RegionStorages, is_tangent
 from .naming import TensorNames, data_key, nested_argument, parse_source_name, wrapper_argument
 from .outputs import picked_output
 from .partitioners import Partitioner
@@ -123,9 +123,9 @@ class CaptureSession:
     """On the torch.fx route, how many primals are the module's own parameters and buffers (they come first)."""
     notes: list[str] = field(default_factory=list)
     """What the captured graphs do that the model does not (a copy of an output aliasing an input)."""
-    saved_outside: list[int] | None = None
-    """On Dynamo's route, the bytes of each storage eager autograd saved outside every compiled region in the
-    forward (`core/eager_saves.py`); None where not read."""
+    eager_storages: list[EagerStorage] = field(default_factory=list)
+    """On Dynamo's route, each storage eager autograd saved outside every compiled region in the forward, with the
+    key the regions know it by (`core/eager_saves.py`); empty where none, or not read."""
     torch_compile_settings: dict[str, object] = field(default_factory=dict)
     """The `torch._dynamo.config` settings under which `torch.compile` makes the graphs this capture made, beside
     the user's own: those the capture set for its own trace, and the logger methods it traced past
@@ -442,6 +442,12 @@ class CaptureSession:
         """The capture's forward is over: no more runs to note, and the storages noted are let go before backward."""
         self.held = self._held_storages = None
         self._storage_keys = {}
+
+    def noted_key(self, storage: torch.UntypedStorage) -> int | None:
+        """The key of a storage a region's run took in or handed on in this forward (`RegionStorages`); None for
+        any other. Only while the forward's storages are held (before `forward_ran`)."""
+        noted = self._storage_keys.get(storage_id(storage))
+        return None if noted is None else noted[0]
 
     def _storage_key(self, storage: torch.UntypedStorage) -> int:
         identity = storage_id(storage)

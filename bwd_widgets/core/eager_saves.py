@@ -8,8 +8,9 @@ saved value: a compiled region is one node (AOT Autograd's `CompiledFunction`), 
 partition's; every other node's are eager autograd's. They are read there, not through a saved-tensor hook around the
 forward: a hook would hide the user's own hooks from what Dynamo compiles, and fail a forward that turns hooks off
 (`torch.func.grad`). Counted as torch.compile's own saves are counted: each storage once, the model's parameters and
-buffers and the call's tensors left out (the model and the caller hold those anyway), and a storage a region saves
-too counted with the region.
+buffers and the call's tensors left out (the model and the caller hold those anyway). Each storage carries the key
+the capture's regions know it by, where a region took it in or handed it on: whether a region saves it too depends
+on the partition shown, so the regions' count and this one meet in `core.trace.outside_regions`, at any budget.
 """
 
 from __future__ import annotations
@@ -19,17 +20,20 @@ from typing import TYPE_CHECKING
 import torch
 
 from .compat import REGION_BACKWARD_NODE, storage_id
+from .kinds import EagerStorage
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 
-def saved_outside_regions(outputs: list[torch.Tensor], held: list[torch.Tensor]) -> list[int]:
-    """The bytes of each storage eager autograd saved for the backward of `outputs` and no compiled region saved
-    too, `held` (parameters, buffers, the call's tensors) left out. Read before any backward frees them."""
+def saved_by_eager(
+    outputs: list[torch.Tensor], held: list[torch.Tensor], key_of: Callable[[torch.UntypedStorage], int | None]
+) -> list[EagerStorage]:
+    """Each storage eager autograd saved for the backward of `outputs`, once, with its bytes and `key_of` it (the
+    capture's key, None where no region took it in or handed it on); `held` (parameters, buffers, the call's
+    tensors) left out. Read before any backward frees them."""
     held_keys = {key for t in held if (key := _storage_key(t)) is not None}
-    by_regions: set[int] = set()
-    by_eager: dict[int, int] = {}
+    by_eager: dict[int, EagerStorage] = {}
     seen: dict[int, object] = {}  # the nodes by id, kept alive while the walk runs
     stack = [t.grad_fn for t in outputs if t.grad_fn is not None]
     while stack:
@@ -37,17 +41,14 @@ def saved_outside_regions(outputs: list[torch.Tensor], held: list[torch.Tensor])
         if id(node) in seen:
             continue
         seen[id(node)] = node
-        region = type(node).__name__ == REGION_BACKWARD_NODE
-        for tensor in _saved_by(node):
-            key = _storage_key(tensor)
-            if key is None or key in held_keys:
-                continue
-            if region:
-                by_regions.add(key)
-            else:
-                by_eager.setdefault(key, tensor.untyped_storage().nbytes())
+        if type(node).__name__ != REGION_BACKWARD_NODE:  # a region's saves are its partition's
+            for tensor in _saved_by(node):
+                key = _storage_key(tensor)
+                if key is not None and key not in held_keys and key not in by_eager:
+                    storage = tensor.untyped_storage()
+                    by_eager[key] = EagerStorage(key_of(storage), int(storage.nbytes()))
         stack.extend(following for following, _ in node.next_functions if following is not None)
-    return [size for key, size in by_eager.items() if key not in by_regions]
+    return list(by_eager.values())
 
 
 def _saved_by(node: object) -> Iterator[torch.Tensor]:
@@ -89,10 +90,10 @@ def _storage_key(tensor: torch.Tensor) -> int | None:
 
 
 def saved_outside_note(storage_bytes: list[int]) -> str:
-    """What eager autograd kept outside every compiled region, read after the capture's forward."""
+    """What eager autograd kept outside every compiled region that no region of the partition shown keeps too."""
     tensors = f"{len(storage_bytes)} tensor{'s' if len(storage_bytes) != 1 else ''}"
     return (
-        f"Outside every compiled region, eager autograd saved {sum(storage_bytes):,} B for backward in {tensors} (read "
-        "from the autograd graph the capture's forward left, each storage once): torch.compile's run keeps them beside "
-        "each region's saved set, and no partition here shows them."
+        f"Outside every compiled region, eager autograd saved {sum(storage_bytes):,} B for backward in {tensors} that "
+        "no region here saves too (read from the autograd graph the capture's forward left, each storage once): "
+        "torch.compile's run keeps them beside each region's saved set, and no partition here shows them."
     )

@@ -46,28 +46,35 @@ class RegionStorages:
         """How often the capture's forward ran this region (a frame Dynamo compiled once, called for every block)."""
         return len(self.made)
 
-    def bytes_in(self, run: int, ref: StorageRef | None, one_run: int) -> int:
-        """The bytes a saved value keeps alive in `run`: an input's storage where the forward made it in that run
-        (0 where the model or the caller held it then), else `one_run` (its `activation_bytes`)."""
-        if ref is None or ref[0] != "input":
-            return one_run
-        made = self.made[run].get(int(ref[1]))
-        return made[1] if made is not None else 0
+    def kept(self, run: int, ref: StorageRef | None, one_run: int) -> tuple[int | None, int]:
+        """The storage a saved value keeps alive in `run`, from its `SavedTensor.storage_ref`: its key (None where
+        no other region can hold it) and its bytes: an input's storage where the forward made it in that run (none
+        where the model or the caller held it then), else `one_run` (the value's `activation_bytes`)."""
+        if ref is None:
+            return None, one_run
+        where, what = ref
+        if where == "output":
+            return self.handed_on[run].get(str(what)), one_run
+        made = self.made[run].get(int(what))
+        return (None, 0) if made is None else made
 
     def key(self, run: int, ref: StorageRef | None) -> int | None:
         """The storage key of `ref` (`SavedTensor.storage_ref`) in `run`; None where no other region can hold it."""
-        if ref is None:
-            return None
-        where, what = ref
-        if where == "input":
-            made = self.made[run].get(int(what))
-            return made[0] if made is not None else None
-        return self.handed_on[run].get(str(what))
+        return self.kept(run, ref, 0)[0]
 
 
 StorageRef = tuple[Literal["input", "output"], "int | str"]
 """Where a saved value's storage comes from in its region's run: ("input", primal index) for an input the forward
-made, ("output", value name) for a value the region hands on (`RegionStorages.key` reads its key per run)."""
+made, ("output", value name) for a value the region hands on (`RegionStorages.kept` reads it per run)."""
+
+
+class EagerStorage(NamedTuple):
+    """A storage eager autograd saved outside every compiled region in the capture's forward (`core/eager_saves.py`)."""
+
+    key: int | None
+    """The key the capture's regions know the storage by (`RegionStorages`), where a region took it in or handed it
+    on; None where none did, so no region can save it."""
+    nbytes: int
 
 
 class InputSource(NamedTuple):

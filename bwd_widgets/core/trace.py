@@ -30,7 +30,7 @@ from .compat import (
 from .decisions import Decisions, recording
 from .errors import PartitionerError, describe_failure
 from .interrupts import interrupts_held
-from .kinds import DEFAULT_BACKEND, Backend, InputSource, RegionStorages
+from .kinds import DEFAULT_BACKEND, Backend, EagerStorage, InputSource, RegionStorages
 from .memory import MemoryProfile, profile
 from .nodes import BackwardNode, backward_nodes
 from .partitioners import Partitioner, check_allowed_on, resolve_for_backend
@@ -495,17 +495,30 @@ def saved_storages(partitions: Sequence[Partition]) -> list[tuple[analysis.Saved
     saved value that counts it and its bytes: each run of a region its own (`RegionStorages.runs`), a storage two
     regions save once (a value one region hands on and another takes in, both saving it). What `torch.compile`'s run
     of the forward keeps for backward in its compiled regions."""
+    return [(saved, nbytes) for saved, nbytes, _ in _region_storages(partitions)]
+
+
+def outside_regions(partitions: Sequence[Partition], eager: Sequence[EagerStorage]) -> list[int]:
+    """The bytes of each storage eager autograd saved outside every compiled region (`core/eager_saves.py`) that
+    none of `partitions` saves too: a region's output that eager code saves counts with the region at a budget
+    where the region saves it as well, and with eager autograd where not. With `saved_storages`, everything a
+    `torch.compile` run of the forward keeps for backward, each storage once."""
+    in_regions = {key for _, _, key in _region_storages(partitions) if key is not None}
+    return [nbytes for key, nbytes in eager if key is None or key not in in_regions]
+
+
+def _region_storages(partitions: Sequence[Partition]) -> list[tuple[analysis.SavedTensor, int, int | None]]:
+    """`saved_storages` with each storage's key across regions (None where no other region can hold it)."""
     counted: set[int] = set()
     storages = []
     for partition in partitions:
         regions = partition.storages
         for run in range(regions.runs):
             for saved in partition.saved_tensors:
-                nbytes = regions.bytes_in(run, saved.storage_ref, saved.activation_bytes)
-                key = regions.key(run, saved.storage_ref)
+                key, nbytes = regions.kept(run, saved.storage_ref, saved.activation_bytes)
                 if not nbytes or key in counted:
                     continue
                 if key is not None:
                     counted.add(key)
-                storages.append((saved, nbytes))
+                storages.append((saved, nbytes, key))
     return storages

@@ -33,7 +33,7 @@ from ..core.compat import (
     graph_break_reasons,
     pytree,
 )
-from ..core.eager_saves import saved_outside_note, saved_outside_regions
+from ..core.eager_saves import saved_by_eager
 from ..core.errors import (
     BwdWidgetsError,
     CallError,
@@ -329,7 +329,7 @@ def _capture_as_decided(
         seconds=time.perf_counter() - started,
         autograd_gradients={n: g for n, g in grads.items() if g is not None},
         requires_grad=call.requires_grad,
-        saved_outside_regions=tuple(session.saved_outside or ()),
+        eager_storages=tuple(session.eager_storages),
         torch_compile_settings=dict(session.torch_compile_settings),
     )
     return extraction, notes, session.started_from_loss
@@ -438,8 +438,6 @@ def _attempt(
     session.graph_breaks = graph_break_reasons() - before
     if session.graph_breaks or len(session.regions) > 1:
         notes = [*notes, *_graph_breaks(session.graph_breaks, len(session.regions))]
-    if session.saved_outside:
-        notes = [*notes, saved_outside_note(session.saved_outside)]
     session.torch_compile_settings = {**settings, **logger_calls.setting()}
     logged = logger_calls.note()
     return session, told, notes if logged is None else [*notes, logged], backward_ran
@@ -661,12 +659,12 @@ def _held(call: _Call, values: list) -> list[torch.Tensor]:
 
 def _read_saved_outside(session: CaptureSession, route: str, picked: Picked) -> None:
     """On Dynamo's route, what eager autograd saved outside every compiled region for the picked output's backward
-    (`session.saved_outside`), read before the backward runs; what the model and the caller hold (`session.held`)
-    left out. The torch.fx route compiles the whole forward as one region: nothing runs outside it. Either way the
-    forward is over (`CaptureSession.forward_ran`)."""
+    (`session.eager_storages`, keyed as the regions key what they took in and handed on), read before the backward
+    runs; what the model and the caller hold (`session.held`) left out. The torch.fx route compiles the whole forward
+    as one region: nothing runs outside it. Either way the forward is over (`CaptureSession.forward_ran`)."""
     if route == "dynamo":
         outputs = [t for _, t in differentiable_leaves(picked.value)]
-        session.saved_outside = saved_outside_regions(outputs, session.held or [])
+        session.eager_storages = saved_by_eager(outputs, session.held or [], session.noted_key)
     session.forward_ran()
 
 

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..core import memory
-from ..core.kinds import Backend, Mode
+from ..core.eager_saves import saved_outside_note
+from ..core.kinds import Backend, EagerStorage, Mode
 from ..core.measure import MeasuredMemory
 from ..core.measure import measure as measure_partitions
 from ..core.partitioners import resolve_for_backend
-from ..core.trace import TORCH_WORK, Partition, saved_storages
+from ..core.trace import TORCH_WORK, Partition, outside_regions, saved_storages
 from ..graphnet.writer import Layout, save_extraction
 from .display_hook import RichDisplay
 
@@ -45,10 +46,11 @@ class BackwardExtraction(RichDisplay):
     """Gradients eager autograd computed (real mode), by argument or qualified parameter name."""
     requires_grad: dict[str, bool] = field(default_factory=dict)
     """Which inputs and parameters were given a gradient, as decided."""
-    saved_outside_regions: tuple[int, ...] = ()
-    """The bytes of each storage eager autograd saved for backward outside every compiled region as the capture's
-    forward ran (code Dynamo ran eagerly: between graph breaks, a frame it skipped), each once: torch.compile's run
-    keeps them too, and no partition holds them (`core/eager_saves.py`)."""
+    eager_storages: tuple[EagerStorage, ...] = ()
+    """Each storage eager autograd saved for backward outside every compiled region as the capture's forward ran
+    (code Dynamo ran eagerly: between graph breaks, a frame it skipped), once, with the key the regions know it by:
+    torch.compile's run keeps them too (`core/eager_saves.py`). `saved_outside_regions` is those no partition shown
+    saves too."""
     torch_compile_settings: dict[str, object] = field(default_factory=dict)
     """The `torch._dynamo.config` settings, beside your own, under which `torch.compile` makes the graphs shown:
     those the capture set for its own trace (`allow_rnn`...) and the `ignore_logging_functions` that skips the
@@ -97,6 +99,8 @@ class BackwardExtraction(RichDisplay):
     def notes(self) -> list[str]:
         """Anything worth knowing, one sentence each (a failed real backward run, a replay that failed)."""
         notes = [n for p in self.partitions for n in p.trace.notes + p.notes]
+        if self.saved_outside_regions:
+            notes.append(saved_outside_note(list(self.saved_outside_regions)))
         outside = self.gradients_outside_graphs
         if outside:
             shown = ", ".join(outside[:4]) + (f" and {len(outside) - 4} more" if len(outside) > 4 else "")
@@ -163,6 +167,13 @@ class BackwardExtraction(RichDisplay):
         (`core.trace.saved_storages`). What a `torch.compile` run keeps in its regions; `saved_outside_regions` is
         what eager autograd keeps between them."""
         return [nbytes for _, nbytes in saved_storages(self.partitions)]
+
+    @property
+    def saved_outside_regions(self) -> tuple[int, ...]:
+        """The bytes of each storage eager autograd saved outside every compiled region and no region here saves
+        too (`core.trace.outside_regions`): read at the capture, true of every partition made again from it. With
+        `saved_storage_bytes`, everything a `torch.compile` run keeps for backward."""
+        return tuple(outside_regions(self.partitions, self.eager_storages))
 
     @property
     def saved_activation_bytes(self) -> int:
