@@ -264,19 +264,36 @@ class _Recurrent(nn.Module):
         return self.last(hidden).sum()
 
 
-@pytest.mark.parametrize("caught", [False, True])
+RECURRENT_PLACES = ("inside", "inside, caught", "at the root")
+"""Where the recurrent layer is: called by the model (which lets the refusal through, or catches it), or the model."""
+
+
+def _recurrent_model(layer: type[nn.Module], place: str) -> nn.Module:
+    if place == "at the root":
+        return layer(8, 8, batch_first=True)
+    return _Recurrent(layer, caught=place == "inside, caught")
+
+
+@pytest.mark.parametrize("place", RECURRENT_PLACES)
 @pytest.mark.parametrize("layer", RECURRENT_LAYERS, ids=lambda layer: layer.__name__)
-def test_a_recurrent_layer_is_refused_unless_allow_rnn(layer: type[nn.Module], caught: bool) -> None:
+def test_a_recurrent_layer_is_refused_unless_allow_rnn(layer: type[nn.Module], place: str) -> None:
     """torch.compile leaves nn.RNN, nn.GRU and nn.LSTM out of its graphs while `allow_rnn` is unset, and traces
-    them with it set: torch.fx's route refuses the layer (the model catching it or not) only while it is unset,
-    and an extraction then names the setting torch.compile needs to make the graphs shown."""
+    them with it set: torch.fx's route refuses the layer (the model catching it or not, or the model being the
+    layer) only while it is unset, and an extraction then names the setting torch.compile needs to make the graphs
+    shown."""
     torch.manual_seed(0)
-    model = _Recurrent(layer, caught)
+    model = _recurrent_model(layer, place)
     assert dynamo_config.allow_rnn is False
     with pytest.raises(NotForFx, match=RECURRENT):
         fx_trace(model, LoggerCalls())
     with dynamo_config.patch(allow_rnn=True):
-        fx_trace(model, LoggerCalls())
-    extraction = bw.extract(_Recurrent(layer, caught=False), torch.randn(2, 3, 8), cache=False)
+        if place != "at the root":
+            fx_trace(model, LoggerCalls())
+        else:  # torch.fx cannot trace the layer's own forward (it branches on its input): refused for that
+            with pytest.raises(NotForFx) as refused:
+                fx_trace(model, LoggerCalls())
+            assert RECURRENT not in str(refused.value), refused.value
+    model = _recurrent_model(layer, "inside" if place == "inside, caught" else place)
+    extraction = bw.extract(model, torch.randn(2, 3, 8), cache=False)
     assert extraction.torch_compile_settings == {"allow_rnn": True}
     assert dynamo_config.allow_rnn is False
