@@ -771,8 +771,13 @@ def check_gradient_names(entry: ZooModel, model: nn.Module, inputs: dict, extrac
 
 
 def check_fake(entry: ZooModel, model: nn.Module, inputs: dict, extraction) -> None:
-    """Fake mode: no real compute, the same backward graph (nodes, saved values, gradients) as real mode."""
+    """Fake mode: no real compute, the same backward graph (nodes, saved values, gradients) as real mode, and the
+    same storages kept for backward, in the regions and between them, at the capture's budget and min-cut's 0.5
+    (real mode's are held against torch.compile's own count in tests/test_torch_partition.py)."""
     fake = extract(entry, model, inputs, mode="fake")
+    for real_one, fake_one in ((extraction, fake), (extraction.rerun("min_cut", 0.5), fake.rerun("min_cut", 0.5))):
+        kept = [sorted(e.saved_storage_bytes) + [-1] + sorted(e.saved_outside_regions) for e in (real_one, fake_one)]
+        assert kept[0] == kept[1], kept
     assert fake.mode == "fake" and fake.backward_node_count > 0
     assert fake.saved_tensors, "fake mode lists what is saved for backward"
     assert all(s.name for s in fake.saved_tensors), [s for s in fake.saved_tensors if not s.name][:3]
