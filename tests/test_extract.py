@@ -71,11 +71,29 @@ def test_graph_breaks_give_several_pairs_in_order():
 
 
 def test_item_stays_in_one_graph_unless_asked_to_break():
-    scale = torch.tensor(3.0)
-    one = bw.extract(ScalarSetting(), torch.randn(2, 4), scale, requires_grad={"scale": False})
-    assert len(one.partitions) == 1
-    split = bw.extract(ScalarSetting(), torch.randn(2, 4), scale, requires_grad={"scale": False}, capture_scalars=False)
-    assert len(split.partitions) == 2
+    """`.item()` stays in the graph unless told, and the extraction names the setting under which torch.compile
+    makes the graphs shown: one graph under it, two (a break at `.item()`) under torch's default, as each extraction
+    shows, by torch.compile's own count of its graphs. (Real mode: a fake tensor has no number to give `.item()`.)"""
+    torch.manual_seed(0)
+    model, x, scale = ScalarSetting(), torch.randn(2, 4), torch.tensor(3.0)
+    one = bw.extract(model, x, scale, requires_grad={"scale": False}, cache=False)
+    split = bw.extract(model, x, scale, requires_grad={"scale": False}, capture_scalars=False, cache=False)
+    assert one.torch_compile_settings == {"capture_scalar_outputs": True}
+    kept = "reads a scalar from a tensor (.item()) and keeps it inside, as torch._dynamo.config.capture_scalar_outputs"
+    assert any(kept in note for note in one.notes), one.notes
+    assert split.torch_compile_settings == {} and not any(kept in note for note in split.notes), split.notes
+    for extraction, graphs in ((one, 1), (split, 2)):
+        made: list[torch.fx.GraphModule] = []
+
+        def counting(gm, example_inputs, made=made):
+            made.append(gm)
+            return gm.forward
+
+        torch._dynamo.reset()
+        with torch._dynamo.config.patch(**extraction.torch_compile_settings):
+            torch.compile(model, backend=counting)(x, scale)
+        torch._dynamo.reset()
+        assert len(extraction.partitions) == len(made) == graphs
     assert torch._dynamo.config.capture_scalar_outputs is False
 
 

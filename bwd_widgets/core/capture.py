@@ -130,6 +130,9 @@ class CaptureSession:
     """The `torch._dynamo.config` settings under which `torch.compile` makes the graphs this capture made, beside
     the user's own: those the capture set for its own trace, and the logger methods it traced past
     (`LoggerCalls.setting`); empty where the user's settings give them already."""
+    reads_scalar: bool = False
+    """A graph the capture compiled reads a Python number from a tensor (`.item()`, `.tolist()`), which Dynamo keeps
+    in the graph only under `capture_scalar_outputs` (`extract`'s `capture_scalars`)."""
     held: list[torch.Tensor] | None = None
     """The model's tensors and the call's as the forward runs them (fake ones in fake mode), set before the run
     and dropped after it (`forward_ran`): a region's input sharing none of their storages is one the forward made
@@ -261,6 +264,7 @@ class CaptureSession:
         self._arguments.update((key, (n, v)) for n, v in tensors if (key := data_key(v)) is not None)
 
     def _dynamo_region(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        self.reads_scalar |= _reads_scalar(gm)
         order = _signature_order(gm, self.signature)
         if order is not None:
             # Dynamo calls the compiled graph in its placeholders' final order.
@@ -290,6 +294,7 @@ class CaptureSession:
         loss was picked by default; the choice is made on the traced graph's output, before AOT Autograd."""
         self._compiled_module = module
         gm = fx_trace(module, logger_calls)
+        self.reads_scalar = _reads_scalar(gm)
         self._inputs = self._fx_sources(gm)
         self._current = None
         output = gm.graph.output_node()
@@ -538,6 +543,15 @@ class CaptureSession:
         if local is not None and local in self.input_names:
             kind, name = self.input_names[local]
         return InputSource(kind, name, key)
+
+
+_SCALAR_READS = frozenset({"item", "tolist"})
+"""The tensor methods that hand Python a number (`int(t)` and `float(t)` are recorded as `item`)."""
+
+
+def _reads_scalar(gm: torch.fx.GraphModule) -> bool:
+    """Whether Dynamo's or torch.fx's graph reads a Python number from a tensor (`_SCALAR_READS`)."""
+    return any(node.op == "call_method" and node.target in _SCALAR_READS for node in gm.graph.nodes)
 
 
 def _storage_of(value: object) -> torch.UntypedStorage | None:

@@ -438,9 +438,27 @@ def _attempt(
     session.graph_breaks = graph_break_reasons() - before
     if session.graph_breaks or len(session.regions) > 1:
         notes = [*notes, *_graph_breaks(session.graph_breaks, len(session.regions))]
-    session.torch_compile_settings = {**settings, **logger_calls.setting()}
+    scalars = _scalar_setting(session, capture_scalars)
+    if scalars:
+        notes = [*notes, _SCALARS_KEPT]
+    session.torch_compile_settings = {**settings, **logger_calls.setting(), **scalars}
     logged = logger_calls.note()
     return session, told, notes if logged is None else [*notes, logged], backward_ran
+
+
+def _scalar_setting(session: CaptureSession, capture_scalars: bool) -> dict[str, bool]:
+    """`capture_scalar_outputs`, as the capture set it, where a graph shown reads a number from a tensor (`.item()`,
+    `CaptureSession.reads_scalar`) and the user's setting is off: `torch.compile` then breaks the graph there."""
+    if not capture_scalars or dynamo_config.capture_scalar_outputs or not session.reads_scalar:
+        return {}
+    return {"capture_scalar_outputs": True}
+
+
+_SCALARS_KEPT = (
+    "a graph here reads a scalar from a tensor (.item()) and keeps it inside, as torch._dynamo.config."
+    "capture_scalar_outputs does (this capture set it for its own trace: extract's capture_scalars, True unless told); "
+    "torch.compile with your settings breaks the graph there, as extract(..., capture_scalars=False) shows."
+)
 
 
 def _graph_breaks(reasons: Counter[str], regions: int) -> list[str]:

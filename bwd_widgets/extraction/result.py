@@ -53,10 +53,10 @@ class BackwardExtraction(RichDisplay):
     saves too."""
     torch_compile_settings: dict[str, object] = field(default_factory=dict)
     """The `torch._dynamo.config` settings, beside your own, under which `torch.compile` makes the graphs shown:
-    those the capture set for its own trace (`allow_rnn`...) and the `ignore_logging_functions` that skips the
-    logger calls it traced past, each named in a note. `with torch._dynamo.config.patch(**e.torch_compile_settings):`
-    compiles the model as shown, with `capture_scalar_outputs` as `extract(capture_scalars=...)` had it (True unless
-    told: `.item()` stays in the graph); empty where your settings do already."""
+    those the capture set for its own trace (`allow_rnn`, `capture_scalar_outputs` where a graph keeps an `.item()`
+    inside...) and the `ignore_logging_functions` that skips the logger calls it traced past, each named in a note.
+    `with torch._dynamo.config.patch(**e.torch_compile_settings):` compiles the model as shown; empty where your
+    settings do already."""
     measured: MeasuredMemory | None = field(default=None, init=False, repr=False)
     """The last `measure()` (None until then; `rerun` starts unmeasured): `bw.show` draws it over the prediction."""
 
