@@ -293,7 +293,19 @@ def test_a_recurrent_layer_is_refused_unless_allow_rnn(layer: type[nn.Module], p
             with pytest.raises(NotForFx) as refused:
                 fx_trace(model, LoggerCalls())
             assert RECURRENT not in str(refused.value), refused.value
-    model = _recurrent_model(layer, "inside" if place == "inside, caught" else place)
-    extraction = bw.extract(model, torch.randn(2, 3, 8), cache=False)
+    model, x = _recurrent_model(layer, "inside" if place == "inside, caught" else place), torch.randn(2, 3, 8)
+    graphs: list[torch.fx.GraphModule] = []
+
+    def counting(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    with dynamo_config.patch(allow_rnn=True):
+        torch.compile(model, backend=counting)(x)
+    torch._dynamo.reset()
+    assert graphs, "torch.compile makes graphs of the layer under allow_rnn"
+    extraction = bw.extract(model, x, cache=False)  # on 2.15, Dynamo's words for a root layer do not name allow_rnn
     assert extraction.torch_compile_settings == {"allow_rnn": True}
+    assert any("allow_rnn" in note for note in extraction.notes), extraction.notes
     assert dynamo_config.allow_rnn is False

@@ -47,7 +47,7 @@ from ..core.errors import (
     raised_by_us,
 )
 from ..core.fake import faked
-from ..core.fx_route import fx_route_possible
+from ..core.fx_route import RECURRENT, RECURRENT_LAYERS, fx_route_possible
 from ..core.interrupts import interrupts_held
 from ..core.kinds import DEFAULT_BACKEND, MODES, Backend, InputKind, Mode
 from ..core.logger_calls import LoggerCalls
@@ -399,7 +399,10 @@ def _capture_by_route(
         if route == "fx":
             return captured
         breaks = captured[0].graph_breaks
-        captured, settings = _past_refusals(captured, breaks, call, inputs, resolved, mode, capture_scalars)
+        named = _switches_named(breaks)
+        if isinstance(call.model, RECURRENT_LAYERS) and not dynamo_config.allow_rnn:
+            named.setdefault("allow_rnn", RECURRENT)  # Dynamo's words for a root layer do not name it on 2.15
+        captured, settings = _past_refusals(captured, named, call, inputs, resolved, mode, capture_scalars)
         if captured[0].repeated_region:
             whole = _traced_into_skipped(call, inputs, resolved, mode, capture_scalars, settings)
             if whole is not None:
@@ -546,17 +549,16 @@ def _switches_named(breaks: Counter[str]) -> dict[str, str]:
 
 def _past_refusals(
     first: _Capture,
-    breaks: Counter[str],
+    named: dict[str, str],
     call: _Call,
     inputs: _Inputs,
     resolved: Partitioner,
     mode: Mode,
     capture_scalars: bool,
 ) -> tuple[_Capture, dict[str, bool]]:
-    """Capture again with the settings Dynamo named (`_switches_named`), and keep that capture, with a note for
-    each, where it captured anything; else the first, with a note saying what was tried. Returns the capture
-    kept and the settings it was made with."""
-    named = _switches_named(breaks)
+    """Capture again with the settings `named` (Dynamo's hints: `_switches_named`; the torch.fx route's refusal of a
+    recurrent layer), and keep that capture, with a note for each, where it captured anything; else the first, with
+    a note saying what was tried. Returns the capture kept and the settings it was made with."""
     if not named:
         return first, {}
     settings = dict.fromkeys(named, True)
