@@ -503,6 +503,8 @@ def outside_regions(partitions: Sequence[Partition], eager: Sequence[EagerStorag
     none of `partitions` saves too: a region's output that eager code saves counts with the region at a budget
     where the region saves it as well, and with eager autograd where not. With `saved_storages`, everything a
     `torch.compile` run of the forward keeps for backward, each storage once."""
+    if not eager:
+        return []
     in_regions = {key for _, _, key in _region_storages(partitions) if key is not None}
     return [nbytes for key, nbytes in eager if key is None or key not in in_regions]
 

@@ -99,8 +99,8 @@ class BackwardExtraction(RichDisplay):
     def notes(self) -> list[str]:
         """Anything worth knowing, one sentence each (a failed real backward run, a replay that failed)."""
         notes = [n for p in self.partitions for n in p.trace.notes + p.notes]
-        if self.saved_outside_regions:
-            notes.append(saved_outside_note(list(self.saved_outside_regions)))
+        if outside_eagerly := self.saved_outside_regions:
+            notes.append(saved_outside_note(list(outside_eagerly)))
         outside = self.gradients_outside_graphs
         if outside:
             shown = ", ".join(outside[:4]) + (f" and {len(outside) - 4} more" if len(outside) > 4 else "")
