@@ -51,3 +51,18 @@ def aliasing_outputs(gm: torch.fx.GraphModule, values: dict[torch.fx.Node, objec
         and value.requires_grad
         and _storage(value) in inputs
     ]
+
+
+def aliased_inputs(gm: torch.fx.GraphModule, values: dict[torch.fx.Node, object], indices: list[int]) -> dict[int, int]:
+    """For each output at `indices` (`aliasing_outputs`), the position among the graph's placeholders of an input
+    whose storage its value shares: in `torch.compile`'s run the output is a view of that input's memory."""
+    placeholders = [_storage(values.get(n)) for n in gm.graph.nodes if n.op == "placeholder"]
+    leaves = gm.graph.output_node().args[0]
+    assert isinstance(leaves, (tuple, list))
+    found = {}
+    for i in indices:
+        leaf = leaves[i]
+        shared = _storage(values.get(leaf)) if isinstance(leaf, torch.fx.Node) else None
+        if shared is not None and shared in placeholders:
+            found[i] = placeholders.index(shared)
+    return found

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import torch
 import torch.fx
 
-from .aliasing import AliasedOutputs, aliasing_outputs, outputs_aliasing_inputs
+from .aliasing import AliasedOutputs, aliased_inputs, aliasing_outputs, outputs_aliasing_inputs
 from .analysis import storage_root
 from .compat import (
     FakeTensorMode,
@@ -139,6 +139,9 @@ class CaptureSession:
     (`RegionStorages.made`). None: no run being noted."""
     _held_storages: set[int] | None = None
     """The storages of `held`, by identity, read at the forward's first region run."""
+    _copies: dict[int, tuple[torch.UntypedStorage, torch.UntypedStorage]] = field(default_factory=dict)
+    """This forward's output copies (`_copy_outputs`) by their storage's identity -> (the storage of the input the
+    output is a view of in torch.compile's run, the copy's storage, held so that its identity stays unique)."""
     _storage_keys: dict[int, tuple[int, torch.UntypedStorage]] = field(default_factory=dict)
     """Each storage a region's run took in or handed on, by identity -> its key, with the storage held until the
     forward is over (`forward_ran`) so that no later storage of the forward takes its identity."""
@@ -272,7 +275,10 @@ class CaptureSession:
             example_inputs = [example_inputs[i] for i in order]
         self._inputs = self._dynamo_sources(gm, example_inputs)
         self._current = None
-        self._copy_outputs(gm, aliasing_outputs(gm, {n: n.meta.get("example_value") for n in gm.graph.nodes}))
+        values = {n: n.meta.get("example_value") for n in gm.graph.nodes}
+        aliased = aliasing_outputs(gm, values)
+        sources = aliased_inputs(gm, values, aliased)
+        self._copy_outputs(gm, aliased)
         fw_compiler, bw_compiler, partition_fn = self.compilers()
         with graph_text_skipped_unless_logged():
             if self.backend == "inductor":
@@ -281,10 +287,53 @@ class CaptureSession:
                     compiled: Callable = (bw_compiler if is_backward else fw_compiler)(graph, inputs)
                     return compiled
 
-                return inductor_compile(gm, example_inputs, compile_graph, partition_fn)
-            return aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn)(
-                gm, example_inputs
-            )
+                region = inductor_compile(gm, example_inputs, compile_graph, partition_fn)
+            else:
+                region = aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn)(
+                    gm, example_inputs
+                )
+        return self._noting_copies(region, sources) if sources and self.regions else region
+
+    def _noting_copies(self, compiled: Callable, sources: dict[int, int]) -> Callable:
+        """`compiled` (a Dynamo region, either calling convention), noting for each output copy `_copy_outputs`
+        made (`sources`: output -> input position) the input it is a view of in torch.compile's run
+        (`canonical`), while the forward's storages are noted."""
+        session, target = weakref.ref(self), weakref.ref(self.regions[-1])
+        boxed = bool(getattr(compiled, "_boxed_call", False))
+
+        def run(*args: Any) -> Any:
+            given = args[0] if boxed else args
+            inputs = {j: given[j] for j in sources.values()}  # a boxed call clears its list
+            outputs = compiled(*args)
+            owner, region = session(), target()
+            if owner is not None and region is not None and owner.held is not None:
+                owner._note_copies(region, {i: inputs[j] for i, j in sources.items()}, outputs)  # noqa: SLF001
+            return outputs
+
+        return mark_boxed(run) if boxed else run
+
+    def _note_copies(self, region: _Region, sources: dict[int, object], outputs: object) -> None:
+        """Each output copy of this run stands for the storage of the input it copies (`sources`: output index ->
+        that input), as torch.compile's view does: later regions' inputs and eager autograd's saves of it resolve
+        there (`canonical`), and the region's record of what it handed on names that storage."""
+        if not isinstance(outputs, (tuple, list)):
+            return
+        for i, source in sources.items():
+            copy, original = _storage_of(outputs[i]), _storage_of(source)
+            if copy is None or original is None:
+                continue
+            self._copies[storage_id(copy)] = (original, copy)
+            copied = self._storage_keys.get(storage_id(copy))
+            if copied is not None and region.handed_on:
+                kept = self._storage_key(original)
+                handed_on = region.handed_on[-1]
+                handed_on.update({name: kept for name, key in handed_on.items() if key == copied[0]})
+
+    def canonical(self, storage: torch.UntypedStorage) -> torch.UntypedStorage:
+        """The storage a `torch.compile` run has where this capture has `storage`: the input's, for an output copy
+        `_copy_outputs` made (`_note_copies`); else `storage` itself."""
+        copied = self._copies.get(storage_id(storage))
+        return storage if copied is None else copied[0]
 
     def compile_fx(self, module: torch.nn.Module, inputs: list, logger_calls: LoggerCalls) -> Callable:
         """Trace with torch.fx (module paths and source lines kept), then AOT Autograd; raises NotForFx.
@@ -431,6 +480,7 @@ class CaptureSession:
         made: dict[int, tuple[int, int]] = {}
         for index, value in enumerate(args[: len(region.trace.inputs)]):
             storage = _storage_of(value)
+            storage = None if storage is None else self.canonical(storage)
             if storage is not None and storage_id(storage) not in held:
                 made[index] = (self._storage_key(storage), int(storage.nbytes()))
         handed_on: dict[str, int] = {}
@@ -446,12 +496,12 @@ class CaptureSession:
     def forward_ran(self) -> None:
         """The capture's forward is over: no more runs to note, and the storages noted are let go before backward."""
         self.held = self._held_storages = None
-        self._storage_keys = {}
+        self._storage_keys, self._copies = {}, {}
 
     def noted_key(self, storage: torch.UntypedStorage) -> int | None:
-        """The key of a storage a region's run took in or handed on in this forward (`RegionStorages`); None for
-        any other. Only while the forward's storages are held (before `forward_ran`)."""
-        noted = self._storage_keys.get(storage_id(storage))
+        """The key of a storage a region's run took in or handed on in this forward (`RegionStorages`), `canonical`
+        first; None for any other. Only while the forward's storages are held (before `forward_ran`)."""
+        noted = self._storage_keys.get(storage_id(self.canonical(storage)))
         return None if noted is None else noted[0]
 
     def _storage_key(self, storage: torch.UntypedStorage) -> int:

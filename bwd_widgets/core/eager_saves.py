@@ -27,11 +27,15 @@ if TYPE_CHECKING:
 
 
 def saved_by_eager(
-    outputs: list[torch.Tensor], held: list[torch.Tensor], key_of: Callable[[torch.UntypedStorage], int | None]
+    outputs: list[torch.Tensor],
+    held: list[torch.Tensor],
+    key_of: Callable[[torch.UntypedStorage], int | None],
+    canonical: Callable[[torch.UntypedStorage], torch.UntypedStorage] = lambda storage: storage,
 ) -> list[EagerStorage]:
     """Each storage eager autograd saved for the backward of `outputs`, once, with its bytes and `key_of` it (the
     capture's key, None where no region took it in or handed it on); `held` (parameters, buffers, the call's
-    tensors) left out. Read before any backward frees them."""
+    tensors) left out. `canonical` gives the storage a torch.compile run has in its place (the capture's copy of an
+    output that is a view of an input: `CaptureSession.canonical`). Read before any backward frees them."""
     held_keys = {key for t in held if (key := _storage_key(t)) is not None}
     by_eager: dict[int, EagerStorage] = {}
     seen: dict[int, object] = {}  # the nodes by id, kept alive while the walk runs
@@ -43,9 +47,11 @@ def saved_by_eager(
         seen[id(node)] = node
         if type(node).__name__ != REGION_BACKWARD_NODE:  # a region's saves are its partition's
             for tensor in _saved_by(node):
-                key = _storage_key(tensor)
-                if key is not None and key not in held_keys and key not in by_eager:
-                    storage = tensor.untyped_storage()
+                if _storage_key(tensor) is None:
+                    continue
+                storage = canonical(tensor.untyped_storage())
+                key = storage_id(storage)
+                if key not in held_keys and key not in by_eager:
                     by_eager[key] = EagerStorage(key_of(storage), int(storage.nbytes()))
         stack.extend(following for following, _ in node.next_functions if following is not None)
     return list(by_eager.values())

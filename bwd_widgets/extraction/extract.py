@@ -684,7 +684,7 @@ def _read_saved_outside(session: CaptureSession, route: str, picked: Picked) -> 
     as one region: nothing runs outside it. Either way the forward is over (`CaptureSession.forward_ran`)."""
     if route == "dynamo":
         outputs = [t for _, t in differentiable_leaves(picked.value)]
-        session.eager_storages = saved_by_eager(outputs, session.held or [], session.noted_key)
+        session.eager_storages = saved_by_eager(outputs, session.held or [], session.noted_key, session.canonical)
     session.forward_ran()
 
 
