@@ -264,13 +264,23 @@ class _Recurrent(nn.Module):
         return self.last(hidden).sum()
 
 
-RECURRENT_PLACES = ("inside", "inside, caught", "at the root")
-"""Where the recurrent layer is: called by the model (which lets the refusal through, or catches it), or the model."""
+RECURRENT_PLACES = ("inside", "inside, caught", "at the root", "a subclass at the root", "a method at the root")
+"""Where the recurrent layer is: called by the model (which lets the refusal through, or catches it), or the model
+(the layer itself, a subclass with a forward of its own, the layer's bound `forward`)."""
 
 
-def _recurrent_model(layer: type[nn.Module], place: str) -> nn.Module:
+def _recurrent_model(layer: type[nn.Module], place: str) -> Callable:
     if place == "at the root":
         return layer(8, 8, batch_first=True)
+    if place == "a subclass at the root":
+
+        class Own(layer):  # type: ignore[misc, valid-type]
+            def forward(self, x: torch.Tensor) -> object:
+                return super().forward(x * 2)
+
+        return Own(8, 8, batch_first=True)
+    if place == "a method at the root":
+        return layer(8, 8, batch_first=True).forward
     return _Recurrent(layer, caught=place == "inside, caught")
 
 
@@ -280,19 +290,21 @@ def test_a_recurrent_layer_is_refused_unless_allow_rnn(layer: type[nn.Module], p
     """torch.compile leaves nn.RNN, nn.GRU and nn.LSTM out of its graphs while `allow_rnn` is unset, and traces
     them with it set: torch.fx's route refuses the layer (the model catching it or not, or the model being the
     layer) only while it is unset, and an extraction then names the setting torch.compile needs to make the graphs
-    shown."""
+    shown, as many as it makes under it (`RECURRENT_PLACES`: on 2.15 Dynamo's words for a root layer do not name
+    the setting, and a subclass's own forward fails its trace without it)."""
     torch.manual_seed(0)
     model = _recurrent_model(layer, place)
     assert dynamo_config.allow_rnn is False
-    with pytest.raises(NotForFx, match=RECURRENT):
-        fx_trace(model, LoggerCalls())
-    with dynamo_config.patch(allow_rnn=True):
-        if place != "at the root":
+    if isinstance(model, nn.Module):  # a method takes Dynamo's route only
+        with pytest.raises(NotForFx, match=RECURRENT):
             fx_trace(model, LoggerCalls())
-        else:  # torch.fx cannot trace the layer's own forward (it branches on its input): refused for that
-            with pytest.raises(NotForFx) as refused:
+        with dynamo_config.patch(allow_rnn=True):
+            if isinstance(model, _Recurrent):
                 fx_trace(model, LoggerCalls())
-            assert RECURRENT not in str(refused.value), refused.value
+            else:  # torch.fx cannot trace the layer's own forward (it branches on its input): refused for that
+                with pytest.raises(NotForFx) as refused:
+                    fx_trace(model, LoggerCalls())
+                assert RECURRENT not in str(refused.value), refused.value
     model, x = _recurrent_model(layer, "inside" if place == "inside, caught" else place), torch.randn(2, 3, 8)
     graphs: list[torch.fx.GraphModule] = []
 
@@ -304,8 +316,8 @@ def test_a_recurrent_layer_is_refused_unless_allow_rnn(layer: type[nn.Module], p
     with dynamo_config.patch(allow_rnn=True):
         torch.compile(model, backend=counting)(x)
     torch._dynamo.reset()
-    assert graphs, "torch.compile makes graphs of the layer under allow_rnn"
     extraction = bw.extract(model, x, cache=False)  # on 2.15, Dynamo's words for a root layer do not name allow_rnn
     assert extraction.torch_compile_settings == {"allow_rnn": True}
+    assert len(extraction.partitions) == len(graphs)
     assert any("allow_rnn" in note for note in extraction.notes), extraction.notes
     assert dynamo_config.allow_rnn is False

@@ -500,6 +500,11 @@ class EagerBetweenRegions(torch.nn.Module):
             part = hidden[:, :8]
             twice = _run_eagerly(sines)
             return (torch.tanh(part @ self.frozen[:8]) * twice).sum() + self.head(sines).sum()
+        if self.how == "a region hands on a view of its second input":  # eager's output comes first
+            hidden = self.first(x)
+            sines = _run_eagerly(hidden)
+            tripled, part = sines * 3, hidden[:, :8]
+            return self.head(tripled).sum() + _run_eagerly(part).sum()
         for layer in (self.first, self.second):
             x = torch.cos(layer(x)) * x
             torch._dynamo.graph_break()
@@ -511,6 +516,7 @@ EAGER_BETWEEN_REGIONS = (
     "frame skipped",
     "saved by a region at some budgets",
     "a region hands on a view of its input",
+    "a region hands on a view of its second input",
 )
 
 

@@ -131,7 +131,7 @@ class CaptureSession:
     the user's own: those the capture set for its own trace, and the logger methods it traced past
     (`LoggerCalls.setting`); empty where the user's settings give them already."""
     reads_scalar: bool = False
-    """A graph the capture compiled reads a Python number from a tensor (`.item()`, `.tolist()`), which Dynamo keeps
+    """A graph the capture compiled reads a Python number from a tensor (`.item()`, `int(t)`), which Dynamo keeps
     in the graph only under `capture_scalar_outputs` (`extract`'s `capture_scalars`)."""
     held: list[torch.Tensor] | None = None
     """The model's tensors and the call's as the forward runs them (fake ones in fake mode), set before the run
@@ -280,6 +280,7 @@ class CaptureSession:
         sources = aliased_inputs(gm, values, aliased)
         self._copy_outputs(gm, aliased)
         fw_compiler, bw_compiler, partition_fn = self.compilers()
+        regions_before = len(self.regions)
         with graph_text_skipped_unless_logged():
             if self.backend == "inductor":
 
@@ -292,25 +293,24 @@ class CaptureSession:
                 region = aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler, partition_fn=partition_fn)(
                     gm, example_inputs
                 )
-        return self._noting_copies(region, sources) if sources and self.regions else region
+        made_one = len(self.regions) > regions_before  # none where nothing needs a gradient (an inference graph)
+        return self._noting_copies(region, sources) if sources and made_one else region
 
     def _noting_copies(self, compiled: Callable, sources: dict[int, int]) -> Callable:
-        """`compiled` (a Dynamo region, either calling convention), noting for each output copy `_copy_outputs`
-        made (`sources`: output -> input position) the input it is a view of in torch.compile's run
-        (`canonical`), while the forward's storages are noted."""
+        """`compiled`, the region just made, noting for each output copy `_copy_outputs` made (`sources`: output ->
+        input position) the input it is a view of in torch.compile's run (`canonical`), while the forward's
+        storages are noted. Dynamo calls a backend's result with the graph's inputs as arguments (whatever
+        `_boxed_call` AOT Autograd's wrapper copied from the function it wraps)."""
         session, target = weakref.ref(self), weakref.ref(self.regions[-1])
-        boxed = bool(getattr(compiled, "_boxed_call", False))
 
         def run(*args: Any) -> Any:
-            given = args[0] if boxed else args
-            inputs = {j: given[j] for j in sources.values()}  # a boxed call clears its list
             outputs = compiled(*args)
             owner, region = session(), target()
             if owner is not None and region is not None and owner.held is not None:
-                owner._note_copies(region, {i: inputs[j] for i, j in sources.items()}, outputs)  # noqa: SLF001
+                owner._note_copies(region, {i: args[j] for i, j in sources.items()}, outputs)  # noqa: SLF001
             return outputs
 
-        return mark_boxed(run) if boxed else run
+        return run
 
     def _note_copies(self, region: _Region, sources: dict[int, object], outputs: object) -> None:
         """Each output copy of this run stands for the storage of the input it copies (`sources`: output index ->
@@ -595,8 +595,9 @@ class CaptureSession:
         return InputSource(kind, name, key)
 
 
-_SCALAR_READS = frozenset({"item", "tolist"})
-"""The tensor methods that hand Python a number (`int(t)` and `float(t)` are recorded as `item`)."""
+_SCALAR_READS = frozenset({"item"})
+"""The tensor methods in a graph that hand Python a number (`int(t)` and `float(t)` are recorded as `item`; Dynamo
+breaks the graph at `tolist` under either setting)."""
 
 
 def _reads_scalar(gm: torch.fx.GraphModule) -> bool:

@@ -47,7 +47,7 @@ from ..core.errors import (
     raised_by_us,
 )
 from ..core.fake import faked
-from ..core.fx_route import RECURRENT, RECURRENT_LAYERS, fx_route_possible
+from ..core.fx_route import RECURRENT_LAYERS, fx_route_possible
 from ..core.interrupts import interrupts_held
 from ..core.kinds import DEFAULT_BACKEND, MODES, Backend, InputKind, Mode
 from ..core.logger_calls import LoggerCalls
@@ -385,9 +385,12 @@ def _capture_by_route(
     settings torch's own hints name where they are safe for a capture (`_SWITCHES`)."""
     fx = fx_route_possible(call.model, inputs.args, bool(inputs.kwargs), call.output, capture_scalars, call.backend)
     routes = ["fx", "dynamo"] if fx else ["dynamo"]
+    preset = _preset(call)
     for route in routes:
         try:
-            captured = _attempt(route, call, inputs, resolved, mode, capture_scalars, {})
+            captured = _attempt(
+                route, call, inputs, resolved, mode, capture_scalars, preset if route == "dynamo" else {}
+            )
         except NotForFx:
             continue
         except BwdWidgetsError:
@@ -398,11 +401,10 @@ def _capture_by_route(
             raise _failure(call, error) from None
         if route == "fx":
             return captured
-        breaks = captured[0].graph_breaks
-        named = _switches_named(breaks)
-        if isinstance(call.model, RECURRENT_LAYERS) and not dynamo_config.allow_rnn:
-            named.setdefault("allow_rnn", RECURRENT)  # Dynamo's words for a root layer do not name it on 2.15
-        captured, settings = _past_refusals(captured, named, call, inputs, resolved, mode, capture_scalars)
+        named = {s: why for s, why in _switches_named(captured[0].graph_breaks).items() if s not in preset}
+        captured, settings = _past_refusals(captured, named, call, inputs, resolved, mode, capture_scalars, preset)
+        if preset:
+            captured = (captured[0], captured[1], [*(_SWITCHES[s] for s in preset), *captured[2]], captured[3])
         if captured[0].repeated_region:
             whole = _traced_into_skipped(call, inputs, resolved, mode, capture_scalars, settings)
             if whole is not None:
@@ -547,6 +549,14 @@ def _switches_named(breaks: Counter[str]) -> dict[str, str]:
     return named
 
 
+def _preset(call: _Call) -> dict[str, bool]:
+    """The settings of `_SWITCHES` a Dynamo capture starts with: `allow_rnn` where the model is an nn.RNN, nn.GRU
+    or nn.LSTM (or a method of one) and the user's setting is off. Dynamo compiles none of it otherwise, and its
+    words on 2.15 do not name the setting (a subclass's own forward fails the trace)."""
+    owner = getattr(call.model, "__self__", call.model)
+    return {"allow_rnn": True} if isinstance(owner, RECURRENT_LAYERS) and not dynamo_config.allow_rnn else {}
+
+
 def _past_refusals(
     first: _Capture,
     named: dict[str, str],
@@ -555,21 +565,22 @@ def _past_refusals(
     resolved: Partitioner,
     mode: Mode,
     capture_scalars: bool,
+    preset: dict[str, bool],
 ) -> tuple[_Capture, dict[str, bool]]:
-    """Capture again with the settings `named` (Dynamo's hints: `_switches_named`; the torch.fx route's refusal of a
-    recurrent layer), and keep that capture, with a note for each, where it captured anything; else the first, with
-    a note saying what was tried. Returns the capture kept and the settings it was made with."""
+    """Capture again with the settings Dynamo's hints name (`named`: `_switches_named`) beside `preset` (those the
+    first capture was made with), and keep that capture, with a note for each, where it captured anything; else the
+    first, with a note saying what was tried. Returns the capture kept and the settings it was made with."""
     if not named:
-        return first, {}
-    settings = dict.fromkeys(named, True)
+        return first, preset
+    settings = {**preset, **dict.fromkeys(named, True)}
     try:
         again = _attempt("dynamo", call, inputs, resolved, mode, capture_scalars, settings)
     except Exception as error:  # noqa: BLE001 - the retry is optional: any failure keeps the first capture
         tried = ", ".join(f"torch._dynamo.config.{s}" for s in named)
         note = f"a capture with {tried} set, as Dynamo's hint says, failed too: {describe_failure(error)}"
-        return (first[0], first[1], [*first[2], note], first[3]), {}
+        return (first[0], first[1], [*first[2], note], first[3]), preset
     if not again[0].regions:
-        return first, {}
+        return first, preset
     return (again[0], again[1], [*(_SWITCHES[s] for s in named), *again[2]], again[3]), settings
 
 
