@@ -51,7 +51,7 @@ class SavedTensor:
     source_aliases: tuple[str, ...] = ()  # the other names of the parameter or buffer it is (tied weights)
     storage_ref: StorageRef | None = None
     """Where the storage it keeps alive comes from, where another region may keep the same one (an input the forward
-    made, a value the region hands on: `kinds.RegionStorages.key`); None where only this region holds it."""
+    made, a value the region hands on: `kinds.RegionStorages.kept`); None where only this region holds it."""
 
     @property
     def is_activation(self) -> bool:

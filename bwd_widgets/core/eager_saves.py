@@ -30,7 +30,7 @@ def saved_by_eager(
     outputs: list[torch.Tensor],
     held: list[torch.Tensor],
     key_of: Callable[[torch.UntypedStorage], int | None],
-    canonical: Callable[[torch.UntypedStorage], torch.UntypedStorage] = lambda storage: storage,
+    canonical: Callable[[torch.UntypedStorage], torch.UntypedStorage],
 ) -> list[EagerStorage]:
     """Each storage eager autograd saved for the backward of `outputs`, once, with its bytes and `key_of` it (the
     capture's key, None where no region took it in or handed it on); `held` (parameters, buffers, the call's

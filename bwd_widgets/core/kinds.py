@@ -58,10 +58,6 @@ class RegionStorages:
         made = self.made[run].get(int(what))
         return (None, 0) if made is None else made
 
-    def key(self, run: int, ref: StorageRef | None) -> int | None:
-        """The storage key of `ref` (`SavedTensor.storage_ref`) in `run`; None where no other region can hold it."""
-        return self.kept(run, ref, 0)[0]
-
 
 StorageRef = tuple[Literal["input", "output"], "int | str"]
 """Where a saved value's storage comes from in its region's run: ("input", primal index) for an input the forward
