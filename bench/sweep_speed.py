@@ -9,8 +9,11 @@ carries), on a trace of its own, so that nothing is shared yet. Then, each on a 
 (d) with --collector-on, the same sweep with Python's garbage collector left running during torch's work
     (core/trace.py TORCH_WORK pauses it): the speed-up;
 (e) with --one-process, the same sweep with no worker process forked (`bwd_widgets/studio/forked.py`):
-    the speed-up of the workers.
+    the speed-up of the workers;
+(f) with --splits-unshared, the same sweep with only the graphs of a saved set chosen again built anew
+    (`core/reuse.py` `Splits` turned off): the speed-up of sharing them.
 Run: .venv/bin/python bench/sweep_speed.py [--repeats 1] [--unshared] [--collector-on] [--one-process]
+     [--splits-unshared]
 """
 
 import argparse
@@ -47,11 +50,16 @@ def widget_sweep(extraction) -> tuple[float, float, int]:
     return seconds, arrivals[0] - started, len(result.points)
 
 
+def splits_unshared():
+    return mock.patch("bwd_widgets.core.reuse.Splits.made", lambda self, partition: partition())
+
+
 @contextlib.contextmanager
 def nothing_shared():
     with (
         mock.patch("bwd_widgets.core.reuse.MinCuts.sharing", lambda self: contextlib.nullcontext()),
         mock.patch("bwd_widgets.core.trace.counted_flops", lambda gm, kept: None),
+        splits_unshared(),
     ):
         yield
 
@@ -62,11 +70,12 @@ def main():
     parser.add_argument("--unshared", action="store_true", help="also time the sweep with nothing shared")
     parser.add_argument("--collector-on", action="store_true", help="also time it with the collector running")
     parser.add_argument("--one-process", action="store_true", help="also time it with no worker process")
+    parser.add_argument("--splits-unshared", action="store_true", help="also time it with min-cut's graphs unshared")
     args = parser.parse_args()
     with torch.device("meta"):
         model = Transformer(width=768, depth=12, heads=12, vocab=32000)
         tokens = torch.randint(0, 32000, (8, 512))
-    ones, sweeps, firsts, unshared, collected, alone = [], [], [], [], [], []
+    ones, sweeps, firsts, unshared, collected, alone, built = [], [], [], [], [], [], []
     for _ in range(args.repeats):
         base = fresh(model, tokens)
         ones.append(timed(lambda base=base: bw.sweep(base, budgets=[0.5], progress=False)))
@@ -80,8 +89,11 @@ def main():
             with mock.patch.object(TORCH_WORK, "pause_collector", False):
                 collected.append(widget_sweep(fresh(model, tokens))[0])
         if args.one_process:
-            with mock.patch("bwd_widgets.studio.forked.default_workers", lambda mode: 0):
+            with mock.patch("bwd_widgets.studio.forked.spare_cores", lambda: 0):
                 alone.append(widget_sweep(fresh(model, tokens))[0])
+        if args.splits_unshared:
+            with splits_unshared():
+                built.append(widget_sweep(fresh(model, tokens))[0])
     one, all_points, first = median(ones), median(sweeps), median(firsts)
     goal = max(5.0, 3 * one)
     print(f"one partition at budget 0.5 (with its sweep numbers): {one:.2f} s")
@@ -104,6 +116,11 @@ def main():
         print(
             f"(e) the same sweep in this process alone: {median(alone):.2f} s; with workers it is "
             f"{median(alone) / all_points:.2f}x faster"
+        )
+    if built:
+        print(
+            f"(f) the same sweep with min-cut's graphs built for every budget: {median(built):.2f} s; shared is "
+            f"{median(built) / all_points:.2f}x faster"
         )
 
 

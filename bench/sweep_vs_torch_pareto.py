@@ -26,6 +26,8 @@ The same model, inputs and budgets, the sides alternating in one process (by def
 (W) for comparison only: the same real-mode sweep from an extraction made before the timer starts
     (`bw.sweep(extraction, budgets=...)`, `bw.extract(model, tokens, cache=False)` untimed): what the widget's sweep
     button does, the model being traced already when it is shown. Its saved bytes are held against (B) too.
+(U) for the breakdown only: (W) with min-cut's graphs built at every budget (`core/reuse.py` `Splits` off), where
+    (W) builds them once per saved set that several budgets choose; (U) / (W) is what that sharing saves.
 (T) for the breakdown only: `bw.extract(model, tokens, partitioner="min_cut", memory_budget=1.0, cache=False)`, the
     one trace (A) starts with; (A) - (T) is roughly what its further budgets cost.
 
@@ -38,7 +40,8 @@ against 3.5 s. strace of the slow case shows some 4,500 pairs of 16 KiB mmap/mun
 Per budget the saved bytes of (A) and (B) are printed with EQUAL / DIFFER. At the defaults one repeat takes about
 2.3 minutes on the 2-core machine (torch 2.13.0), so the default 2 repeats finish in about 5 minutes.
 Run: .venv/bin/python bench/sweep_vs_torch_pareto.py [--repeats 2] [--depth 12 --width 768 --heads 12]
-     [--vocab 50257 --batch 4 --seq 128] [--pareto-budget 0.1] [--sides ATFBC, W too where asked]
+     [--vocab 50257 --batch 4 --seq 128] [--pareto-budget 0.1] [--sides ATFBC; W and U too where asked]
+     [--workers N: for W and U]
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ import subprocess
 import sys
 import tempfile
 import types
+from unittest import mock
 
 import torch
 
@@ -143,6 +147,7 @@ def main() -> None:
     parser.add_argument("--budgets", default=",".join(f"{i / 10:g}" for i in range(11)))
     parser.add_argument("--pareto-budget", type=float, default=0.1)
     parser.add_argument("--sides", default="ATFBC", help="which sides to run, in this order each repeat")
+    parser.add_argument("--workers", type=int, default=None, help="(W) and (U): forked workers (default: the sweep's)")
     args = parser.parse_args()
     budgets = [float(b) for b in args.budgets.split(",")]
 
@@ -157,7 +162,7 @@ def main() -> None:
     print(f"budgets {budgets}; Pareto compile at {args.pareto_budget}; repeats {args.repeats}; sides {args.sides}")
     print(f"load at start: {load()}", flush=True)
 
-    seconds: dict[str, list[float]] = {"A": [], "T": [], "F": [], "W": [], "B": [], "C": []}
+    seconds: dict[str, list[float]] = {"A": [], "T": [], "F": [], "W": [], "U": [], "B": [], "C": []}
     ours: list[list[int]] = []
     fake: list[list[int]] = []
     warm: list[list[int]] = []
@@ -178,9 +183,11 @@ def main() -> None:
                 assert not sweep.interrupted and len(sweep.points) == len(budgets)
                 fake.append([p.saved_activation_bytes for p in sweep.points])
                 del sweep
-            elif side == "W":
+            elif side in "WU":
                 shown = bw.extract(model, tokens, cache=False)  # untimed: the widget shows it before any sweep
-                took, sweep = timed_call(bw.sweep, shown, budgets=budgets, progress=False)
+                built = mock.patch("bwd_widgets.core.reuse.Splits.made", lambda self, partition: partition())
+                with built if side == "U" else contextlib.nullcontext():
+                    took, sweep = timed_call(bw.sweep, shown, budgets=budgets, progress=False, workers=args.workers)
                 assert not sweep.interrupted and len(sweep.points) == len(budgets)
                 warm.append([p.saved_activation_bytes for p in sweep.points])
                 del sweep, shown
@@ -202,7 +209,7 @@ def main() -> None:
                         "before the knapsack; pick another --pareto-budget"
                     )
             else:
-                raise SystemExit(f"unknown side {side!r}: use A, T, F, W, B, C")
+                raise SystemExit(f"unknown side {side!r}: use A, T, F, W, U, B, C")
             seconds[side].append(took)
             print(f"repeat {repeat + 1} side {side}: {took:.2f} s", flush=True)
 
@@ -216,11 +223,14 @@ def main() -> None:
         "F": "bw.sweep in fake mode, cold (shapes only, forked workers)",
         "W": "bw.sweep of an extraction made before (the widget's sweep button), real mode",
         "T": "bw.extract alone, cold (the sweep's one trace, min-cut at budget 1)",
+        "U": "(W) with min-cut's graphs built at every budget (Splits off)",
     }
     for side, value in med.items():
         runs = ", ".join(f"{s:.2f}" for s in seconds[side])
         print(f"({side}) {names[side]}: median {value:.2f} s  [{runs}]")
-    for ours_side in ("A", "F", "W"):
+    if "W" in med and "U" in med:
+        print(f"sharing the graphs of a saved set chosen again: (U) / (W) = {med['U'] / med['W']:.2f}x")
+    for ours_side in ("A", "F", "W", "U"):
         for side in ("B", "C"):
             if ours_side in med and side in med:
                 print(f"speed-up of ({ours_side}) over ({side}): {med[side] / med[ours_side]:.2f}x")

@@ -238,17 +238,23 @@ def test_extract_traces_once_per_model_inputs_and_mode(monkeypatch):
 
 
 def test_a_sweep_shares_torchs_cuts_and_flop_counts_yet_equals_independent_partitions(transformer):
-    """Budgets share the flow graphs torch cuts alike and the FLOP counts of alike ops (core/reuse.py):
-    every point is, node for node, what a fresh extraction at its budget gives, with torch's reasons."""
+    """Budgets share the flow graphs torch cuts alike, the FLOP counts of alike ops and the graphs of a saved set
+    an earlier budget chose (core/reuse.py): every point is, node for node, what a fresh extraction at its budget
+    gives, with torch's reasons."""
     from bwd_widgets.core.flops import node_flops
 
     torch.manual_seed(0)
     model, tokens = Transformer(width=64, depth=2), torch.randint(0, 64, (4, 32))
     base = bw.extract(model, tokens, cache=False)
     trace = base.partitions[0].trace
-    budgets = (0.0, 0.2, 0.5, 0.8, 1.0)
+    budgets = (0.0, 0.2, 0.5, 0.8, 0.9, 1.0)
     result = bw.sweep(base, budgets=budgets, progress=False, workers=0)  # shared within one process
     assert trace._cuts.hits > 0, "the budgets below 1 cut the same three flow graphs: each cut once"
+    chosen = [tuple(s.name for s in p.extraction.saved_tensors) for p in result.points]
+    assert len(set(chosen)) < len(chosen), "0.8 and 0.9 choose one saved set on this model"
+    assert trace._splits.hits == len(chosen) - len(set(chosen)), "a saved set chosen again: its graphs built once"
+    graphs = [id(g) for p in result.points for g in (p.extraction.forward, p.extraction.backward)]
+    assert len(set(graphs)) == len(graphs), "each point holds graphs of its own, copies where shared"
     calls = sum(1 for n in result.points[0].extraction.backward.graph.nodes if n.op == "call_function")
     assert 0 < len(trace.op_flops) < calls, "two alike layers: fewer distinct ops counted than nodes"
     for point in result.points:
@@ -257,10 +263,111 @@ def test_a_sweep_shares_torchs_cuts_and_flop_counts_yet_equals_independent_parti
         alone = fresh.partitions[0]
         assert str(shared.backward_with_nones.graph) == str(alone.backward_with_nones.graph), point.budget
         assert str(shared.forward.graph) == str(alone.forward.graph), point.budget
+        for graph in ("forward", "backward_with_nones"):  # torch's `desc` on the outputs: whose gradient each is
+            outputs = (getattr(p, graph).graph.output_node().meta for p in (shared, alone))
+            assert set(next(outputs)) == set(next(outputs)), (point.budget, graph)
         assert [s.name for s in shared.saved_tensors] == [s.name for s in alone.saved_tensors]
         assert shared.decisions == alone.decisions and (shared.decisions.runs or point.budget == 0.0), point.budget
         assert shared.node_flops == node_flops(alone.backward_with_nones), point.budget
         assert point.recompute_flops == fresh.recompute_flops and point.backward_flops == fresh.backward_flops
+
+
+def test_a_kept_split_is_a_partitions_own_and_another_threads_min_cut_runs_as_torchs():
+    """The graphs a saved set is kept by are copies both ways: what is done to one partition's graphs never reaches
+    another's. And the shortcut is this thread's: torch's min-cut run by another thread meanwhile (the user's own
+    torch.compile beside a widget's sweep) runs to its end."""
+    import threading
+
+    from bwd_widgets.core.codegen import copy_graph_module
+    from bwd_widgets.core.compat import min_cut_rematerialization_partition
+    from bwd_widgets.core.trace import _tracing_as_compiled
+
+    torch.manual_seed(0)
+    model, tokens = Transformer(width=64, depth=2), torch.randint(0, 64, (4, 32))
+    base = bw.extract(model, tokens, cache=False)
+    trace = base.partitions[0].trace
+    first = base.rerun("min_cut", 0.8)
+    graph = first.partitions[0].forward.graph
+    with graph.inserting_before(graph.output_node()):
+        graph.call_function(torch.ops.aten.relu.default, (next(iter(graph.nodes)),))
+    again = base.rerun("min_cut", 0.9)
+    fresh = bw.extract(model, tokens, partitioner="min_cut", memory_budget=0.9, cache=False)
+    assert trace._splits.hits == 1 and str(again.forward.graph) == str(fresh.forward.graph)
+
+    outcome = []
+
+    def elsewhere():
+        joint = copy_graph_module(trace.joint)
+        try:
+            with torch._functorch.config.patch(activation_memory_budget=0.9), _tracing_as_compiled(joint):
+                forward, _ = min_cut_rematerialization_partition(joint, trace.joint_inputs, **trace.partition_kwargs)
+            outcome.append(str(forward.graph))
+        except BaseException as error:  # noqa: BLE001 - the test reports what the other thread met
+            outcome.append(repr(error))
+
+    def this_threads_run():
+        other = threading.Thread(target=elsewhere)
+        other.start()
+        other.join()
+        return again.partitions[0].forward, again.partitions[0].backward_with_nones
+
+    with torch._functorch.config.patch(activation_memory_budget=0.9):
+        trace._splits.made(this_threads_run)
+    assert outcome == [str(fresh.forward.graph)]
+
+
+@pytest.mark.parametrize(
+    ("config", "setting", "value"),
+    [
+        ("torch._functorch.config", "recompute_views", True),
+        ("torch._functorch.config", "enable_activation_offloading", True),
+        ("torch._inductor.config", "post_grad_fusion_options", {"activation_quantization_aten_pass": {}}),
+    ],
+)
+def test_a_saved_set_is_shared_only_under_the_same_settings_its_budget_aside(config, setting, value):
+    """min-cut builds its graphs from the saved set it chose and torch's settings (functorch's, Inductor's
+    fusion options): the graphs a set is kept by are keyed by all of them but the budget, read only to choose."""
+    import importlib
+
+    from bwd_widgets.core.reuse import _split_key
+
+    torch.manual_seed(0)
+    base = bw.extract(Transformer(width=64, depth=2), torch.randint(0, 64, (4, 32)), cache=False)
+    saved = list(base.partitions[0].forward.graph.find_nodes(op="placeholder"))[:3]
+    key = _split_key(saved)
+    with torch._functorch.config.patch(activation_memory_budget=0.25):
+        assert _split_key(saved) == key, "the budget is read only while choosing"
+    assert _split_key(saved[:2]) != key
+    with importlib.import_module(config).patch(**{setting: value}):
+        assert _split_key(saved) != key, (config, setting)
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_with_workers_this_process_takes_the_first_task_then_the_last_ones(workers):
+    """Neighbouring tasks stay in one process (a sweep's neighbouring budgets share a saved set's graphs there):
+    this process takes the first task and then walks down from the last, the worker up from the second;
+    without workers, in order."""
+    from bwd_widgets.studio.forked import ForkedTasks
+
+    def slowly(index):  # a worker's task: long enough for this process to do the rest
+        time.sleep(1.0)
+        return index
+
+    pool = ForkedTasks(6, workers, slowly)
+    order: list[int] = []
+
+    def here(index):
+        waited = time.monotonic()  # the first task waits until the worker has taken its own, if there is one
+        while workers and 1 not in pool.counter.taken[:] and time.monotonic() - waited < 30:
+            time.sleep(0.01)
+        order.append(index)
+        return index
+
+    made: dict[int, bool] = {}
+    pool.run(here, lambda index, result, mine: made.__setitem__(index, mine))
+    assert sorted(made) == list(range(6))
+    assert order == ([0, 1, 2, 3, 4, 5] if workers == 0 else [0, 5, 4, 3, 2]), order
+    assert [i for i in sorted(made) if not made[i]] == ([] if workers == 0 else [1])
 
 
 def test_shared_flop_counts_step_aside_for_an_op_that_writes_its_input():

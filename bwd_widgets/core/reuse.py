@@ -13,6 +13,11 @@ call would give:
 - torch's FLOP counter on one op: keyed by the op and its arguments, tensors by shape, stride, offset,
   dtype and device (all a fake run of the op reads), so the twelve alike layers of a transformer and the
   backward graphs of eleven budgets count each distinct op once.
+- the forward and backward graphs min-cut builds from the saved set it chose (`Splits`): after
+  `choose_saved_values_set`, torch's min-cut reads neither the budget nor anything the budget changed, only the
+  joint graph, the saved set in its order and torch's other settings, so budgets that choose the same set (0.4
+  and 0.5, or 0.6 to 0.9, on the 12-layer transformer) build the same two graphs. Keyed by the saved nodes'
+  names in order and torch's partitioner settings but the budget.
 """
 
 from __future__ import annotations
@@ -20,13 +25,22 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import operator
+import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.fx
 
-from .compat import FakeTensorMode, detect_fake_mode, min_cut_solver, op_schema, torch_partitioners
+from .codegen import copy_graph_module
+from .compat import (
+    FakeTensorMode,
+    detect_fake_mode,
+    functorch_config,
+    min_cut_solver,
+    op_schema,
+    torch_partitioners,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -75,6 +89,86 @@ class MinCuts:
             yield
         finally:
             setattr(module, name, original)
+
+
+GraphPair = tuple[torch.fx.GraphModule, torch.fx.GraphModule]
+"""A split's forward and backward graphs, as torch's partitioners return them."""
+
+
+class _KnownSplit(Exception):
+    """Ends a min-cut run once its saved set is one whose graphs are kept: carries them out of torch's partitioner."""
+
+    def __init__(self, graphs: GraphPair) -> None:
+        super().__init__("a split already made from this saved set")
+        self.graphs = graphs
+
+
+class Splits:
+    """The forward and backward graphs of one trace's min-cut splits, by the saved set torch chose, the most
+    recent `size` kept (a pair holds a copy of the model's graph: a few pairs, not one per budget). Kept and handed
+    out as copies: a partition's graphs are its own, whatever is done to them later."""
+
+    def __init__(self, size: int = 4) -> None:
+        self.size = size
+        self.graphs: OrderedDict[str, GraphPair] = OrderedDict()
+        self.hits = 0
+
+    def made(self, partition: Callable[[], GraphPair]) -> GraphPair:
+        """Run `partition` (torch's min-cut on the trace's joint graph, under the split lock); where the saved set
+        it chooses is one an earlier split chose, its run ends there and copies of that split's graphs come back.
+        Call it inside the decisions' recording: the choice is recorded before the run ends."""
+        original: Callable[..., list] | None = getattr(torch_partitioners, "choose_saved_values_set", None)
+        if not callable(original):  # another torch: its partitioner runs as it is
+            return partition()
+        chosen: list[str] = []
+        thread = threading.get_ident()
+
+        def choose_saved_values_set(*args: Any, **kwargs: Any) -> list:
+            saved = original(*args, **kwargs)
+            if threading.get_ident() != thread:  # torch compiling elsewhere (the user's own thread) runs as it is
+                return saved
+            if getattr(functorch_config, "_sync_decision_cross_ranks", False):  # the set may change after: no key
+                chosen.append("")
+                return saved
+            chosen.append(_split_key(saved))
+            kept = self.graphs.get(chosen[0]) if len(chosen) == 1 and chosen[0] else None
+            if kept is not None:
+                raise _KnownSplit(kept)
+            return saved
+
+        torch_partitioners.choose_saved_values_set = choose_saved_values_set
+        try:
+            graphs = partition()
+        except _KnownSplit as known:
+            self.hits += 1
+            self.graphs.move_to_end(chosen[0])
+            forward, backward = known.graphs
+            return _copy(forward), _copy(backward)
+        finally:
+            torch_partitioners.choose_saved_values_set = original
+        if len(chosen) == 1 and chosen[0]:  # one choice made them (min-cut's shortcut to the default partition: none)
+            self.graphs[chosen[0]] = _copy(graphs[0]), _copy(graphs[1])  # kept as made
+            while len(self.graphs) > self.size:
+                self.graphs.popitem(last=False)
+        return graphs
+
+
+def _copy(graph: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """`copy_graph_module`, its output's metadata too: torch's `desc` there says whose gradient each output is."""
+    copy = copy_graph_module(graph)
+    copy.graph.output_node().meta = dict(graph.graph.output_node().meta)
+    return copy
+
+
+def _split_key(saved: list) -> str:
+    """The saved nodes by name, in torch's order (the forward returns them so), and every setting the graphs'
+    making may read: functorch's but the budget, which min-cut reads only while choosing, and Inductor's
+    (`_extract_fwd_bwd_modules` reads its `post_grad_fusion_options`)."""
+    settings = functorch_config.get_config_copy()
+    settings.pop("activation_memory_budget", None)
+    inductor = getattr(torch_partitioners, "inductor_config", None)
+    made_with = sorted(inductor.get_config_copy().items()) if inductor is not None else None
+    return repr(([getattr(n, "name", n) for n in saved], sorted(settings.items()), made_with))
 
 
 _CSE_MADE = "_bwd_widgets_cse_made"

@@ -24,6 +24,7 @@ from .compat import (
     _use_lazy_graph_module,
     detect_fake_mode,
     inductor_lays_out_channels_last,
+    min_cut_rematerialization_partition,
     tensor_version,
     tracing,
 )
@@ -34,7 +35,7 @@ from .kinds import DEFAULT_BACKEND, Backend, EagerStorage, InputSource, RegionSt
 from .memory import MemoryProfile, profile
 from .nodes import BackwardNode, backward_nodes
 from .partitioners import Partitioner, check_allowed_on, resolve_for_backend
-from .reuse import MinCuts, counted_flops, cse_once
+from .reuse import GraphPair, MinCuts, Splits, counted_flops, cse_once
 from .units import format_bytes
 
 if TYPE_CHECKING:
@@ -134,6 +135,8 @@ class Trace:
     """Flow-graph cuts torch's min-cut makes again at every budget below 1 (`core/reuse.py`)."""
     op_flops: dict = field(default_factory=dict, repr=False)
     """FLOP counts by op and arguments, shared by every partition of this joint graph."""
+    _splits: Splits = field(default_factory=Splits, repr=False)
+    """min-cut's graphs by the saved set it chose: budgets that choose alike build them once (`core/reuse.py`)."""
 
     def record(self, real: RealValues | None, notes: list[str], storages: RegionStorages | None = None) -> None:
         """Keep the real run's values, the capture's notes and the run's storages; a trace is recorded once."""
@@ -197,6 +200,12 @@ class Trace:
         metas = [dict(n.meta) for n in nodes]
         attributes = [set(vars(n)) for n in nodes]
         fingerprint = _fingerprint(work)
+
+        def run() -> GraphPair:
+            forward, backward = resolved.partition_fn(work, self.joint_inputs, **self.partition_kwargs)
+            return forward, backward
+
+        shared = resolved.partition_fn is min_cut_rematerialization_partition  # torch's own: its graphs are shared
         try:
             with (
                 resolved.config(),
@@ -206,7 +215,7 @@ class Trace:
                 _use_lazy_graph_module(True),
                 _tracing_as_compiled(work),
             ):
-                forward, backward = resolved.partition_fn(work, self.joint_inputs, **self.partition_kwargs)
+                forward, backward = self._splits.made(run) if shared else run()
             return Split(forward, backward, record.decisions)
         except Exception as error:  # noqa: BLE001 - torch's partitioner failing on this graph: say which, in one line
             raise PartitionerError(

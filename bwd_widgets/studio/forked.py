@@ -2,8 +2,8 @@
 
 A fork copies the traces, their working copies and what they share between partitions (`core/reuse.py`)
 without pickling any of it, and a 2-core machine then runs two of torch's partitions or captures at once.
-The processes take tasks in order from one shared counter, each the next when it is free, so none waits
-while tasks are left. Only plain results come back (numbers, text): what holds fake tensors does not pickle,
+The processes take tasks from one shared counter, each the next when it is free (this process from the end:
+`_Counter`), so none waits while tasks are left. Only plain results come back (numbers, text): what holds fake tensors does not pickle,
 so the caller makes it again in this process when it is wanted (a sweep point's partition, a plan's
 extraction).
 
@@ -80,31 +80,44 @@ def autograd_survives_fork() -> bool:
 
 
 class _Counter:
-    """The next task's index, shared by this process and its workers; who took each index."""
+    """The tasks not yet taken, shared by this process and its workers; who took each index.
+
+    With workers, this process takes its first task from the front (the first task, where it takes one before
+    the workers start) and then the last ones downwards, and the workers take theirs upwards: neighbouring tasks
+    stay in one process, which shares what they make alike (a sweep's neighbouring budgets often choose one saved
+    set, whose graphs are then built once: `core/reuse.py` `Splits`). Without workers, in order."""
 
     def __init__(self, size: int, shared: bool) -> None:
-        self.size = size
+        self.size, self.shared = size, shared
+        self.first_taken = False  # by this process (a worker's copy is never read: workers take from the front)
         if shared:
             context = multiprocessing.get_context("fork")
-            self.next: Any = context.Value("i", 0)
+            self.low: Any = context.Value("i", 0)
+            self.high: Any = context.Value("i", size - 1, lock=False)
             self.taken: Any = context.Array("i", [-1] * size)
         else:
-            self.next, self.taken = _Local(), [-1] * size
+            self.low, self.high, self.taken = _Local(0), _Local(size - 1), [-1] * size
 
     def take(self, owner: int) -> int | None:
-        with self.next.get_lock():
-            index: int = self.next.value
-            if index >= self.size:
+        with self.low.get_lock():
+            if self.low.value > self.high.value:
                 return None
-            self.next.value = index + 1
+            if owner == 0 and self.first_taken and self.shared:
+                index: int = self.high.value
+                self.high.value = index - 1
+            else:
+                index = self.low.value
+                self.low.value = index + 1
+            self.first_taken = self.first_taken or owner == 0
             self.taken[index] = owner
             return index
 
 
 class _Local:
-    """The counter of work without workers: nothing to share."""
+    """A shared value in work without workers (a counter's end, an awaited number): nothing to share."""
 
-    value = 0
+    def __init__(self, value: float) -> None:
+        self.value = value
 
     def get_lock(self) -> contextlib.nullcontext:
         return contextlib.nullcontext()
@@ -264,7 +277,7 @@ class Awaited:
 
     def __init__(self, shared: bool) -> None:
         context = multiprocessing.get_context("fork") if shared else None
-        self._value: Any = context.Value("d", math.nan) if context else _Local()
+        self._value: Any = context.Value("d", math.nan) if context else _Local(math.nan)
         self._set: Any = context.Event() if context else threading.Event()
 
     def put(self, value: float | None) -> None:
