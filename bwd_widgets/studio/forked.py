@@ -3,9 +3,9 @@
 A fork copies the traces, their working copies and what they share between partitions (`core/reuse.py`)
 without pickling any of it, and a 2-core machine then runs two of torch's partitions or captures at once.
 The processes take tasks from one shared counter, each the next when it is free (this process from the end:
-`_Counter`), so none waits while tasks are left. Only plain results come back (numbers, text): what holds fake tensors does not pickle,
-so the caller makes it again in this process when it is wanted (a sweep point's partition, a plan's
-extraction).
+`_Counter`), so none waits while tasks are left. Only plain results come back (numbers, text): what holds
+fake tensors does not pickle, so the caller makes it again in this process when it is wanted (a sweep point's
+partition, a plan's extraction).
 
 The sweep (`studio.sweep`) shares its budgets this way in either mode: a point's numbers come from the graphs'
 shapes, so a worker reads no real tensor (and runs on one CPU thread, `_as_a_quiet_worker`). The
