@@ -10,8 +10,9 @@ export function chunked<T>(items: readonly T[], size: number): T[][] {
   return slices;
 }
 
-/** Run `steps` in order: the first now, each next one in a task of its own (or all now when `now`), and
- *  `done` after the last; stop as soon as `current()` says a newer run replaced this one. */
+/** Run `steps` in order, each in a task of its own, the first too, so that none adds to the caller's task
+ *  (or all now when `now`), and `done` after the last; stop as soon as `current()` says a newer run replaced
+ *  this one. */
 export function inTurn(steps: readonly (() => void)[], current: () => boolean, done: () => void = () => {}, now = false): void {
   let index = 0;
   const next = (): void => {
@@ -24,7 +25,8 @@ export function inTurn(steps: readonly (() => void)[], current: () => boolean, d
     if (now) next();
     else setTimeout(next, 0);
   };
-  next();
+  if (now) next();
+  else setTimeout(next, 0);
 }
 
 /** A block the browser lays out and paints only near the screen (CSS content-visibility), taking

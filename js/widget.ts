@@ -118,7 +118,8 @@ function render({ model, el, experimental, signal: viewSignal }: RenderProps<Tra
   let landing = 0; // a newer payload stops the panes' turns for an older one
   /** A new payload: its JSON is parsed in a task of its own (a 48-layer model's takes as long as a pane's
    *  drawing), then each pane redraws in a task of its own, those on screen first, so that a big model's
-   *  payload does not hold the page for all of them at once. */
+   *  payload does not hold the page for all of them at once, nor add to the task that brought it (the
+   *  kernel's message, JupyterLab's own; a move's click). */
   const onData = () => {
     const mine = ++landing;
     const onScreen = (i: number) => PANES[i].slot !== "tab" || PANES[i].tab === root.dataset.tab;
@@ -126,14 +127,12 @@ function render({ model, el, experimental, signal: viewSignal }: RenderProps<Tra
     const parse = () => void graphData(model); // graphData keeps what it parsed: the panes' calls below reuse it
     inTurn([parse, ...order.map((i) => () => panes[i].update(graphData(model)))], () => mine === landing && !signal.aborted);
   };
-  const onDataLater = () => setTimeout(() => signal.aborted || onData(), 0);
-  // the kernel's payload, with its diff: not parsed in the task of the message that brought it (JupyterLab's own)
-  watch(model, ["data"], () => (dropAhead(model), onDataLater()), signal);
+  watch(model, ["data"], () => (dropAhead(model), onData()), signal); // the kernel's payload, with its diff
   watch(model, ["error"], () => model.get("error") && dropAhead(model) && onData(), signal); // the move failed
   watch(model, ["selected"], () => highlight(model.get("selected"), true), signal);
-  // the panes draw in a task after the one that made the view: a big payload's first view is not added to
+  // the panes draw in tasks after the one that made the view: a big payload's first view is not added to
   // the task in which JupyterLab and ipywidgets create the model and the view (issue 22, long tasks)
-  onDataLater();
+  onData();
   return () => controller.abort();
 }
 

@@ -2,8 +2,10 @@
 
 Markers (registered here): `slow` (minutes: a family of generated cases, a GraphNet corpus, a model zoo),
 `browser` (a real JupyterLab or Notebook 7 in Chromium: every test under tests/browser/), and `newest_torch` (run
-again in the newest-torch job, scripts/test_newest_torch.sh). The fast tier, `scripts/check.sh`, is
-`-m "not slow and not browser"`; `scripts/test.sh` (CI) runs everything.
+again in the newest-torch job, scripts/test_newest_torch.sh), and `alone` (a measurement of how long the page's
+own tasks take, which a CPU-bound test beside it on a 2-core machine would stretch: `scripts/test.sh` runs these
+after the parallel run, on their own). The fast tier, `scripts/check.sh`, is `-m "not slow and not browser"`;
+`scripts/test.sh` (CI) runs everything.
 """
 
 import re
@@ -63,6 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: minutes of work; left out of the fast tier (scripts/check.sh)")
     config.addinivalue_line("markers", "browser: a real JupyterLab or Notebook 7 in Chromium (tests/browser/)")
     config.addinivalue_line("markers", "newest_torch: run again on the newest torch (scripts/test_newest_torch.sh)")
+    config.addinivalue_line("markers", "alone: times the page's tasks; scripts/test.sh runs it with no test beside it")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
