@@ -29,6 +29,31 @@ export function inTurn(steps: readonly (() => void)[], current: () => boolean, d
   else setTimeout(next, 0);
 }
 
+/** What `refill` fills: an element, or anything that takes children the same way. */
+export interface Container<Child> {
+  replaceChildren(...children: Child[]): void;
+  appendChild(child: Child): unknown;
+}
+
+/** Replace `container`'s children with a block per slice, `build` making each, one per task (or all now when
+ *  `now`, as `inTurn`), then `done`: the old blocks stay until the first new one replaces them, so no frame
+ *  shows the list empty between a payload and its first block. */
+export function refill<T, Child>(
+  container: Container<Child>,
+  slices: readonly T[],
+  build: (slice: T) => Child,
+  current: () => boolean,
+  done: () => void,
+  now: boolean,
+): void {
+  if (!slices.length) container.replaceChildren();
+  const steps = slices.map((slice, index) => () => {
+    if (index === 0) container.replaceChildren(build(slice));
+    else container.appendChild(build(slice));
+  });
+  inTurn(steps, current, done, now);
+}
+
 /** A block the browser lays out and paints only near the screen (CSS content-visibility), taking
  *  `height` px until it has been laid out once; `wide`: as wide as its widest child (the block clips what
  *  overflows it), else as wide as its container. */

@@ -113,6 +113,14 @@ export function graphData(model: Model): GraphData {
   return data;
 }
 
+/** The payload shown when it is decoded already, else undefined: a payload not decoded yet has its landing to
+ *  come (js/widget.ts), which redraws every pane, so a trait that came in its message need not decode it in
+ *  that message's task (JupyterLab's own). */
+export function decodedData(model: Model): GraphData | undefined {
+  const wire = shownAhead.get(model) ?? model.get("data");
+  return wire instanceof ArrayBuffer || ArrayBuffer.isView(wire) ? decoded.get(wire) : wire;
+}
+
 /** Set a trait and send it to the kernel. */
 export function setTrait<K extends TraitName>(model: Model, name: K, value: Traits[K]): void {
   model.set(name, value);

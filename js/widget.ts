@@ -7,7 +7,7 @@ import type { RenderProps } from "@anywidget/types";
 import { inTurn } from "./chunks";
 import { element } from "./dom";
 import { PayloadsAhead } from "./ahead";
-import { dropAhead, graphData, showAhead, watch, type PaneContext, type Traits } from "./model";
+import { decodedData, dropAhead, graphData, showAhead, watch, type PaneContext, type Traits } from "./model";
 import { PANES } from "./panes";
 import type { Pane, PaneSpec } from "./panes/pane";
 
@@ -113,7 +113,12 @@ function render({ model, el, experimental, signal: viewSignal }: RenderProps<Tra
     place(spec, pane);
     panes.push(pane);
     if (spec.tab) tabPanes.set(spec.tab, pane);
-    if (spec.traits?.length) watch(model, spec.traits, () => pane.update(graphData(model)), signal);
+    // a trait of the pane's own redraws it, but not before its payload is decoded: the landing redraws it then
+    const redraw = () => {
+      const data = decodedData(model);
+      if (data) pane.update(data);
+    };
+    if (spec.traits?.length) watch(model, spec.traits, redraw, signal);
   }
   let landing = 0; // a newer payload stops the panes' turns for an older one
   /** A new payload: its JSON is parsed in a task of its own (a 48-layer model's takes as long as a pane's

@@ -4,7 +4,7 @@ Markers (registered here): `slow` (minutes: a family of generated cases, a Graph
 `browser` (a real JupyterLab or Notebook 7 in Chromium: every test under tests/browser/), and `newest_torch` (run
 again in the newest-torch job, scripts/test_newest_torch.sh), and `alone` (a measurement of how long the page's
 own tasks take, which a CPU-bound test beside it on a 2-core machine would stretch: `scripts/test.sh` runs these
-after the parallel run, on their own). The fast tier, `scripts/check.sh`, is `-m "not slow and not browser"`;
+after the parallel run, on their own, through `--alone=skip` and `--alone=only`). The fast tier, `scripts/check.sh`, is `-m "not slow and not browser"`;
 `scripts/test.sh` (CI) runs everything.
 """
 
@@ -68,9 +68,21 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "alone: times the page's tasks; scripts/test.sh runs it with no test beside it")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--alone",
+        choices=("with", "skip", "only"),
+        default="with",
+        help="the tests marked alone: run with the rest (with, the default), leave them out (skip), or run only "
+        "them (only); scripts/test.sh runs them after the rest, with nothing beside them. An option, not -m, so "
+        "that a -m of the caller's still selects",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test under tests/browser/ is a browser test (the folder is the marker), every test of a file the
-    newer-torch jobs run is a newest_torch test, and every test of a file in SLOW_FILES a slow one."""
+    newer-torch jobs run is a newest_torch test, and every test of a file in SLOW_FILES a slow one; `--alone`
+    leaves out the `alone` tests, or all but them."""
     newest = _newest_torch_files()
     for item in items:
         path = Path(str(item.path))
@@ -80,6 +92,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.newest_torch)
         if path.name in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
+    alone = config.getoption("alone")
+    if alone != "with":
+        keep = [item for item in items if (item.get_closest_marker("alone") is not None) == (alone == "only")]
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 /** The code pane: backward and forward GraphNet code with line numbers, highlighted, with Copy; the
  *  `x = None` clearing statements hidden unless asked for; a line selects its node. */
 
-import { chunked, inTurn, lazyBlock } from "../chunks";
+import { chunked, lazyBlock, refill } from "../chunks";
 import { codeLines, nodeAtLine, tokenizeLine, type CodeLine } from "../code";
 import { clearClass, element, keepInView } from "../dom";
 import type { PaneContext } from "../model";
@@ -62,13 +62,10 @@ export function codePane({ model, signal, select }: PaneContext): Pane {
   function render(now = true): void {
     if (!data) return;
     const mine = ++drawing;
-    code.replaceChildren();
     delete code.dataset.drawn;
     for (const [name, tab] of Object.entries(tabs)) tab.classList.toggle("bwd-active", name === kind);
-    const blocks = chunked(codeLines(data.code[kind], exact.checked), BLOCK_LINES).map((lines) => () => {
-      code.appendChild(blockElement(lines));
-    });
-    inTurn(blocks, () => mine === drawing && !signal.aborted, () => {
+    const slices = chunked(codeLines(data.code[kind], exact.checked), BLOCK_LINES);
+    refill(code, slices, blockElement, () => mine === drawing && !signal.aborted, () => {
       code.dataset.drawn = "true";
       mark(model.get("selected"));
     }, now);

@@ -1,6 +1,6 @@
 /** The saved-tensor table: totals, sortable columns, rows newly saved and rows now recomputed. */
 
-import { chunked, inTurn, lazyBlock } from "../chunks";
+import { chunked, lazyBlock, refill } from "../chunks";
 import { clearClass, element, keepInView } from "../dom";
 import { formatBytes } from "../units";
 import type { PaneContext } from "../model";
@@ -90,24 +90,23 @@ export function savedPane({ model, signal, select }: PaneContext): Pane {
     const width = `calc(${widths.join(" + ")})`; // each table's own, so no block sizes by a percentage
     table.style.width = width;
     table.replaceChildren(columns(widths), header());
-    rows.replaceChildren();
     delete rows.dataset.drawn;
-    const blocks = chunked(shown, BLOCK_ROWS).map((slice) => () => {
-      const block = lazyBlock("bwd-saved-block", slice.length * ROW_PX, true); // as wide as its table: never clipped
+    const block = (slice: typeof shown) => {
+      const lazy = lazyBlock("bwd-saved-block", slice.length * ROW_PX, true); // as wide as its table: never clipped
       const part = element("table", "bwd-table");
       part.style.width = width;
       const tbody = element("tbody");
       tbody.append(...slice.map((cells) => row(...cells)));
       part.append(columns(widths), tbody);
-      block.appendChild(part);
-      rows.appendChild(block);
-    });
+      lazy.appendChild(part);
+      return lazy;
+    };
     const t = data.partition;
     const views = data.saved.filter((r) => r.alias_kind && r.alias_kind !== "activation").length;
     const viewText = views ? ` \u00B7 ${views} view${views === 1 ? "" : "s"} of parameters/inputs (0 B added)` : "";
     totals.textContent = `${t.saved} saved \u00B7 activations ${formatBytes(t.saved_activation_bytes)} \u00B7 parameters/inputs ${formatBytes(t.saved_input_bytes)}${viewText}`;
     totals.title = totals.textContent;
-    inTurn(blocks, () => mine === drawing && !signal.aborted, () => {
+    refill(rows, chunked(shown, BLOCK_ROWS), block, () => mine === drawing && !signal.aborted, () => {
       rows.dataset.drawn = "true";
       mark(model.get("selected"), false);
     }, now);

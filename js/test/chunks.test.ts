@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { chunked, inTurn } from "../chunks";
+import { chunked, inTurn, refill } from "../chunks";
 
 describe("long lists a slice at a time", () => {
   it("cuts a list into slices of the size asked, the last one shorter", () => {
@@ -35,5 +35,23 @@ describe("long lists a slice at a time", () => {
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect(ran).toEqual([1]);
     expect(done).toBe(false);
+  });
+
+  it("refills a list a block per task, the old blocks kept until the first new one replaces them", async () => {
+    const list = { children: ["old1", "old2"], replaceChildren(...c: string[]) { this.children = c; }, appendChild(c: string) { this.children.push(c); } };
+    const finished = new Promise<void>((resolve) => refill(list, [1, 2, 3], (n) => `new${n}`, () => true, resolve, false));
+    expect(list.children).toEqual(["old1", "old2"]); // not empty in the caller's task, nor in a frame after it
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(list.children).toEqual(["new1"]);
+    await finished;
+    expect(list.children).toEqual(["new1", "new2", "new3"]);
+  });
+
+  it("empties a list at once when there is nothing to fill it with", () => {
+    const list = { children: ["old"], replaceChildren(...c: string[]) { this.children = c; }, appendChild(c: string) { this.children.push(c); } };
+    let done = false;
+    refill(list, [], (n: number) => `new${n}`, () => true, () => (done = true), true);
+    expect(list.children).toEqual([]);
+    expect(done).toBe(true);
   });
 });

@@ -11,7 +11,7 @@ import { nodeAtLine } from "../code";
 import { buildDot, clusterPaths } from "../dot";
 import { formatShape } from "../format";
 import { edgeKey, firstViews, GROUP_PREFIX, moduleTree, visibleGraph } from "../grouping";
-import { graphData, TRAIT_NAMES, type Model } from "../model";
+import { decodedData, graphData, TRAIT_NAMES, type Model } from "../model";
 import { moduleBars, timelineGeometry } from "../memory";
 import { nodeOfPoint } from "../panes/memory";
 import { partitionerChoices, takesBudget } from "../partitioners";
@@ -97,6 +97,17 @@ describe("the TypeScript types mirror the Python TypedDicts", () => {
     expect(graphData(wire)).toBe(graphData(wire)); // decoded once, however many panes ask
     expect(graphData(modelOf(bytes.buffer))).toEqual(data);
     expect(graphData(modelOf(data))).toBe(data);
+  });
+
+  it("decodedData gives a payload only once it is decoded: a trait in the payload's message does not decode it", () => {
+    const bytes = Uint8Array.from(Buffer.from(fixture.wire, "base64"));
+    const modelOf = (value: unknown) => ({ get: () => value }) as unknown as Model;
+    const wire = modelOf(new DataView(bytes.buffer));
+    expect(decodedData(wire)).toBeUndefined();
+    expect(decodedData(wire)).toBeUndefined(); // asking does not decode it either
+    const decoded = graphData(wire);
+    expect(decodedData(wire)).toBe(decoded);
+    expect(decodedData(modelOf(data))).toBe(data); // the HTML export's object is decoded as it is
   });
 
   for (const name of Object.keys(CONTRACT_KEYS) as TypeName[]) {

@@ -33,8 +33,9 @@ with torch.device("meta"):
 big = bw.extract(big_model, big_tokens, mode="fake")"""
 SHOW_BIG = "big"
 CELLS = [SETUP, SLEEPY, BIG, SHOW_BIG]
-# What these tests time is the page's own tasks: beside a test compiling a model on the other of 2 cores, every
-# task of a landing took 1.5x to 3x as long, JupyterLab's own too (a CI run), so scripts/test.sh runs them alone.
+# What these tests time is the page's own tasks: beside tests compiling models on the other of 2 cores, the
+# landing had tasks of 102-125 ms (a CI run; 102-107 ms beside tests/test_torch_partition.py), so scripts/test.sh
+# runs them on their own (tests/conftest.py `--alone`).
 pytestmark = pytest.mark.alone
 LONG_TASK_MS = 100
 
