@@ -100,15 +100,20 @@ export function dropAhead(model: Model): boolean {
   return shownAhead.delete(model);
 }
 
+/** The `data` trait, or the payload made ahead shown in its place (`showAhead`). */
+function shownTrait(model: Model): DataTrait {
+  return shownAhead.get(model) ?? model.get("data");
+}
+
 /** The payload shown: the `data` trait (or one made ahead, `showAhead`) decoded, once per message however
  *  many panes ask. */
 export function graphData(model: Model): GraphData {
-  const wire = shownAhead.get(model) ?? model.get("data");
-  if (!(wire instanceof ArrayBuffer || ArrayBuffer.isView(wire))) return wire;
-  let data = decoded.get(wire);
+  const trait = shownTrait(model);
+  if (!(trait instanceof ArrayBuffer || ArrayBuffer.isView(trait))) return trait;
+  let data = decoded.get(trait);
   if (data === undefined) {
-    data = JSON.parse(utf8.decode(wire)) as GraphData;
-    decoded.set(wire, data);
+    data = JSON.parse(utf8.decode(trait)) as GraphData;
+    decoded.set(trait, data);
   }
   return data;
 }
@@ -117,8 +122,8 @@ export function graphData(model: Model): GraphData {
  *  come (js/widget.ts), which redraws every pane, so a trait that came in its message need not decode it in
  *  that message's task (JupyterLab's own). */
 export function decodedData(model: Model): GraphData | undefined {
-  const wire = shownAhead.get(model) ?? model.get("data");
-  return wire instanceof ArrayBuffer || ArrayBuffer.isView(wire) ? decoded.get(wire) : wire;
+  const trait = shownTrait(model);
+  return trait instanceof ArrayBuffer || ArrayBuffer.isView(trait) ? decoded.get(trait) : trait;
 }
 
 /** Set a trait and send it to the kernel. */

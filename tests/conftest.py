@@ -4,8 +4,8 @@ Markers (registered here): `slow` (minutes: a family of generated cases, a Graph
 `browser` (a real JupyterLab or Notebook 7 in Chromium: every test under tests/browser/), and `newest_torch` (run
 again in the newest-torch job, scripts/test_newest_torch.sh), and `alone` (a measurement of how long the page's
 own tasks take, which a CPU-bound test beside it on a 2-core machine would stretch: `scripts/test.sh` runs these
-after the parallel run, on their own, through `--alone=skip` and `--alone=only`). The fast tier, `scripts/check.sh`, is `-m "not slow and not browser"`;
-`scripts/test.sh` (CI) runs everything.
+after the parallel run, on their own, through `--alone=skip` and `--alone=only`). The fast tier,
+`scripts/check.sh`, is `-m "not slow and not browser"`; `scripts/test.sh` (CI) runs everything.
 """
 
 import re
@@ -94,8 +94,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
     alone = config.getoption("alone")
     if alone != "with":
-        keep = [item for item in items if (item.get_closest_marker("alone") is not None) == (alone == "only")]
-        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        keep: list[pytest.Item] = []
+        leave: list[pytest.Item] = []
+        for item in items:
+            (keep if (item.get_closest_marker("alone") is not None) == (alone == "only") else leave).append(item)
+        config.hook.pytest_deselected(items=leave)
         items[:] = keep
 
 
